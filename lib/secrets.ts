@@ -1,0 +1,25 @@
+import { createHash, randomBytes } from "node:crypto";
+
+/** `whsec_` + base64 of 24 random bytes: the Standard Webhooks secret format (API.md). */
+export function newWebhookSecret(): string {
+	return `whsec_${randomBytes(24).toString("base64")}`;
+}
+
+/** Partner API keys: 32 random bytes, shown once, stored only as a SHA-256 hash. */
+export function newApiKey(): string {
+	return `rk_${randomBytes(32).toString("base64url")}`;
+}
+
+/**
+ * API keys carry 256 bits of entropy, so a single fast SHA-256 is the right
+ * hash: nothing to brute-force, and authentication stays cheap on the hot path.
+ */
+export function hashApiKey(apiKey: string): string {
+	return createHash("sha256").update(apiKey, "utf8").digest("hex");
+}
+
+export function isWebhookSecret(value: string): boolean {
+	if (!value.startsWith("whsec_")) return false;
+	const raw = Buffer.from(value.slice(6), "base64");
+	return raw.length >= 24;
+}

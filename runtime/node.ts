@@ -1,0 +1,65 @@
+import { ServiceBroker } from "moleculer";
+import { buildBrokerConfig } from "../moleculer.config";
+import { readSettings, type Env } from "../lib/settings";
+import { ALL_SERVICES, isServiceName, loadServiceSchema, type ServiceName } from "../services";
+import { startEmbeddedPostgres, type EmbeddedPostgres } from "./embedded-postgres";
+
+export interface RunningNode {
+	broker: ServiceBroker;
+	services: ServiceName[];
+	embedded?: EmbeddedPostgres;
+	stop(): Promise<void>;
+}
+
+export interface StartOptions {
+	env?: Env;
+	/** Overrides `SERVICES`. */
+	services?: ServiceName[];
+}
+
+/**
+ * Starts one process's share of the platform: the embedded database when no
+ * `DATABASE_URL` is set, then a broker with the services `SERVICES` names (all
+ * by default). Used by `npm start`, the REPL and the integration tests alike,
+ * so tests start services the way production does.
+ */
+export async function startNode(opts: StartOptions = {}): Promise<RunningNode> {
+	const env = opts.env ?? process.env;
+	const settings = readSettings(env);
+	const names = opts.services ?? (settings.services as ServiceName[] | undefined) ?? [...ALL_SERVICES];
+	for (const name of names) {
+		if (!isServiceName(name)) throw new Error(`Unknown service "${name}" in SERVICES (known: ${ALL_SERVICES.join(", ")})`);
+	}
+
+	let embedded: EmbeddedPostgres | undefined;
+	if (!settings.databaseUrl) {
+		embedded = await startEmbeddedPostgres(settings.dataDir);
+		// Services read DATABASE_URL when they are created; the embedded one is set for this process only.
+		process.env.DATABASE_URL = embedded.url;
+		process.env.DB_POOL_MAX = process.env.DB_POOL_MAX || "8";
+	}
+
+	const broker = new ServiceBroker(buildBrokerConfig(env));
+	for (const name of names) broker.createService(loadServiceSchema(name));
+	try {
+		await broker.start();
+	} catch (err) {
+		await broker.stop().catch(() => undefined);
+		await embedded?.stop().catch(() => undefined);
+		throw err;
+	}
+
+	let stopping: Promise<void> | undefined;
+	return {
+		broker,
+		services: names,
+		embedded,
+		stop() {
+			stopping ??= (async () => {
+				await broker.stop();
+				await embedded?.stop();
+			})();
+			return stopping;
+		},
+	};
+}
