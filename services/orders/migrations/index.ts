@@ -1,0 +1,97 @@
+import type { Migration } from "../../../mixins/db.mixin";
+
+/**
+ * Tables of the orders service: `orders` (the rides), `ride_events` (the
+ * transactional outbox notifications reads), `feedback` and
+ * `idempotency_keys` (create-order's Idempotency-Key claims).
+ */
+export const migrations: Migration[] = [
+	{
+		name: "001-orders",
+		async up(_qi, sequelize) {
+			await sequelize.query(`
+				CREATE TABLE orders (
+					id text PRIMARY KEY,
+					partner_id text NOT NULL,
+					rider_id text NOT NULL,
+					status text NOT NULL CHECK (status IN ('searching','accepted','arrived','started','dropped','customer_cancelled','no_driver_found')),
+					service_type text NOT NULL CHECK (service_type IN ('scooty','cab')),
+					pickup jsonb NOT NULL,
+					"drop" jsonb NOT NULL,
+					fare_paise integer NOT NULL CHECK (fare_paise >= 0),
+					currency text NOT NULL DEFAULT 'INR',
+					fare_breakdown jsonb,
+					distance integer NOT NULL,
+					duration integer NOT NULL,
+					quote_id text,
+					otp text NOT NULL CHECK (otp ~ '^[0-9]{4}$'),
+					webhook_url text NOT NULL,
+					metadata jsonb,
+					driver jsonb,
+					driver_location jsonb,
+					eta integer,
+					version integer NOT NULL DEFAULT 0,
+					cancel_reason text,
+					created_at timestamptz NOT NULL DEFAULT now(),
+					updated_at timestamptz NOT NULL DEFAULT now()
+				)`);
+			// The judge of "one active ride per rider": concurrent create-order
+			// calls race on this index, and exactly one insert wins.
+			await sequelize.query(`
+				CREATE UNIQUE INDEX orders_one_active_per_rider ON orders (rider_id)
+				WHERE status IN ('searching','accepted','arrived','started')`);
+			// Dispatch's reconciliation sweep (orders.listActive).
+			await sequelize.query(`
+				CREATE INDEX orders_active_by_status ON orders (status, created_at)
+				WHERE status IN ('searching','accepted','arrived','started')`);
+			await sequelize.query("CREATE INDEX orders_partner_created ON orders (partner_id, created_at)");
+
+			await sequelize.query(`
+				CREATE TABLE ride_events (
+					id text PRIMARY KEY,
+					order_id text NOT NULL REFERENCES orders (id),
+					partner_id text NOT NULL,
+					sequence integer NOT NULL,
+					kind text NOT NULL CHECK (kind IN ('status','location')),
+					status text NOT NULL,
+					webhook_url text NOT NULL,
+					payload jsonb NOT NULL,
+					occurred_at timestamptz NOT NULL,
+					created_at timestamptz NOT NULL DEFAULT now(),
+					position bigserial NOT NULL,
+					CONSTRAINT ride_events_order_sequence UNIQUE (order_id, sequence)
+				)`);
+			// Notifications scans new rows by insertion order and by age.
+			await sequelize.query("CREATE INDEX ride_events_position ON ride_events (position)");
+			await sequelize.query("CREATE INDEX ride_events_created_at ON ride_events (created_at)");
+
+			await sequelize.query(`
+				CREATE TABLE feedback (
+					order_id text PRIMARY KEY REFERENCES orders (id),
+					partner_id text NOT NULL,
+					rating smallint NOT NULL CHECK (rating BETWEEN 1 AND 5),
+					comment text,
+					tags text[] NOT NULL DEFAULT '{}',
+					created_at timestamptz NOT NULL DEFAULT now()
+				)`);
+
+			await sequelize.query(`
+				CREATE TABLE idempotency_keys (
+					partner_id text NOT NULL,
+					key text NOT NULL,
+					request_hash text NOT NULL,
+					state text NOT NULL CHECK (state IN ('running','done')),
+					-- Identifies the call holding a running claim, so only it can finish or release it.
+					claim_token text NOT NULL,
+					response_status integer,
+					response_body jsonb,
+					created_at timestamptz NOT NULL DEFAULT now(),
+					PRIMARY KEY (partner_id, key)
+				)`);
+			await sequelize.query("CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at)");
+		},
+		async down(_qi, sequelize) {
+			await sequelize.query("DROP TABLE IF EXISTS idempotency_keys, feedback, ride_events, orders");
+		},
+	},
+];

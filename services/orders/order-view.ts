@@ -1,0 +1,221 @@
+import { randomInt } from "node:crypto";
+import type { RideStatus } from "./ride-state";
+
+/**
+ * Pure shapes of the orders service: the database row, the public Order of
+ * the contract (API.md, "POST /ride/create-order"), the InternalOrder other
+ * services get (docs/ARCHITECTURE.md), and the webhook body stored in
+ * `ride_events.payload`.
+ */
+
+export type ServiceType = "scooty" | "cab";
+
+export interface Point {
+	lat: number;
+	lng: number;
+}
+
+export interface Place extends Point {
+	address?: string;
+}
+
+export interface DriverLocation extends Point {
+	heading?: number;
+}
+
+/** The driver as stored on the order (`orders.driver`); the location lives in `driver_location`. */
+export interface DriverInfo {
+	id: string;
+	name: string;
+	phone: string;
+	vehicleNumber: string;
+}
+
+export interface DriverView extends DriverInfo {
+	location: DriverLocation | null;
+}
+
+export interface Fare {
+	totalAmount: number;
+	currency: string;
+}
+
+/** One row of `orders`, as PostgreSQL returns it. */
+export interface OrderRow {
+	id: string;
+	partner_id: string;
+	rider_id: string;
+	status: RideStatus;
+	service_type: ServiceType;
+	pickup: Place;
+	drop: Place;
+	fare_paise: number;
+	currency: string;
+	fare_breakdown: Record<string, unknown> | null;
+	distance: number;
+	duration: number;
+	quote_id: string | null;
+	otp: string;
+	webhook_url: string;
+	metadata: Record<string, unknown> | null;
+	driver: DriverInfo | null;
+	driver_location: DriverLocation | null;
+	eta: number | null;
+	version: number;
+	cancel_reason: string | null;
+	created_at: Date | string;
+	updated_at: Date | string;
+}
+
+/** The contract's Order (create-order, status). */
+export interface Order {
+	orderId: string;
+	otp: string;
+	status: RideStatus;
+	serviceType: ServiceType;
+	pickup: Place;
+	drop: Place;
+	fare: Fare;
+	distance: number;
+	duration: number;
+	driver: DriverView | null;
+	metadata: Record<string, unknown> | null;
+	createdAt: string;
+	updatedAt: string;
+}
+
+/** What services (dispatch, operators) see: every field but the OTP, plus ownership and version. */
+export interface InternalOrder extends Omit<Order, "otp"> {
+	partnerId: string;
+	riderId: string;
+	version: number;
+	/** Last known driver location (also inside `driver`), null before a driver is assigned. */
+	location: DriverLocation | null;
+	/** Seconds to the pickup (before arrived) or to the drop (after started), as dispatch last reported. */
+	eta: number | null;
+	webhookURL: string;
+	quoteId: string | null;
+	fareBreakdown: Record<string, unknown> | null;
+	cancelReason: string | null;
+}
+
+/** The webhook body (API.md, "Webhooks"), stored verbatim in `ride_events.payload`. */
+export interface RideEventPayload {
+	eventId: string;
+	orderId: string;
+	status: RideStatus | "location_updated";
+	sequence: number;
+	occurredAt: string;
+	driver?: DriverView;
+	location?: DriverLocation;
+	eta?: number;
+	metadata: Record<string, unknown> | null;
+}
+
+/** 4 digits from a cryptographic random source, leading zeros kept. */
+export function generateOtp(): string {
+	return String(randomInt(0, 10_000)).padStart(4, "0");
+}
+
+/** Money is integer paise in the database and major units (≤ 2 decimals) in every response. */
+export function paiseToMajor(paise: number): number {
+	return Math.round(paise) / 100;
+}
+
+export function majorToPaise(amount: number): number {
+	return Math.round(amount * 100);
+}
+
+function iso(value: Date | string): string {
+	return (value instanceof Date ? value : new Date(value)).toISOString();
+}
+
+function place(p: Place): Place {
+	const out: Place = { lat: p.lat, lng: p.lng };
+	if (typeof p.address === "string") out.address = p.address;
+	return out;
+}
+
+function location(l: DriverLocation | null | undefined): DriverLocation | null {
+	if (!l) return null;
+	const out: DriverLocation = { lat: l.lat, lng: l.lng };
+	if (typeof l.heading === "number") out.heading = l.heading;
+	return out;
+}
+
+export function driverView(row: Pick<OrderRow, "driver" | "driver_location">): DriverView | null {
+	if (!row.driver) return null;
+	const d = row.driver;
+	return { id: d.id, name: d.name, phone: d.phone, vehicleNumber: d.vehicleNumber, location: location(row.driver_location) };
+}
+
+export function toOrder(row: OrderRow): Order {
+	return {
+		orderId: row.id,
+		otp: row.otp,
+		status: row.status,
+		serviceType: row.service_type,
+		pickup: place(row.pickup),
+		drop: place(row.drop),
+		fare: { totalAmount: paiseToMajor(row.fare_paise), currency: row.currency },
+		distance: row.distance,
+		duration: row.duration,
+		driver: driverView(row),
+		metadata: row.metadata ?? null,
+		createdAt: iso(row.created_at),
+		updatedAt: iso(row.updated_at),
+	};
+}
+
+export function toInternalOrder(row: OrderRow): InternalOrder {
+	const { otp: _otp, ...order } = toOrder(row);
+	void _otp;
+	return {
+		...order,
+		partnerId: row.partner_id,
+		riderId: row.rider_id,
+		version: row.version,
+		location: location(row.driver_location),
+		eta: row.eta ?? null,
+		webhookURL: row.webhook_url,
+		quoteId: row.quote_id ?? null,
+		fareBreakdown: row.fare_breakdown ?? null,
+		cancelReason: row.cancel_reason ?? null,
+	};
+}
+
+/**
+ * The webhook body of one event, built from the order row as the same
+ * transaction left it: `driver` once one is assigned, the latest `location`,
+ * `eta` when known, and always the partner's `metadata`.
+ */
+export function buildEventPayload(input: {
+	eventId: string;
+	row: Pick<OrderRow, "id" | "driver" | "driver_location" | "eta" | "metadata">;
+	status: RideEventPayload["status"];
+	sequence: number;
+	occurredAt: Date | string;
+}): RideEventPayload {
+	const { row } = input;
+	const payload: RideEventPayload = {
+		eventId: input.eventId,
+		orderId: row.id,
+		status: input.status,
+		sequence: input.sequence,
+		occurredAt: iso(input.occurredAt),
+		metadata: row.metadata ?? null,
+	};
+	const driver = driverView(row);
+	if (driver) payload.driver = driver;
+	const loc = location(row.driver_location);
+	if (loc) payload.location = loc;
+	if (typeof row.eta === "number") payload.eta = row.eta;
+	return payload;
+}
+
+/** Size of a JSON value as sent (UTF-8 bytes of its serialisation): the contract's "4 KB serialised" limit. */
+export function serialisedBytes(value: unknown): number {
+	return Buffer.byteLength(JSON.stringify(value) ?? "", "utf8");
+}
+
+export const METADATA_MAX_BYTES = 4096;

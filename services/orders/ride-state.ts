@@ -1,0 +1,98 @@
+/**
+ * The ride state machine (API.md, "Ride states"): which status may follow
+ * which, and who may make the move. Pure: the orders service checks a move
+ * here first and then applies it as a conditional update in the database.
+ *
+ *   searching ──► accepted ──► arrived ──► started ──► dropped
+ *       │             │            │           │
+ *       └─────────────┴────────────┴───────────┴──► customer_cancelled   (partner)
+ *   searching ──► no_driver_found                                         (system)
+ *   accepted, arrived ──► searching                                       (the driver drops out)
+ */
+
+export const RIDE_STATUSES = [
+	"searching",
+	"accepted",
+	"arrived",
+	"started",
+	"dropped",
+	"customer_cancelled",
+	"no_driver_found",
+] as const;
+export type RideStatus = (typeof RIDE_STATUSES)[number];
+
+/** Who asks for a move: the partner (cancel), the driver (via dispatch) or the platform itself (dispatch timeouts). */
+export type Actor = "partner" | "driver" | "system";
+
+export const ACTIVE_STATUSES = ["searching", "accepted", "arrived", "started"] as const satisfies readonly RideStatus[];
+export const TERMINAL_STATUSES = ["dropped", "customer_cancelled", "no_driver_found"] as const satisfies readonly RideStatus[];
+export type ActiveStatus = (typeof ACTIVE_STATUSES)[number];
+export type TerminalStatus = (typeof TERMINAL_STATUSES)[number];
+
+export function isRideStatus(value: unknown): value is RideStatus {
+	return typeof value === "string" && (RIDE_STATUSES as readonly string[]).includes(value);
+}
+
+export function isActive(status: RideStatus): status is ActiveStatus {
+	return (ACTIVE_STATUSES as readonly string[]).includes(status);
+}
+
+export function isTerminal(status: RideStatus): status is TerminalStatus {
+	return (TERMINAL_STATUSES as readonly string[]).includes(status);
+}
+
+type Move = `${RideStatus}>${RideStatus}`;
+
+/** Every legal move, per actor. Anything not listed is illegal. */
+const MOVES: Record<Actor, ReadonlySet<Move>> = {
+	partner: new Set<Move>([
+		"searching>customer_cancelled",
+		"accepted>customer_cancelled",
+		"arrived>customer_cancelled",
+		"started>customer_cancelled",
+	]),
+	driver: new Set<Move>([
+		"searching>accepted",
+		"accepted>arrived",
+		"arrived>started",
+		"started>dropped",
+		// The driver drops out before the ride started: dispatched again.
+		"accepted>searching",
+		"arrived>searching",
+	]),
+	system: new Set<Move>([
+		// Nobody accepted within the dispatch timeout.
+		"searching>no_driver_found",
+		// Dispatch notices the assigned driver is gone (offline, timed out) before the ride started.
+		"accepted>searching",
+		"arrived>searching",
+	]),
+};
+
+/** Whether `actor` may move a ride from `from` to `to`. */
+export function canTransition(from: RideStatus, to: RideStatus, actor: Actor): boolean {
+	return MOVES[actor]?.has(`${from}>${to}`) ?? false;
+}
+
+/**
+ * Who normally makes a move into `to`, for callers (dispatch) that do not say:
+ * only `no_driver_found` is the platform's own decision; every other internal
+ * move is made on a driver's behalf.
+ */
+export function defaultActorFor(to: RideStatus): Actor {
+	if (to === "no_driver_found") return "system";
+	if (to === "customer_cancelled") return "partner";
+	return "driver";
+}
+
+/**
+ * Whether reaching `to` is a webhook event (and so an event row with the next
+ * sequence). Going back to `searching` is not: the contract sends nothing and
+ * the next `accepted` carries the new driver.
+ */
+export function emitsEvent(to: RideStatus): boolean {
+	return to !== "searching";
+}
+
+/** Statuses in which the driver's location is tracked and location events go out. */
+export const MOVING_STATUSES = ["accepted", "arrived", "started"] as const satisfies readonly RideStatus[];
