@@ -1,0 +1,150 @@
+import { SERVICE_TYPES, toPaise, type ServiceType, type Tariff, type Tariffs } from "./fare";
+
+/**
+ * Pricing configuration from the environment. Pure: pass any env object.
+ * Every setting has a sane default except the quote signing secret, which is
+ * never defaulted in code (it comes from QUOTE_SIGNING_SECRET or, when unset,
+ * from the `pricing_secrets` table).
+ */
+
+export type Env = Record<string, string | undefined>;
+
+export interface PricingSettings {
+	tariffs: Tariffs;
+	routing: "greatcircle" | "osrm";
+	osrmUrl: string | undefined;
+	/** Road distance ≈ great-circle distance × this (streets are not straight). */
+	roadFactor: number;
+	/** Average speed per service type, km/h. */
+	speedsKmh: Record<ServiceType, number>;
+	surgeMaxTenths: number;
+	surgeSensitivity: number;
+	maxTripMetres: number;
+	/** Pickup and drop closer than this (straight line) are "the same place". */
+	minTripMetres: number;
+	quoteTtlSeconds: number;
+	/** How far (m) create-order's pickup/drop may be from the quoted ones. */
+	quoteMatchRadiusMetres: number;
+	/** Explicit signing secret (QUOTE_SIGNING_SECRET), else from the database. */
+	signingSecret: string | undefined;
+	/** Older secrets still accepted for verification during a rotation. */
+	previousSigningSecrets: string[];
+	supplyTimeoutMs: number;
+	/** How long one dispatch.supplyDemand answer is reused for nearby pickups. */
+	supplyCacheMs: number;
+}
+
+/** Tariffs as configured (major units), e.g. in TARIFFS_JSON. */
+export interface TariffConfig {
+	currency?: string;
+	baseFare?: number;
+	perKm?: number;
+	perMinute?: number;
+	minimumFare?: number;
+	taxPercent?: number;
+}
+
+export const DEFAULT_TARIFFS: Record<ServiceType, Required<TariffConfig>> = {
+	scooty: { currency: "INR", baseFare: 20, perKm: 5, perMinute: 0.5, minimumFare: 30, taxPercent: 5 },
+	cab: { currency: "INR", baseFare: 50, perKm: 14, perMinute: 1.5, minimumFare: 80, taxPercent: 5 },
+};
+
+export const DEFAULT_SPEEDS_KMH: Record<ServiceType, number> = { scooty: 24, cab: 20 };
+
+/** Secrets shorter than this are refused: an HMAC key must not be guessable. */
+export const MIN_SECRET_LENGTH = 32;
+
+function num(env: Env, name: string, fallback: number, check: (n: number) => boolean, rule: string): number {
+	const raw = env[name];
+	if (raw === undefined || raw.trim() === "") return fallback;
+	const n = Number(raw);
+	if (!Number.isFinite(n) || !check(n)) throw new Error(`${name} must be ${rule}, got "${raw}"`);
+	return n;
+}
+
+function tariffFrom(type: ServiceType, cfg: Required<TariffConfig>): Tariff {
+	const where = `TARIFFS_JSON.${type}`;
+	if (!/^[A-Z]{3}$/.test(cfg.currency)) throw new Error(`${where}.currency must be an ISO 4217 code like "INR"`);
+	const money = (field: keyof TariffConfig, v: unknown): number => {
+		if (typeof v !== "number" || !Number.isFinite(v) || v < 0) throw new Error(`${where}.${field} must be a non-negative number`);
+		try {
+			return toPaise(v);
+		} catch {
+			throw new Error(`${where}.${field} must have at most 2 decimals`);
+		}
+	};
+	const tax = cfg.taxPercent;
+	if (typeof tax !== "number" || !Number.isFinite(tax) || tax < 0 || tax > 100) throw new Error(`${where}.taxPercent must be 0..100`);
+	const taxBasisPoints = Math.round(tax * 100);
+	if (Math.abs(taxBasisPoints - tax * 100) > 1e-6) throw new Error(`${where}.taxPercent must have at most 2 decimals`);
+	return {
+		currency: cfg.currency,
+		baseFarePaise: money("baseFare", cfg.baseFare),
+		perKmPaise: money("perKm", cfg.perKm),
+		perMinutePaise: money("perMinute", cfg.perMinute),
+		minimumFarePaise: money("minimumFare", cfg.minimumFare),
+		taxBasisPoints,
+	};
+}
+
+/**
+ * TARIFFS_JSON overrides the defaults field by field, e.g.
+ * `{"cab":{"perKm":16,"minimumFare":90}}` changes only those two.
+ */
+export function parseTariffs(json: string | undefined): Tariffs {
+	let overrides: Record<string, unknown> = {};
+	if (json !== undefined && json.trim() !== "") {
+		try {
+			overrides = JSON.parse(json) as Record<string, unknown>;
+		} catch {
+			throw new Error("TARIFFS_JSON is not valid JSON");
+		}
+		if (typeof overrides !== "object" || overrides === null || Array.isArray(overrides)) throw new Error("TARIFFS_JSON must be an object keyed by service type");
+		for (const key of Object.keys(overrides)) {
+			if (!(SERVICE_TYPES as readonly string[]).includes(key)) throw new Error(`TARIFFS_JSON: unknown service type "${key}"`);
+		}
+	}
+	const out = {} as Tariffs;
+	for (const type of SERVICE_TYPES) {
+		const o = (overrides[type] ?? {}) as Record<string, unknown>;
+		if (typeof o !== "object" || o === null || Array.isArray(o)) throw new Error(`TARIFFS_JSON.${type} must be an object`);
+		for (const key of Object.keys(o)) {
+			if (!(key in DEFAULT_TARIFFS[type])) throw new Error(`TARIFFS_JSON.${type}: unknown field "${key}"`);
+		}
+		out[type] = tariffFrom(type, { ...DEFAULT_TARIFFS[type], ...(o as TariffConfig) });
+	}
+	return out;
+}
+
+export function readPricingSettings(env: Env): PricingSettings {
+	const routing = (env.ROUTING || "greatcircle").toLowerCase();
+	if (routing !== "greatcircle" && routing !== "osrm") throw new Error(`ROUTING must be "greatcircle" or "osrm", got "${env.ROUTING}"`);
+
+	const surgeMax = num(env, "SURGE_MAX", 2, (n) => n >= 1 && n <= 10 && Math.abs(n * 10 - Math.round(n * 10)) < 1e-9, "1..10 in steps of 0.1");
+	const secret = env.QUOTE_SIGNING_SECRET || undefined;
+	if (secret !== undefined && secret.length < MIN_SECRET_LENGTH) throw new Error(`QUOTE_SIGNING_SECRET must be at least ${MIN_SECRET_LENGTH} characters`);
+	const previous = (env.QUOTE_SIGNING_PREVIOUS_SECRETS || "").split(",").map((s) => s.trim()).filter(Boolean);
+	if (previous.some((s) => s.length < MIN_SECRET_LENGTH)) throw new Error(`QUOTE_SIGNING_PREVIOUS_SECRETS: each secret must be at least ${MIN_SECRET_LENGTH} characters`);
+
+	const positive = (n: number) => n > 0;
+	return {
+		tariffs: parseTariffs(env.TARIFFS_JSON),
+		routing,
+		osrmUrl: env.OSRM_URL || undefined,
+		roadFactor: num(env, "ROAD_FACTOR", 1.3, (n) => n >= 1 && n <= 5, "1..5"),
+		speedsKmh: {
+			scooty: num(env, "SPEED_KMH_SCOOTY", DEFAULT_SPEEDS_KMH.scooty, (n) => n > 0 && n <= 200, "0..200 km/h"),
+			cab: num(env, "SPEED_KMH_CAB", DEFAULT_SPEEDS_KMH.cab, (n) => n > 0 && n <= 200, "0..200 km/h"),
+		},
+		surgeMaxTenths: Math.round(surgeMax * 10),
+		surgeSensitivity: num(env, "SURGE_SENSITIVITY", 0.5, (n) => n >= 0 && n <= 10, "0..10"),
+		maxTripMetres: Math.round(num(env, "MAX_TRIP_KM", 100, positive, "a positive number of km") * 1000),
+		minTripMetres: num(env, "MIN_TRIP_METRES", 20, (n) => n >= 0 && n <= 1000, "0..1000"),
+		quoteTtlSeconds: num(env, "QUOTE_TTL_SECONDS", 300, (n) => Number.isInteger(n) && n > 0 && n <= 86_400, "an integer 1..86400"),
+		quoteMatchRadiusMetres: 200,
+		signingSecret: secret,
+		previousSigningSecrets: previous,
+		supplyTimeoutMs: num(env, "SUPPLY_DEMAND_TIMEOUT_MS", 300, (n) => Number.isInteger(n) && n > 0 && n <= 10_000, "an integer 1..10000"),
+		supplyCacheMs: num(env, "SUPPLY_DEMAND_CACHE_MS", 2000, (n) => Number.isInteger(n) && n >= 0 && n <= 60_000, "an integer 0..60000"),
+	};
+}

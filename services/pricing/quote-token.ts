@@ -1,0 +1,171 @@
+import { createHash, createHmac, timingSafeEqual } from "node:crypto";
+import { haversineMeters, isValidPoint, roundCoordinate, type LatLng } from "../../lib/geo";
+import { SERVICE_TYPES, type FarePaise, type ServiceType } from "./fare";
+
+/**
+ * Quote ids are self-contained signed tokens, so fare-estimate writes nothing:
+ *
+ *   qt_<payload>.<kid>.<mac>
+ *
+ * payload = base64url(JSON of the quote), kid = which secret signed it (8 hex
+ * chars of SHA-256 of the secret, so every instance with the same secret
+ * agrees without coordination), mac = base64url(HMAC-SHA256(secret,
+ * "<payload>.<kid>")). The payload is readable by its partner (it holds only
+ * what they were shown plus their own id) but cannot be altered.
+ */
+
+export type QuotedFare = Omit<FarePaise, "minimumApplied">;
+
+export interface QuoteClaims {
+	partnerId: string;
+	serviceType: ServiceType;
+	/** Rounded to 5 decimals (≈ 1 m). */
+	pickup: LatLng;
+	drop: LatLng;
+	distance: number;
+	duration: number;
+	fare: QuotedFare;
+	/** Unix milliseconds. */
+	expiresAt: number;
+}
+
+/** The wire form: short keys keep the token compact. */
+interface WirePayload {
+	v: 1;
+	p: string;
+	s: ServiceType;
+	a: [number, number];
+	b: [number, number];
+	d: number;
+	t: number;
+	c: string;
+	/** [total, base, distance, time, surgeTenths, tax] in paise. */
+	f: [number, number, number, number, number, number];
+	x: number;
+}
+
+export const QUOTE_PREFIX = "qt_";
+const COORD_DECIMALS = 5;
+
+export function keyIdOf(secret: string): string {
+	return createHash("sha256").update(secret, "utf8").digest("hex").slice(0, 8);
+}
+
+/**
+ * The current signing secret plus older ones still accepted while quotes
+ * they signed may be alive (rotation: move the old secret to the previous
+ * list for at least one quote TTL).
+ */
+export class QuoteKeyring {
+	readonly currentKid: string;
+	private readonly keys = new Map<string, Buffer>();
+
+	constructor(current: string, previous: readonly string[] = []) {
+		if (!current) throw new Error("A quote signing secret is required");
+		this.currentKid = keyIdOf(current);
+		for (const s of previous) this.keys.set(keyIdOf(s), Buffer.from(s, "utf8"));
+		this.keys.set(this.currentKid, Buffer.from(current, "utf8"));
+	}
+
+	mac(kid: string, data: string): Buffer | undefined {
+		const key = this.keys.get(kid);
+		return key ? createHmac("sha256", key).update(data, "utf8").digest() : undefined;
+	}
+}
+
+export function encodeQuote(claims: QuoteClaims, keyring: QuoteKeyring): string {
+	const f = claims.fare;
+	const wire: WirePayload = {
+		v: 1,
+		p: claims.partnerId,
+		s: claims.serviceType,
+		a: [roundCoordinate(claims.pickup.lat, COORD_DECIMALS), roundCoordinate(claims.pickup.lng, COORD_DECIMALS)],
+		b: [roundCoordinate(claims.drop.lat, COORD_DECIMALS), roundCoordinate(claims.drop.lng, COORD_DECIMALS)],
+		d: claims.distance,
+		t: claims.duration,
+		c: f.currency,
+		f: [f.total, f.baseFare, f.distanceFare, f.timeFare, f.surgeTenths, f.tax],
+		x: claims.expiresAt,
+	};
+	const payload = Buffer.from(JSON.stringify(wire), "utf8").toString("base64url");
+	const kid = keyring.currentKid;
+	const mac = keyring.mac(kid, `${payload}.${kid}`)!.toString("base64url");
+	return `${QUOTE_PREFIX}${payload}.${kid}.${mac}`;
+}
+
+export type QuoteCheck =
+	| { ok: true; claims: QuoteClaims }
+	| { ok: false; code: "QUOTE_INVALID" | "QUOTE_EXPIRED"; message: string; field?: string };
+
+export interface QuoteExpectation {
+	partnerId: string;
+	serviceType: string;
+	pickup: LatLng;
+	drop: LatLng;
+}
+
+const TOKEN_SHAPE = /^qt_([A-Za-z0-9_-]{1,2000})\.([0-9a-f]{8})\.([A-Za-z0-9_-]{43})$/;
+const nonNegInt = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
+
+function decodeWire(payload: string): QuoteClaims | undefined {
+	let w: WirePayload;
+	try {
+		w = JSON.parse(Buffer.from(payload, "base64url").toString("utf8")) as WirePayload;
+	} catch {
+		return undefined;
+	}
+	if (typeof w !== "object" || w === null || w.v !== 1) return undefined;
+	if (typeof w.p !== "string" || !(SERVICE_TYPES as readonly string[]).includes(w.s)) return undefined;
+	if (!Array.isArray(w.a) || !Array.isArray(w.b) || !Array.isArray(w.f) || w.f.length !== 6) return undefined;
+	const pickup = { lat: w.a[0], lng: w.a[1] };
+	const drop = { lat: w.b[0], lng: w.b[1] };
+	if (!isValidPoint(pickup) || !isValidPoint(drop)) return undefined;
+	if (!nonNegInt(w.d) || !nonNegInt(w.t) || !nonNegInt(w.x) || typeof w.c !== "string" || !w.f.every(nonNegInt)) return undefined;
+	const [total, baseFare, distanceFare, timeFare, surgeTenths, tax] = w.f;
+	return {
+		partnerId: w.p,
+		serviceType: w.s,
+		pickup,
+		drop,
+		distance: w.d,
+		duration: w.t,
+		fare: { currency: w.c, total, baseFare, distanceFare, timeFare, surgeTenths, tax },
+		expiresAt: w.x,
+	};
+}
+
+/**
+ * Verifies a quote id against what create-order asks for. Order matters:
+ * signature, then ownership, then the trip, and only then expiry, so a forged
+ * or foreign token never says "expired" (which would confirm it is real), and
+ * a foreign partner's quote reads exactly like garbage.
+ */
+export function verifyQuote(token: unknown, expect: QuoteExpectation, keyring: QuoteKeyring, nowMs: number, matchRadiusMetres = 200): QuoteCheck {
+	const invalid: QuoteCheck = { ok: false, code: "QUOTE_INVALID", message: "Quote is invalid", field: "quoteId" };
+	if (typeof token !== "string") return invalid;
+	const m = TOKEN_SHAPE.exec(token);
+	if (!m) return invalid;
+	const [, payload, kid, macText] = m;
+	const expected = keyring.mac(kid, `${payload}.${kid}`);
+	// Compare the text, not decoded bytes: base64 ignores the last character's
+	// spare bits, and two spellings of one token must not both be valid.
+	const given = Buffer.from(macText, "ascii");
+	const wanted = expected && Buffer.from(expected.toString("base64url"), "ascii");
+	if (!wanted || given.length !== wanted.length || !timingSafeEqual(given, wanted)) return invalid;
+	const claims = decodeWire(payload);
+	if (!claims || claims.partnerId !== expect.partnerId) return invalid;
+
+	if (claims.serviceType !== expect.serviceType) {
+		return { ok: false, code: "QUOTE_INVALID", message: `Quote was made for serviceType "${claims.serviceType}"`, field: "serviceType" };
+	}
+	if (haversineMeters(claims.pickup, expect.pickup) > matchRadiusMetres) {
+		return { ok: false, code: "QUOTE_INVALID", message: `pickup is more than ${matchRadiusMetres} m from the quoted pickup`, field: "pickup" };
+	}
+	if (haversineMeters(claims.drop, expect.drop) > matchRadiusMetres) {
+		return { ok: false, code: "QUOTE_INVALID", message: `drop is more than ${matchRadiusMetres} m from the quoted drop`, field: "drop" };
+	}
+	if (nowMs >= claims.expiresAt) {
+		return { ok: false, code: "QUOTE_EXPIRED", message: `Quote expired at ${new Date(claims.expiresAt).toISOString()}`, field: "quoteId" };
+	}
+	return { ok: true, claims };
+}

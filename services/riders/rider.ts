@@ -1,0 +1,23 @@
+/**
+ * Rider field rules, shared by the riders service schema and its tests.
+ * Phones are E.164 ("+" then 7..15 digits, no leading zero), the key that
+ * identifies a rider within a partner, so they are stored exactly as given.
+ */
+export const E164_PATTERN = /^\+[1-9]\d{6,14}$/;
+
+export function isE164(phone: unknown): phone is string {
+	return typeof phone === "string" && E164_PATTERN.test(phone);
+}
+
+/**
+ * Email domains are case-insensitive, local parts formally are not: lower-case
+ * only the domain so "Asha@Example.COM" and "Asha@example.com" are stored alike.
+ */
+export function normaliseEmail(email: string | undefined | null): string | null {
+	if (email === undefined || email === null) return null;
+	const trimmed = email.trim();
+	if (trimmed === "") return null;
+	const at = trimmed.lastIndexOf("@");
+	if (at < 0) return trimmed;
+	return trimmed.slice(0, at) + "@" + trimmed.slice(at + 1).toLowerCase();
+}

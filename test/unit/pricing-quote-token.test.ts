@@ -1,0 +1,135 @@
+import { destinationPoint } from "../../lib/geo";
+import { computeFare, type Tariff } from "../../services/pricing/fare";
+import { encodeQuote, keyIdOf, QuoteKeyring, verifyQuote, type QuoteClaims } from "../../services/pricing/quote-token";
+
+const SECRET = "unit-test-secret-0123456789abcdefghijklmnop";
+const OTHER_SECRET = "another-secret-0123456789abcdefghijklmnopqrs";
+const CAB: Tariff = { currency: "INR", baseFarePaise: 5000, perKmPaise: 1400, perMinutePaise: 150, minimumFarePaise: 8000, taxBasisPoints: 500 };
+const PICKUP = { lat: 12.9716049, lng: 77.5946012 };
+const DROP = { lat: 12.9352, lng: 77.6245 };
+const NOW = Date.UTC(2026, 10, 22, 10, 0, 0);
+
+function claims(over: Partial<QuoteClaims> = {}): QuoteClaims {
+	return {
+		partnerId: "ptn_a",
+		serviceType: "cab",
+		pickup: PICKUP,
+		drop: DROP,
+		distance: 6_804,
+		duration: 1_225,
+		fare: computeFare(CAB, 6_804, 1_225, 12),
+		expiresAt: NOW + 300_000,
+		...over,
+	};
+}
+const expectFor = (over: Partial<{ partnerId: string; serviceType: string; pickup: { lat: number; lng: number }; drop: { lat: number; lng: number } }> = {}) => ({
+	partnerId: "ptn_a",
+	serviceType: "cab",
+	pickup: PICKUP,
+	drop: DROP,
+	...over,
+});
+
+describe("quote tokens", () => {
+	const keyring = new QuoteKeyring(SECRET);
+
+	it("round-trips the price, trip and expiry", () => {
+		const token = encodeQuote(claims(), keyring);
+		expect(token).toMatch(/^qt_[A-Za-z0-9_-]+\.[0-9a-f]{8}\.[A-Za-z0-9_-]{43}$/);
+		expect(token.length).toBeLessThan(400);
+		const check = verifyQuote(token, expectFor(), keyring, NOW);
+		expect(check.ok).toBe(true);
+		if (!check.ok) return;
+		const { minimumApplied: _ignored, ...fare } = computeFare(CAB, 6_804, 1_225, 12);
+		expect(check.claims).toEqual({
+			partnerId: "ptn_a",
+			serviceType: "cab",
+			pickup: { lat: 12.9716, lng: 77.5946 }, // rounded to 5 decimals
+			drop: DROP,
+			distance: 6_804,
+			duration: 1_225,
+			fare,
+			expiresAt: NOW + 300_000,
+		});
+	});
+
+	it("refuses a tampered payload, signature or key id as QUOTE_INVALID", () => {
+		const token = encodeQuote(claims(), keyring);
+		const [payload, kid, mac] = token.slice(3).split(".");
+		const wire = JSON.parse(Buffer.from(payload, "base64url").toString()) as { f: number[] };
+		wire.f[0] = 1; // "make it cost one paisa"
+		const cheaper = Buffer.from(JSON.stringify(wire)).toString("base64url");
+		const flipped = mac.slice(0, 10) + (mac[10] === "A" ? "B" : "A") + mac.slice(11);
+		// The last character carries 2 spare bits that base64 decoders ignore: another spelling must not verify.
+		const lastIndex = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".indexOf(mac[42]);
+		const respelled = mac.slice(0, 42) + "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"[lastIndex ^ 1];
+		expect(Buffer.from(respelled, "base64url")).toEqual(Buffer.from(mac, "base64url"));
+		for (const forged of [
+			`qt_${cheaper}.${kid}.${mac}`,
+			`qt_${payload}.${kid}.${flipped}`,
+			`qt_${payload}.${kid}.${respelled}`,
+			`qt_${payload}.deadbeef.${mac}`,
+			`qt_${payload}.${kid}`,
+			token.slice(3),
+			"qt_garbage",
+			"",
+			`${token}x`,
+		]) {
+			expect(verifyQuote(forged, expectFor(), keyring, NOW)).toMatchObject({ ok: false, code: "QUOTE_INVALID", message: "Quote is invalid" });
+		}
+		expect(verifyQuote(42, expectFor(), keyring, NOW)).toMatchObject({ ok: false, code: "QUOTE_INVALID" });
+	});
+
+	it("refuses a token signed with another secret", () => {
+		const token = encodeQuote(claims(), new QuoteKeyring(OTHER_SECRET));
+		expect(verifyQuote(token, expectFor(), keyring, NOW)).toMatchObject({ ok: false, code: "QUOTE_INVALID" });
+	});
+
+	it("treats another partner's quote exactly like garbage, even when expired", () => {
+		const token = encodeQuote(claims(), keyring);
+		const foreign = verifyQuote(token, expectFor({ partnerId: "ptn_b" }), keyring, NOW);
+		expect(foreign).toEqual(verifyQuote("qt_garbage", expectFor({ partnerId: "ptn_b" }), keyring, NOW));
+		expect(verifyQuote(token, expectFor({ partnerId: "ptn_b" }), keyring, NOW + 3_600_000)).toMatchObject({ code: "QUOTE_INVALID" });
+	});
+
+	it("refuses another service type", () => {
+		const token = encodeQuote(claims(), keyring);
+		expect(verifyQuote(token, expectFor({ serviceType: "scooty" }), keyring, NOW)).toMatchObject({ ok: false, code: "QUOTE_INVALID", field: "serviceType" });
+	});
+
+	it("accepts pickup and drop within 200 m and refuses them beyond", () => {
+		const token = encodeQuote(claims(), keyring);
+		const near = destinationPoint(PICKUP, 45, 190);
+		const far = destinationPoint(PICKUP, 45, 210);
+		expect(verifyQuote(token, expectFor({ pickup: near }), keyring, NOW).ok).toBe(true);
+		expect(verifyQuote(token, expectFor({ pickup: far }), keyring, NOW)).toMatchObject({ ok: false, code: "QUOTE_INVALID", field: "pickup" });
+		expect(verifyQuote(token, expectFor({ drop: destinationPoint(DROP, 200, 190) }), keyring, NOW).ok).toBe(true);
+		expect(verifyQuote(token, expectFor({ drop: destinationPoint(DROP, 200, 250) }), keyring, NOW)).toMatchObject({ ok: false, code: "QUOTE_INVALID", field: "drop" });
+	});
+
+	it("expires at expiresAt (injected clock), and only a genuine token says so", () => {
+		const token = encodeQuote(claims(), keyring);
+		expect(verifyQuote(token, expectFor(), keyring, NOW + 299_999).ok).toBe(true);
+		expect(verifyQuote(token, expectFor(), keyring, NOW + 300_000)).toMatchObject({ ok: false, code: "QUOTE_EXPIRED" });
+		// A forged copy of an expired token is invalid, not expired.
+		const forged = token.slice(0, -2) + (token.endsWith("AA") ? "BB" : "AA");
+		expect(verifyQuote(forged, expectFor(), keyring, NOW + 300_000)).toMatchObject({ code: "QUOTE_INVALID" });
+		// A mismatching trip on an expired token reports the mismatch, not the expiry.
+		expect(verifyQuote(token, expectFor({ serviceType: "scooty" }), keyring, NOW + 300_000)).toMatchObject({ code: "QUOTE_INVALID" });
+	});
+
+	it("supports key rotation: old secrets still verify, the new one signs", () => {
+		const oldToken = encodeQuote(claims(), new QuoteKeyring(OTHER_SECRET));
+		const rotated = new QuoteKeyring(SECRET, [OTHER_SECRET]);
+		expect(rotated.currentKid).toBe(keyIdOf(SECRET));
+		expect(verifyQuote(oldToken, expectFor(), rotated, NOW).ok).toBe(true);
+		const newToken = encodeQuote(claims(), rotated);
+		expect(newToken).toContain(`.${keyIdOf(SECRET)}.`);
+		// Once the old secret is dropped, its tokens are invalid.
+		expect(verifyQuote(oldToken, expectFor(), new QuoteKeyring(SECRET), NOW)).toMatchObject({ code: "QUOTE_INVALID" });
+	});
+
+	it("refuses to build a keyring without a secret", () => {
+		expect(() => new QuoteKeyring("")).toThrow();
+	});
+});
