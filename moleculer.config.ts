@@ -1,7 +1,29 @@
 import os from "node:os";
-import type { BrokerOptions } from "moleculer";
+import type { BrokerOptions, Tracer } from "moleculer";
 import { readSettings, type Env } from "./lib/settings";
 import { AccessMiddleware } from "./mixins/access.middleware";
+import { ObservabilityMiddleware, jsonLogFormatter } from "./mixins/observability.middleware";
+
+/**
+ * Trace exporters by name (`TRACING_EXPORTER`, comma list): Console prints
+ * spans, Event emits them as `$tracing.spans` broker events for a collector
+ * service, Zipkin posts them to `ZIPKIN_URL` (Jaeger and Tempo accept it too).
+ */
+function traceExporters(env: Env): Tracer.TracingExporter[] {
+	const names = (env.TRACING_EXPORTER || "Console").split(",").map((n) => n.trim()).filter(Boolean);
+	return names.map((name): Tracer.TracingExporter => {
+		switch (name.toLowerCase()) {
+			case "console":
+				return { type: "Console", options: { colors: false, width: 100 } };
+			case "event":
+				return { type: "Event", options: { eventName: "$tracing.spans", interval: 5, broadcast: false } };
+			case "zipkin":
+				return { type: "Zipkin", options: { baseURL: env.ZIPKIN_URL || "http://localhost:9411", interval: 5 } };
+			default:
+				throw new Error(`TRACING_EXPORTER: unknown exporter "${name}" (Console, Event or Zipkin)`);
+		}
+	});
+}
 
 /**
  * Broker options from the operations contract. `buildBrokerConfig(env)` is
@@ -11,6 +33,9 @@ import { AccessMiddleware } from "./mixins/access.middleware";
 export function buildBrokerConfig(env: Env = process.env): BrokerOptions {
 	const s = readSettings(env);
 	const service = (s.services ?? ["all"]).join("+");
+	const jsonLogs = s.production || env.LOG_FORMAT === "json";
+	// Bound for a graceful stop: running calls and event handlers get this long to finish.
+	const shutdownTimeout = Number(env.SHUTDOWN_TIMEOUT_MS || 20_000);
 	return {
 		namespace: s.namespace,
 		nodeID: env.NODE_ID || `${os.hostname()}-${service}-${process.pid}`,
@@ -19,9 +44,10 @@ export function buildBrokerConfig(env: Env = process.env): BrokerOptions {
 			type: "Console",
 			options: {
 				level: s.logLevel,
-				// JSON lines in production (one object per line, easy to ship); readable otherwise.
-				formatter: s.production || env.LOG_FORMAT === "json" ? "json" : "short",
-				colors: !s.production && process.stdout.isTTY,
+				// JSON lines in production (one object per line, easy to ship) with the
+				// request id and order id of the handler that logged; readable otherwise.
+				formatter: jsonLogs ? jsonLogFormatter : "short",
+				colors: !jsonLogs && process.stdout.isTTY,
 				moduleColors: false,
 			},
 		},
@@ -29,7 +55,14 @@ export function buildBrokerConfig(env: Env = process.env): BrokerOptions {
 		retryPolicy: { enabled: false },
 		// Calls that cannot reach a node fail fast; the gateway turns them into 503.
 		circuitBreaker: { enabled: false },
-		registry: { strategy: "RoundRobin", preferLocal: true },
+		// stopDelay: after announcing "no services here" on stop, keep serving
+		// calls already on their way long enough for every peer to hear it.
+		registry: { strategy: "RoundRobin", preferLocal: true, stopDelay: s.transporter ? 1000 : 100 },
+		// Graceful stop (runtime/shutdown.ts): the broker waits for running calls
+		// and event handlers before it stops the services.
+		tracking: { enabled: true, shutdownTimeout },
+		// Signals are handled by bin/server.ts (drain first, then stop), not by the broker.
+		skipProcessEventRegistration: true,
 		heartbeatInterval: 5,
 		heartbeatTimeout: 15,
 		serializer: "JSON",
@@ -38,11 +71,15 @@ export function buildBrokerConfig(env: Env = process.env): BrokerOptions {
 			enabled: s.metricsPort > 0,
 			reporter: s.metricsPort > 0 ? [{ type: "Prometheus", options: { port: s.metricsPort, path: "/metrics" } }] : [],
 		},
+		// TRACING=true: spans for every call and event, across nodes (the trace
+		// id travels with the request over NATS); exporters from TRACING_EXPORTER.
 		tracing: {
 			enabled: s.tracing,
-			exporter: [{ type: "Console", options: { logger: undefined } }],
+			exporter: s.tracing ? traceExporters(env) : [],
+			events: true,
+			sampling: { rate: Number(env.TRACING_SAMPLE_RATE || 1) },
 		},
-		middlewares: [AccessMiddleware],
+		middlewares: [AccessMiddleware, ObservabilityMiddleware],
 	};
 }
 

@@ -1,28 +1,21 @@
 import { startNode } from "../runtime/node";
+import { handleShutdownSignals, shutdownSettingsFrom } from "../runtime/shutdown";
 
 /**
  * `npm start`: runs the services named by `SERVICES` (all by default) with
  * the settings of the operations contract. With no settings at all: every
  * service in this process, an embedded PostgreSQL in ./data, the simulated
- * fleet, the API on port 3000.
+ * fleet, the API on port 3000. `npm run start:prod` runs the same file
+ * compiled (dist/bin/server.js), as the container image does.
+ *
+ * SIGTERM/SIGINT: graceful shutdown (runtime/shutdown.ts) — readiness fails
+ * first, requests in flight finish, then the broker stops, all bounded by
+ * SHUTDOWN_TIMEOUT_MS.
  */
 async function main(): Promise<void> {
+	const settings = shutdownSettingsFrom(process.env);
 	const node = await startNode();
-	let shuttingDown = false;
-	const shutdown = (signal: string) => {
-		if (shuttingDown) return;
-		shuttingDown = true;
-		node.broker.logger.info(`${signal} received, shutting down`);
-		node.stop().then(
-			() => process.exit(0),
-			(err: unknown) => {
-				node.broker.logger.error("Shutdown failed", err);
-				process.exit(1);
-			},
-		);
-	};
-	process.on("SIGTERM", () => shutdown("SIGTERM"));
-	process.on("SIGINT", () => shutdown("SIGINT"));
+	handleShutdownSignals(node, settings);
 }
 
 main().catch((err: unknown) => {

@@ -3,11 +3,14 @@ import { buildBrokerConfig } from "../moleculer.config";
 import { readSettings, type Env } from "../lib/settings";
 import { ALL_SERVICES, isServiceName, loadServiceSchema, type ServiceName } from "../services";
 import { startEmbeddedPostgres, type EmbeddedPostgres } from "./embedded-postgres";
+import { healthPortFrom, startHealthServer, type HealthServer } from "./health";
 
 export interface RunningNode {
 	broker: ServiceBroker;
 	services: ServiceName[];
 	embedded?: EmbeddedPostgres;
+	/** `/health/live` and `/health/ready` on `HEALTH_PORT` (when set). */
+	health?: HealthServer;
 	stop(): Promise<void>;
 }
 
@@ -41,10 +44,18 @@ export async function startNode(opts: StartOptions = {}): Promise<RunningNode> {
 
 	const broker = new ServiceBroker(buildBrokerConfig(env));
 	for (const name of names) broker.createService(loadServiceSchema(name));
+	// Up before the broker starts: liveness answers during migrations, readiness says "starting".
+	const healthPort = healthPortFrom(env);
+	let health: HealthServer | undefined;
 	try {
+		if (healthPort > 0) {
+			const usesDatabase = names.some((n) => n !== "gateway");
+			health = await startHealthServer(broker, { port: healthPort, databaseUrl: usesDatabase ? process.env.DATABASE_URL : undefined });
+		}
 		await broker.start();
 	} catch (err) {
 		await broker.stop().catch(() => undefined);
+		await health?.close().catch(() => undefined);
 		await embedded?.stop().catch(() => undefined);
 		throw err;
 	}
@@ -54,9 +65,12 @@ export async function startNode(opts: StartOptions = {}): Promise<RunningNode> {
 		broker,
 		services: names,
 		embedded,
+		health,
 		stop() {
 			stopping ??= (async () => {
+				health?.setDraining();
 				await broker.stop();
+				await health?.close();
 				await embedded?.stop();
 			})();
 			return stopping;

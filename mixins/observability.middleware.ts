@@ -1,0 +1,163 @@
+import { AsyncLocalStorage } from "node:async_hooks";
+import { inspect } from "node:util";
+import type { ActionHandler, Context, Middleware, ServiceBroker } from "moleculer";
+
+/**
+ * Observability shared by every process:
+ *
+ * - a log context (request id, order id) carried through every local action
+ *   and event handler with AsyncLocalStorage, so any `this.logger.info(…)`
+ *   inside a handler is tagged without the handler passing anything along.
+ *   The request id is `ctx.meta.requestId` (set by the gateway from
+ *   `X-Request-Id` or generated) and falls back to Moleculer's own
+ *   `ctx.requestID`, which crosses NATS with every call and event.
+ * - the JSON log formatter (production) that writes that context as fields;
+ * - platform figures that are cheapest to count where they happen: ride
+ *   status changes, counted as orders emits `orders.statusChanged`.
+ */
+
+export interface LogContext {
+	requestId?: string;
+	orderId?: string;
+}
+
+const storage = new AsyncLocalStorage<LogContext>();
+
+/** The log context of the running handler, if any. */
+export function currentLogContext(): LogContext | undefined {
+	return storage.getStore();
+}
+
+/**
+ * Adds fields to the running handler's log context, e.g. the new `orderId`
+ * right after create-order made it. No-op outside a handler.
+ */
+export function bindLogContext(fields: LogContext): void {
+	const store = storage.getStore();
+	if (!store) return;
+	if (fields.requestId) store.requestId = fields.requestId;
+	if (fields.orderId) store.orderId = fields.orderId;
+}
+
+/** Runs `fn` with its own log context (e.g. a background loop working on one order). */
+export function runWithLogContext<T>(context: LogContext, fn: () => T): T {
+	return storage.run({ ...storage.getStore(), ...context }, fn);
+}
+
+const ORDER_ID = /^ord_[A-Za-z0-9_-]{1,100}$/;
+
+function contextOf(ctx: Context): LogContext {
+	const outer = storage.getStore();
+	const meta = (ctx.meta ?? {}) as Record<string, unknown>;
+	const params = (ctx.params ?? {}) as Record<string, unknown>;
+	const requestId = typeof meta.requestId === "string" ? meta.requestId : (ctx.requestID ?? outer?.requestId);
+	let orderId: string | undefined;
+	if (params && typeof params === "object" && typeof params.orderId === "string" && ORDER_ID.test(params.orderId)) orderId = params.orderId;
+	else if (typeof meta.orderId === "string") orderId = meta.orderId;
+	else orderId = outer?.orderId;
+	return { requestId: requestId ?? undefined, orderId };
+}
+
+/** Counter of ride status changes, labelled by the status the ride moved to. */
+export const RIDE_STATUS_METRIC = "rides_status_changes_total";
+
+export const ObservabilityMiddleware: Middleware = {
+	name: "Observability",
+
+	created(broker: ServiceBroker) {
+		if (!broker.isMetricsEnabled()) return;
+		broker.metrics.register({
+			type: "counter",
+			name: RIDE_STATUS_METRIC,
+			labelNames: ["status"],
+			description: "Ride status changes committed by orders, by the new status",
+		});
+	},
+
+	localAction(next: ActionHandler): ActionHandler {
+		return function withLogContext(this: unknown, ctx: Context) {
+			return storage.run(contextOf(ctx), () => next.call(this as never, ctx));
+		};
+	},
+
+	localEvent(next: (ctx: Context) => Promise<unknown>) {
+		return function withLogContext(this: unknown, ctx: Context) {
+			return storage.run(contextOf(ctx), () => next.call(this as never, ctx));
+		};
+	},
+
+	emit(next: (eventName: string, payload: unknown, opts: unknown) => Promise<unknown>) {
+		return function countingEmit(this: ServiceBroker, eventName: string, payload: unknown, opts: unknown) {
+			if (eventName === "orders.statusChanged" && this.isMetricsEnabled()) {
+				const to = (payload as { to?: unknown } | null)?.to;
+				if (typeof to === "string") this.metrics.increment(RIDE_STATUS_METRIC, { status: to });
+			}
+			return next.call(this, eventName, payload, opts);
+		};
+	},
+} as unknown as Middleware;
+
+// ---------------------------------------------------------------------------
+// JSON log lines
+
+const SECRET_KEY = /secret|password|passwd|api[-_]?key|authorization|token|otp/i;
+
+/** Errors as name, message and code only: never a stack trace or SQL in the logs. */
+function errorFields(err: Error): Record<string, unknown> {
+	const e = err as Error & { code?: unknown; type?: unknown };
+	const out: Record<string, unknown> = { name: e.name, message: e.message };
+	if (e.code !== undefined) out.code = e.code;
+	if (typeof e.type === "string") out.type = e.type;
+	return out;
+}
+
+function sanitise(value: unknown, depth = 0): unknown {
+	if (value instanceof Error) return errorFields(value);
+	if (value === null || typeof value !== "object") return value;
+	if (depth >= 4) return "[object]";
+	if (Array.isArray(value)) return value.slice(0, 50).map((v) => sanitise(v, depth + 1));
+	const out: Record<string, unknown> = {};
+	for (const [k, v] of Object.entries(value)) out[k] = SECRET_KEY.test(k) ? "[redacted]" : sanitise(v, depth + 1);
+	return out;
+}
+
+function render(arg: unknown): string {
+	if (typeof arg === "string") return arg;
+	if (arg instanceof Error) {
+		const f = errorFields(arg);
+		return `${String(f.name)}: ${String(f.message)}${f.type ? ` (${String(f.type)})` : ""}`;
+	}
+	if (arg !== null && typeof arg === "object") {
+		try {
+			return JSON.stringify(sanitise(arg));
+		} catch {
+			return inspect(arg, { depth: 1, breakLength: Infinity });
+		}
+	}
+	return String(arg);
+}
+
+/**
+ * Formatter for Moleculer's Console logger: one JSON object per line with
+ * time, level, message, node, service, and the request and order ids of the
+ * handler that logged it.
+ */
+export function jsonLogFormatter(type: string, args: unknown[], bindings?: Record<string, unknown>): string[] {
+	const entry: Record<string, unknown> = {
+		time: new Date().toISOString(),
+		level: type,
+		msg: args.map(render).join(" "),
+	};
+	if (bindings) {
+		entry.nodeID = bindings.nodeID;
+		if (bindings.ns) entry.ns = bindings.ns;
+		entry.mod = bindings.mod;
+		if (bindings.svc) entry.svc = bindings.svc;
+	}
+	const store = storage.getStore();
+	if (store?.requestId) entry.requestId = store.requestId;
+	if (store?.orderId) entry.orderId = store.orderId;
+	const err = args.find((a): a is Error => a instanceof Error);
+	if (err) entry.err = errorFields(err);
+	return [JSON.stringify(entry)];
+}
