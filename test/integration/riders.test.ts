@@ -1,0 +1,103 @@
+import { Errors } from "moleculer";
+import type { Client } from "pg";
+import { createTestDatabase, connect, type TestDatabase } from "../helpers/db";
+import { startTestNode, type TestNode } from "../helpers/node";
+import type { Rider } from "../../services/riders/riders.service";
+
+/** riders on a real broker and the server PostgreSQL (real concurrency). */
+
+let db: TestDatabase;
+let node: TestNode;
+let pg: Client;
+let partnerA: string;
+let partnerB: string;
+
+async function expectError(p: Promise<unknown>, type: string): Promise<Errors.MoleculerError> {
+	const err = (await p.then(
+		() => {
+			throw new Error(`expected ${type}, got success`);
+		},
+		(e: unknown) => e,
+	)) as Errors.MoleculerError;
+	expect(err).toBeInstanceOf(Errors.MoleculerError);
+	expect(err.type).toBe(type);
+	return err;
+}
+
+const upsert = (params: Record<string, unknown>) => node.broker.call<Rider>("riders.upsert", params);
+
+beforeAll(async () => {
+	db = await createTestDatabase("riders");
+	node = await startTestNode({ databaseUrl: db.url, services: ["partners", "pricing", "riders"], env: { QUOTE_SIGNING_SECRET: `riders-it-${"z".repeat(40)}` } });
+	partnerA = (await node.broker.call<{ partnerId: string }, { name: string }>("partners.create", { name: "A" })).partnerId;
+	partnerB = (await node.broker.call<{ partnerId: string }, { name: string }>("partners.create", { name: "B" })).partnerId;
+	pg = await connect(db.url);
+});
+
+afterAll(async () => {
+	await pg?.end();
+	await node?.stop();
+	await db?.drop();
+});
+
+describe("riders.upsert", () => {
+	it("creates a rider, then updates the same (partner, phone)", async () => {
+		const first = await upsert({ partnerId: partnerA, name: "  Asha Rao ", phone: "+919812345678", email: "asha@Example.COM" });
+		expect(first).toEqual({
+			riderId: expect.stringMatching(/^rdr_[0-9a-z]{20}$/),
+			partnerId: partnerA,
+			name: "Asha Rao",
+			phone: "+919812345678",
+			email: "asha@example.com",
+			createdAt: expect.any(String),
+			updatedAt: expect.any(String),
+		});
+		const second = await upsert({ partnerId: partnerA, name: "Asha R.", phone: "+919812345678" });
+		expect(second.riderId).toBe(first.riderId);
+		expect(second.name).toBe("Asha R.");
+		expect(second.email).toBe("asha@example.com"); // an omitted email keeps the stored one
+		expect(second.createdAt).toBe(first.createdAt);
+		const third = await upsert({ partnerId: partnerA, name: "Asha R.", phone: "+919812345678", email: "asha@new.example" });
+		expect(third.email).toBe("asha@new.example");
+	});
+
+	it("keeps partners apart: one phone, two partners, two riders", async () => {
+		const a = await upsert({ partnerId: partnerA, name: "Ravi", phone: "+14155550100" });
+		const b = await upsert({ partnerId: partnerB, name: "Ravi", phone: "+14155550100" });
+		expect(a.riderId).not.toBe(b.riderId);
+		await expectError(node.broker.call("riders.get", { riderId: a.riderId, partnerId: partnerB }), "NOT_FOUND");
+		expect(await node.broker.call("riders.get", { riderId: a.riderId, partnerId: partnerA })).toEqual(a);
+		expect(await node.broker.call("riders.get", { riderId: b.riderId })).toEqual(b);
+		await expectError(node.broker.call("riders.get", { riderId: "rdr_unknown" }), "NOT_FOUND");
+	});
+
+	it("makes exactly one row from 20 simultaneous upserts of one phone", async () => {
+		const phone = "+447700900123";
+		const results = await Promise.all(
+			Array.from({ length: 20 }, (_, i) => upsert({ partnerId: partnerA, name: `Caller ${i}`, phone, email: `c${i}@example.com` })),
+		);
+		const ids = new Set(results.map((r) => r.riderId));
+		expect(ids.size).toBe(1);
+		const { rows } = await pg.query<{ id: string; name: string }>("SELECT id, name FROM riders WHERE partner_id = $1 AND phone = $2", [partnerA, phone]);
+		expect(rows).toHaveLength(1);
+		expect(rows[0].id).toBe([...ids][0]);
+		// The last writer wins, and it is one of the callers.
+		expect(results.map((r) => r.name)).toContain(rows[0].name);
+	});
+
+	it("refuses bad fields with VALIDATION_ERROR and writes nothing", async () => {
+		const before = (await pg.query<{ n: number }>("SELECT count(*)::int AS n FROM riders")).rows[0].n;
+		const base = { partnerId: partnerA, name: "Meera", phone: "+919800000001" };
+		for (const phone of ["9812345678", "+0912345678", "+91 98123 45678", "+12345", "+1234567890123456", ""]) {
+			const err = await expectError(upsert({ ...base, phone }), "VALIDATION_ERROR");
+			expect(JSON.stringify(err.data)).toContain("phone");
+		}
+		await expectError(upsert({ ...base, name: "" }), "VALIDATION_ERROR");
+		await expectError(upsert({ ...base, name: "   " }), "VALIDATION_ERROR");
+		await expectError(upsert({ ...base, name: "x".repeat(201) }), "VALIDATION_ERROR");
+		await expectError(upsert({ ...base, email: "not-an-email" }), "VALIDATION_ERROR");
+		await expectError(upsert({ ...base, email: 5 }), "VALIDATION_ERROR");
+		await expectError(upsert({ name: "Meera", phone: "+919800000001" }), "VALIDATION_ERROR");
+		expect((await pg.query<{ n: number }>("SELECT count(*)::int AS n FROM riders")).rows[0].n).toBe(before);
+	});
+});
