@@ -1,0 +1,56 @@
+import { nextAttemptAt } from "./retry-schedule";
+import type { AttemptOutcome } from "./webhook-client";
+
+/**
+ * What a finished try means for its event. Pure: the service turns the
+ * decision into one UPDATE.
+ */
+
+/** A location event is only worth sending this long after it was made (API.md, "Webhooks"). */
+export const LOCATION_TTL_MS = 120_000;
+
+export type DeliveryState = "pending" | "delivered" | "failed" | "superseded" | "expired";
+
+export type AfterAttempt =
+	| { state: "delivered" }
+	| { state: "pending"; nextAttemptAt: number }
+	| { state: "failed" | "expired" };
+
+export interface AfterAttemptInput {
+	kind: "status" | "location";
+	outcome: AttemptOutcome;
+	/** Tries in this round before the one that just finished. */
+	roundAttemptsBefore: number;
+	/** First try of this round (ms), or undefined when this was it. */
+	firstAttemptAt: number | undefined;
+	/** When the try that just finished started (ms). */
+	attemptStartedAt: number;
+	/** When the event row was made (ms); location events expire LOCATION_TTL_MS after. */
+	eventCreatedAt: number;
+	now: number;
+	schedule: readonly number[];
+	random: number;
+	retryAfterMs?: number;
+}
+
+export function afterAttempt(input: AfterAttemptInput): AfterAttempt {
+	if (input.outcome === "delivered") return { state: "delivered" };
+	const next = nextAttemptAt({
+		attemptsMade: input.roundAttemptsBefore + 1,
+		firstAttemptAt: input.firstAttemptAt ?? input.attemptStartedAt,
+		now: input.now,
+		schedule: input.schedule,
+		random: input.random,
+		retryAfterMs: input.retryAfterMs,
+	});
+	if (input.kind === "location") {
+		// Nobody wants a stale position: no retry past the event's lifetime.
+		if (next === null || next > input.eventCreatedAt + LOCATION_TTL_MS) return { state: "expired" };
+		return { state: "pending", nextAttemptAt: next };
+	}
+	if (next === null) return { state: "failed" };
+	return { state: "pending", nextAttemptAt: next };
+}
+
+/** The states `notifications.deliveryStates` reports (API.md lists the first three; the others are location-only). */
+export const FINAL_STATES: readonly DeliveryState[] = ["delivered", "failed", "superseded", "expired"];

@@ -1,0 +1,177 @@
+/**
+ * The statements of webhook delivery, in one place so the design is
+ * readable (docs/ARCHITECTURE.md, "Webhook delivery"). `ride_events` is
+ * orders' table and is only read; `webhook_deliveries`/`webhook_attempts`
+ * are ours.
+ */
+
+/** Location events older than this are never sent (API.md: dropped 120 s after they were made). */
+export const LOCATION_TTL_SQL = "interval '120 seconds'";
+
+/**
+ * Ingest: copy new ride events into the delivery table. Re-reads a window of
+ * positions (see ingest-window.ts) and skips what is already there; with
+ * several instances ON CONFLICT settles who inserted a row. Location events
+ * already past their lifetime arrive as `expired`.
+ * $1 lower bound (exclusive), $2 batch size.
+ */
+export const INGEST_SQL = `
+INSERT INTO webhook_deliveries (event_id, order_id, partner_id, kind, sequence, event_position, occurred_at, event_created_at, state, finished_at)
+SELECT e.id, e.order_id, e.partner_id, e.kind, e.sequence, e.position, e.occurred_at, e.created_at,
+       CASE WHEN e.kind = 'location' AND e.created_at < now() - ${LOCATION_TTL_SQL} THEN 'expired' ELSE 'pending' END,
+       CASE WHEN e.kind = 'location' AND e.created_at < now() - ${LOCATION_TTL_SQL} THEN now() END
+FROM ride_events e
+WHERE e.position > $1
+  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)
+ORDER BY e.position
+LIMIT $2
+ON CONFLICT (event_id) DO NOTHING
+RETURNING event_id`;
+
+/** Largest ingested position now, and (start-up seed) the largest one ingested more than $1 ms ago. */
+export const MAX_POSITION_SQL = "SELECT COALESCE(max(event_position), 0) AS max_position FROM webhook_deliveries";
+export const SEED_POSITION_SQL = `
+SELECT COALESCE(max(event_position), 0) AS max_position FROM webhook_deliveries
+WHERE ingested_at < now() - make_interval(secs => $1::double precision / 1000)`;
+
+/**
+ * Location housekeeping: a pending location event that is not in flight is
+ * `superseded` once any newer event of its ride exists (a newer position, or
+ * a status event, which carries the latest position too) and `expired` once
+ * past its lifetime. Keeps the pending count honest; the claim applies the
+ * same rules, so nothing depends on this having run.
+ */
+export const SETTLE_LOCATIONS_SQL = `
+UPDATE webhook_deliveries d
+SET state = CASE WHEN EXISTS (SELECT 1 FROM ride_events n WHERE n.order_id = d.order_id AND n.sequence > d.sequence)
+                 THEN 'superseded' ELSE 'expired' END,
+    finished_at = now(), lease_token = NULL, lease_owner = NULL, lease_until = NULL
+WHERE d.state = 'pending' AND d.kind = 'location'
+  AND (d.lease_until IS NULL OR d.lease_until < now())
+  AND (d.event_created_at < now() - ${LOCATION_TTL_SQL}
+       OR EXISTS (SELECT 1 FROM ride_events n WHERE n.order_id = d.order_id AND n.sequence > d.sequence))
+RETURNING d.event_id, d.state`;
+
+/**
+ * The claim, one statement: pick due events and lease them to this instance,
+ * committed before any HTTP call is made.
+ *
+ *  - due: pending, next try time reached, not leased (or the lease expired:
+ *    that instance died, so its events come back);
+ *  - order: no earlier status event of the same ride is still undelivered,
+ *    which is checked against ride_events itself (LEFT JOIN), so an earlier
+ *    event that is not even ingested yet holds back the later ones too.
+ *    `failed` counts as settled and no longer holds anything back;
+ *  - location events: only while they are the newest event of their ride
+ *    and younger than 120 s (never sent after a newer one);
+ *  - FOR UPDATE SKIP LOCKED: concurrent claimers never wait for each other
+ *    and never take the same row; READ COMMITTED re-checks the lease
+ *    condition on the locked row, so a row leased meanwhile is dropped.
+ *
+ * $1 batch size, $2 lease token, $3 lease owner, $4 lease ms.
+ */
+export const CLAIM_SQL = `
+WITH due AS (
+  SELECT d.event_id
+  FROM webhook_deliveries d
+  WHERE d.state = 'pending'
+    AND d.next_attempt_at <= now()
+    AND (d.lease_until IS NULL OR d.lease_until < now())
+    AND NOT EXISTS (
+      SELECT 1 FROM ride_events e
+      LEFT JOIN webhook_deliveries p ON p.event_id = e.id
+      WHERE e.order_id = d.order_id AND e.kind = 'status' AND e.sequence < d.sequence
+        AND (p.event_id IS NULL OR p.state = 'pending'))
+    AND (d.kind = 'status' OR (
+      d.event_created_at >= now() - ${LOCATION_TTL_SQL}
+      AND NOT EXISTS (SELECT 1 FROM ride_events n WHERE n.order_id = d.order_id AND n.sequence > d.sequence)))
+  ORDER BY d.next_attempt_at, d.event_position
+  LIMIT $1
+  FOR UPDATE OF d SKIP LOCKED
+)
+UPDATE webhook_deliveries w
+SET lease_token = $2::uuid, lease_owner = $3, lease_until = now() + make_interval(secs => $4::double precision / 1000)
+FROM due, ride_events e
+WHERE w.event_id = due.event_id AND e.id = w.event_id
+RETURNING w.event_id, w.order_id, w.partner_id, w.kind, w.sequence, w.attempts, w.round_attempts,
+          w.first_attempt_at, w.occurred_at, w.event_created_at, e.webhook_url, e.payload`;
+
+/**
+ * Records one finished try: the attempt row always (visibility), and the
+ * event's new state only if this instance still holds the claim (fencing by
+ * lease token: a try that outlived its lease must not overwrite the newer
+ * claimer's bookkeeping).
+ * $1 event, $2 lease token, $3 new state, $4 next try (null = keep),
+ * $5 try started, $6 http status, $7 outcome, $8 duration ms, $9 snippet,
+ * $10 attempt id, $11 attempt number, $12 instance, $13 first try of the round.
+ */
+export const RECORD_SQL = `
+WITH upd AS (
+  UPDATE webhook_deliveries SET
+    attempts = attempts + 1,
+    round_attempts = round_attempts + 1,
+    first_attempt_at = COALESCE(first_attempt_at, $13::timestamptz),
+    last_attempt_at = $5::timestamptz,
+    last_status = $6::int,
+    last_error = CASE WHEN $7::text = 'delivered' THEN NULL ELSE $7::text END,
+    state = $3::text,
+    next_attempt_at = COALESCE($4::timestamptz, next_attempt_at),
+    delivered_at = CASE WHEN $3::text = 'delivered' THEN now() ELSE delivered_at END,
+    finished_at = CASE WHEN $3::text = 'pending' THEN NULL ELSE now() END,
+    lease_token = NULL, lease_owner = NULL, lease_until = NULL
+  WHERE event_id = $1 AND lease_token = $2::uuid
+  RETURNING event_id
+), att AS (
+  INSERT INTO webhook_attempts (id, event_id, attempt, started_at, duration_ms, http_status, outcome, response_snippet, instance)
+  VALUES ($10, $1, $11::int, $5::timestamptz, $8::int, $6::int, $7::text, $9, $12)
+)
+SELECT (SELECT count(*) FROM upd)::int AS updated`;
+
+/** A 2xx is the truth even when our lease was lost meanwhile (the event was delivered). */
+export const MARK_DELIVERED_SQL = `
+UPDATE webhook_deliveries SET state = 'delivered', delivered_at = now(), finished_at = now(),
+  last_status = $2::int, last_error = NULL, last_attempt_at = $3::timestamptz
+WHERE event_id = $1 AND state = 'pending'`;
+
+/** Gives a claim back without a try (no signing secret right now, or service stop). */
+export const RELEASE_SQL = `
+UPDATE webhook_deliveries SET lease_token = NULL, lease_owner = NULL, lease_until = NULL,
+  next_attempt_at = GREATEST(next_attempt_at, now() + make_interval(secs => $3::double precision / 1000))
+WHERE event_id = $1 AND lease_token = $2::uuid`;
+
+/** Service stop: every claim of this instance that did not get its try. */
+export const RELEASE_OWNER_SQL = `
+UPDATE webhook_deliveries SET lease_token = NULL, lease_owner = NULL, lease_until = NULL
+WHERE lease_owner = $1 AND state = 'pending'
+RETURNING event_id`;
+
+/** Operators: send a status event again from the start of the schedule. */
+export const REPLAY_SQL = `
+UPDATE webhook_deliveries SET state = 'pending', round_attempts = 0, first_attempt_at = NULL,
+  next_attempt_at = now(), finished_at = NULL
+WHERE event_id = $1 AND kind = 'status' AND state <> 'pending'
+RETURNING event_id`;
+
+export const REPLAY_FAILED_SQL = `
+UPDATE webhook_deliveries SET state = 'pending', round_attempts = 0, first_attempt_at = NULL,
+  next_attempt_at = now(), finished_at = NULL
+WHERE partner_id = $1 AND state = 'failed' AND kind = 'status' AND occurred_at >= $2::timestamptz
+RETURNING event_id`;
+
+export const STATES_SQL = `
+SELECT event_id, state, attempts, last_status, last_error, last_attempt_at
+FROM webhook_deliveries WHERE event_id = ANY($1::text[])`;
+
+export const COUNTS_SQL = `
+SELECT state, count(*)::int AS n,
+       EXTRACT(EPOCH FROM (now() - min(event_created_at)))::float AS oldest_age_s,
+       count(*) FILTER (WHERE lease_until > now())::int AS in_flight
+FROM webhook_deliveries GROUP BY state`;
+
+/** Oldest pending age and pending count for the gauges (the partial index keeps it cheap). */
+export const PENDING_GAUGES_SQL = `
+SELECT count(*)::int AS pending, COALESCE(EXTRACT(EPOCH FROM (now() - min(event_created_at))), 0)::float AS oldest_age_s
+FROM webhook_deliveries WHERE state = 'pending'`;
+
+export const RECENT_ATTEMPTS_SQL = `
+SELECT outcome, count(*)::int AS n FROM webhook_attempts WHERE started_at > now() - interval '1 hour' GROUP BY outcome`;
