@@ -55,7 +55,7 @@ afterAll(async () => {
 describe("pricing.estimate", () => {
 	it("quotes scooty then cab with the contract's fields", async () => {
 		const before = Date.now();
-		const res = await node.broker.call<EstimateResult>("pricing.estimate", { pickup: MG_ROAD, drop: KORAMANGALA }, asPartner(partnerA));
+		const res = await node.broker.call<EstimateResult, Record<string, unknown>>("pricing.estimate", { pickup: MG_ROAD, drop: KORAMANGALA }, asPartner(partnerA));
 		expect(Number.isInteger(res.distance)).toBe(true);
 		expect(Number.isInteger(res.duration)).toBe(true);
 		expect(res.distance).toBeGreaterThan(5_000);
@@ -89,7 +89,7 @@ describe("pricing.estimate", () => {
 	});
 
 	it("quotes exactly the requested service type", async () => {
-		const res = await node.broker.call<EstimateResult>("pricing.estimate", { pickup: MG_ROAD, drop: KORAMANGALA, serviceType: "cab" }, asPartner(partnerA));
+		const res = await node.broker.call<EstimateResult, Record<string, unknown>>("pricing.estimate", { pickup: MG_ROAD, drop: KORAMANGALA, serviceType: "cab" }, asPartner(partnerA));
 		expect(res.quotes).toHaveLength(1);
 		expect(res.quotes[0].serviceType).toBe("cab");
 		expect(res.duration).toBe(res.quotes[0].duration);
@@ -144,13 +144,13 @@ describe("pricing.estimate", () => {
 
 describe("pricing.verifyQuote", () => {
 	async function quote(serviceType: "scooty" | "cab", partnerId = partnerA) {
-		const res = await node.broker.call<EstimateResult>("pricing.estimate", { pickup: MG_ROAD, drop: KORAMANGALA, serviceType }, asPartner(partnerId));
+		const res = await node.broker.call<EstimateResult, Record<string, unknown>>("pricing.estimate", { pickup: MG_ROAD, drop: KORAMANGALA, serviceType }, asPartner(partnerId));
 		return { res, q: res.quotes[0] };
 	}
 
 	it("honours a valid quote with the quoted price", async () => {
 		const { res, q } = await quote("cab");
-		const trip = await node.broker.call<PricedTrip>(
+		const trip = await node.broker.call<PricedTrip, Record<string, unknown>>(
 			"pricing.verifyQuote",
 			{ quoteId: q.quoteId, serviceType: "cab", pickup: destinationPoint(MG_ROAD, 10, 150), drop: { ...KORAMANGALA, address: "Koramangala" } },
 			asPartner(partnerA),
@@ -198,8 +198,8 @@ describe("pricing.verifyQuote", () => {
 
 describe("pricing.quote", () => {
 	it("prices a trip at the current tariff without a quote id", async () => {
-		const trip = await node.broker.call<PricedTrip>("pricing.quote", { serviceType: "scooty", pickup: MG_ROAD, drop: KORAMANGALA });
-		const est = await node.broker.call<EstimateResult>("pricing.estimate", { pickup: MG_ROAD, drop: KORAMANGALA, serviceType: "scooty" }, asPartner(partnerA));
+		const trip = await node.broker.call<PricedTrip, Record<string, unknown>>("pricing.quote", { serviceType: "scooty", pickup: MG_ROAD, drop: KORAMANGALA });
+		const est = await node.broker.call<EstimateResult, Record<string, unknown>>("pricing.estimate", { pickup: MG_ROAD, drop: KORAMANGALA, serviceType: "scooty" }, asPartner(partnerA));
 		expect(trip.quoteId).toBeUndefined();
 		expect(trip.totalAmount).toBe(est.quotes[0].totalAmount);
 		expect(trip.totalAmountPaise).toBe(Math.round(trip.totalAmount * 100));
@@ -229,15 +229,15 @@ describe("signing secret from pricing_secrets", () => {
 			} finally {
 				await pg.end();
 			}
-			const est = await one.broker.call<EstimateResult>("pricing.estimate", { pickup: MG_ROAD, drop: KORAMANGALA, serviceType: "cab" }, asPartner("ptn_x"));
-			const trip = await two.broker.call<PricedTrip>(
+			const est = await one.broker.call<EstimateResult, Record<string, unknown>>("pricing.estimate", { pickup: MG_ROAD, drop: KORAMANGALA, serviceType: "cab" }, asPartner("ptn_x"));
+			const trip = await two.broker.call<PricedTrip, Record<string, unknown>>(
 				"pricing.verifyQuote",
 				{ quoteId: est.quotes[0].quoteId, serviceType: "cab", pickup: MG_ROAD, drop: KORAMANGALA },
 				asPartner("ptn_x"),
 			);
 			expect(trip.totalAmount).toBe(est.quotes[0].totalAmount);
 			// A quote signed with the configured secret of the other test node is not accepted here.
-			const other = await node.broker.call<EstimateResult>("pricing.estimate", { pickup: MG_ROAD, drop: KORAMANGALA, serviceType: "cab" }, asPartner("ptn_x"));
+			const other = await node.broker.call<EstimateResult, Record<string, unknown>>("pricing.estimate", { pickup: MG_ROAD, drop: KORAMANGALA, serviceType: "cab" }, asPartner("ptn_x"));
 			await expectError(
 				two.broker.call("pricing.verifyQuote", { quoteId: other.quotes[0].quoteId, serviceType: "cab", pickup: MG_ROAD, drop: KORAMANGALA }, asPartner("ptn_x")),
 				"QUOTE_INVALID",

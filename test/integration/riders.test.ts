@@ -24,7 +24,7 @@ async function expectError(p: Promise<unknown>, type: string): Promise<Errors.Mo
 	return err;
 }
 
-const upsert = (params: Record<string, unknown>) => node.broker.call<Rider>("riders.upsert", params);
+const upsert = (params: Record<string, unknown>) => node.broker.call<Rider, Record<string, unknown>>("riders.upsert", params);
 
 beforeAll(async () => {
 	db = await createTestDatabase("riders");
