@@ -170,8 +170,8 @@ interface PricedTrip {
 
 // ---- validation schemas ------------------------------------------------------------
 
-const latitude = { type: "number", min: -90, max: 90 } as const;
-const longitude = { type: "number", min: -180, max: 180 } as const;
+const latitude = { type: "number", min: -90, max: 90, finite: true } as const;
+const longitude = { type: "number", min: -180, max: 180, finite: true } as const;
 const placeSchema = {
 	type: "object",
 	props: { lat: latitude, lng: longitude, address: { type: "string", max: 500, optional: true } },
@@ -276,7 +276,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 					props: {
 						name: { type: "string", trim: true, min: 1, max: 200 },
 						phone: { type: "string", pattern: /^\+[1-9][0-9]{6,14}$/, messages: { stringPattern: "user.phone must be an E.164 number such as +919812345678" } },
-						email: { type: "email", max: 254, optional: true },
+						email: { type: "email", mode: "precise", max: 254, optional: true },
 					},
 				},
 				serviceType: { type: "enum", values: ["scooty", "cab"] },
@@ -616,18 +616,19 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			const partnerId = ctx.meta.partnerId!;
 			await assertWebhookUrlAllowed(p.webhookURL, this.webhookPolicy);
 
-			const rider = await this.callService<RiderResult>(ctx, "riders.upsert", {
-				partnerId,
-				name: p.user.name,
-				phone: p.user.phone,
-				...(p.user.email !== undefined ? { email: p.user.email } : {}),
-			});
 			const pickupPoint: Point = { lat: p.pickup.lat, lng: p.pickup.lng };
 			const dropPoint: Point = { lat: p.drop.lat, lng: p.drop.lng };
 			const priced = p.quoteId !== undefined
 				? await this.callService<PricedTrip>(ctx, "pricing.verifyQuote", { quoteId: p.quoteId, serviceType: p.serviceType, pickup: pickupPoint, drop: dropPoint })
 				: await this.callService<PricedTrip>(ctx, "pricing.quote", { serviceType: p.serviceType, pickup: pickupPoint, drop: dropPoint });
 
+			// The rider is written only once the request is known to be good: a refused order changes nothing.
+			const rider = await this.callService<RiderResult>(ctx, "riders.upsert", {
+				partnerId,
+				name: p.user.name,
+				phone: p.user.phone,
+				...(p.user.email !== undefined ? { email: p.user.email } : {}),
+			});
 			const pickup: Place = { ...pickupPoint, ...(p.pickup.address !== undefined ? { address: p.pickup.address } : {}) };
 			const drop: Place = { ...dropPoint, ...(p.drop.address !== undefined ? { address: p.drop.address } : {}) };
 

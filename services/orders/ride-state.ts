@@ -75,14 +75,13 @@ export function canTransition(from: RideStatus, to: RideStatus, actor: Actor): b
 }
 
 /**
- * Who normally makes a move into `to`, for callers (dispatch) that do not say:
- * only `no_driver_found` is the platform's own decision; every other internal
- * move is made on a driver's behalf.
+ * Who makes an internal move (orders.transition) into `to` when the caller
+ * (dispatch) does not say: only `no_driver_found` is the platform's own
+ * decision; every other move is made on a driver's behalf. Never the partner:
+ * partners cancel through orders.cancel only.
  */
-export function defaultActorFor(to: RideStatus): Actor {
-	if (to === "no_driver_found") return "system";
-	if (to === "customer_cancelled") return "partner";
-	return "driver";
+export function defaultActorFor(to: RideStatus): Exclude<Actor, "partner"> {
+	return to === "no_driver_found" ? "system" : "driver";
 }
 
 /**
