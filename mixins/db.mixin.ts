@@ -101,6 +101,19 @@ export async function runMigrations(sequelize: Sequelize, opts: DbMixinOptions, 
  */
 export function DbMixin(opts: DbMixinOptions): Partial<ServiceSchema> {
 	return {
+		actions: {
+			/**
+			 * Readiness probe of this service and its database: the gateway's
+			 * `GET /health/ready` calls it on every service it needs. Internal only.
+			 */
+			dbHealth: {
+				access: "internal",
+				async handler(this: Service & Record<string, any>): Promise<{ ok: true }> {
+					await this.sequelize.query("SELECT 1");
+					return { ok: true };
+				},
+			},
+		},
 		created(this: Service & Partial<DbThis>) {
 			this.sequelize = acquireSequelize();
 		},

@@ -1,0 +1,360 @@
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import { Errors, type Context, type Service, type ServiceSchema, type ServiceSettingSchema } from "moleculer";
+import ApiGateway from "moleculer-web";
+import { readGatewayConfig, type GatewayConfig } from "./config";
+import { describeForLog, GatewayError, isUnavailableError, toErrorResponse, WrappedError } from "./errors";
+import { buildOpenApiDocument, type OpenApiDocument } from "./openapi";
+import { renderDocsPage } from "./docs-page";
+import { TokenBucketLimiter } from "./rate-limiter";
+import { idempotencyKeyFrom, parseBearer, readJsonBody, requestIdFrom } from "./request";
+import { REQUIRED_SERVICES, RIDE_BASE_PATH, rideAliases } from "./routes";
+
+/**
+ * The public door: moleculer-web with explicit aliases only. Every `/ride/*`
+ * request goes through one pipeline before any service is called:
+ *
+ *   route known? (else 404) → API key (401) → per-partner rate limit (429)
+ *   → JSON body ≤ BODY_LIMIT (415/413/400) → target service present? (503)
+ *   → the action's own validation (400) → the action.
+ *
+ * Every error, whoever raised it, leaves through `renderError` as the
+ * contract's envelope. Health, `/openapi.json` and `/docs` live on a second,
+ * unauthenticated route.
+ */
+
+interface AuthenticatedPartner {
+	partnerId: string;
+	name: string;
+}
+
+export interface GatewayMeta {
+	partnerId?: string;
+	requestId?: string;
+	idempotencyKey?: string;
+	user?: AuthenticatedPartner | null;
+	$statusCode?: number;
+	$responseHeaders?: Record<string, unknown>;
+}
+
+interface GatewayRequest extends IncomingMessage {
+	$ctx: Context<unknown, GatewayMeta>;
+	parsedUrl: string;
+	originalUrl: string;
+	body?: unknown;
+	$params?: Record<string, unknown>;
+	$partner?: AuthenticatedPartner;
+	/** Set once the request matched a `/ride` alias and went through the pipeline. */
+	$ridePipeline?: boolean;
+}
+
+export interface Readiness {
+	ready: boolean;
+	status: "ready" | "not_ready" | "draining";
+	checks: Record<string, "ok" | "unavailable" | "error">;
+}
+
+interface GatewaySettings extends ServiceSettingSchema {
+	port: number;
+	[key: string]: unknown;
+}
+
+interface GatewayMethods {
+	prepareRideRequest(req: GatewayRequest, res: ServerResponse): Promise<void>;
+	authenticate(ctx: Context<unknown, GatewayMeta>, route: unknown, req: GatewayRequest): AuthenticatedPartner;
+	renderError(req: GatewayRequest, res: ServerResponse, err: unknown): void;
+	errorHandler(req: GatewayRequest, res: ServerResponse, err: unknown): void;
+	send404(req: GatewayRequest, res: ServerResponse): void;
+	sendResponse(req: GatewayRequest, res: ServerResponse, data: unknown): void;
+	sendJson(res: ServerResponse, status: number, body: unknown, headers?: Record<string, string>): void;
+	readiness(): Promise<Readiness>;
+	startDraining(): void;
+	/** moleculer-web's own alias lookup. */
+	resolveAlias(url: string, method?: string): unknown;
+}
+
+interface GatewayLocal {
+	config: GatewayConfig;
+	limiter: TokenBucketLimiter;
+	/** True once shutdown began: /health/ready answers 503 so load balancers stop sending traffic. */
+	draining: boolean;
+	openapi: OpenApiDocument;
+	docsHtml: string;
+	server: Server;
+}
+
+type GatewayThis = Service<GatewaySettings> & GatewayMethods & GatewayLocal;
+
+function unauthorized(message: string): GatewayError {
+	return new GatewayError(401, "UNAUTHORIZED", message);
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+	return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** connect-style middleware of the `/ride` route: runs the pipeline, then hands over to moleculer-web. */
+function ridePipeline(this: GatewayThis, req: GatewayRequest, res: ServerResponse, next: (err?: unknown) => void): void {
+	this.prepareRideRequest(req, res).then(
+		() => next(),
+		// moleculer-web rebuilds non-Moleculer errors and loses their name: wrap them whole.
+		(err: unknown) => next(err instanceof Errors.MoleculerError ? err : new WrappedError(err)),
+	);
+}
+
+function opsHandler(fn: (this: GatewayThis, req: GatewayRequest, res: ServerResponse) => void | Promise<void>) {
+	return function handle(this: GatewayThis, req: GatewayRequest, res: ServerResponse): void {
+		Promise.resolve()
+			.then(() => fn.call(this, req, res))
+			.catch((err: unknown) => this.renderError(req, res, err));
+	};
+}
+
+const GatewayService: ServiceSchema<GatewaySettings, GatewayMethods, GatewayLocal> = {
+	name: "gateway",
+	mixins: [ApiGateway as unknown as Partial<ServiceSchema>],
+
+	settings: {
+		// Replaced from PORT when the service is created (PORT=0 picks a free port).
+		port: 3000,
+		server: true,
+		// Slow clients cannot hold a request open for minutes.
+		requestTimeout: 30_000,
+		// Request logs at debug: bodies and headers (API keys, phone numbers) are never logged.
+		logRequest: "debug",
+		logResponse: "debug",
+		logRequestParams: null,
+		logResponseData: null,
+		log4XXResponses: false,
+		logRouteRegistration: "debug",
+		/** X-Request-Id: the caller's when it is a sane token, else a new UUID; moleculer-web echoes it. */
+		rootCallOptions(options: { requestID?: string }, req: IncomingMessage) {
+			options.requestID = requestIdFrom(req.headers["x-request-id"]);
+		},
+		/** The one error renderer: unrouted requests, the pipeline, the broker and the services all end here. */
+		onError(this: GatewayThis, req: GatewayRequest, res: ServerResponse, err: unknown) {
+			this.renderError(req, res, err);
+		},
+		routes: [
+			{
+				name: "ride",
+				path: RIDE_BASE_PATH,
+				mappingPolicy: "restrict",
+				autoAliases: false,
+				aliases: rideAliases(),
+				// Our own body reader runs after authentication (see ridePipeline), not moleculer-web's.
+				bodyParsers: false,
+				// Fails closed: `authenticate` refuses any request the pipeline did not authenticate.
+				authentication: true,
+				use: [ridePipeline],
+				callOptions: { retries: 0 },
+				onBeforeCall(this: GatewayThis, ctx: Context<unknown, GatewayMeta>, _route: unknown, req: GatewayRequest) {
+					ctx.meta.requestId = ctx.requestID ?? undefined;
+					const key = idempotencyKeyFrom(req.headers["idempotency-key"]);
+					if (key !== undefined) ctx.meta.idempotencyKey = key;
+					// Params are the JSON body only (no query string), and never carry the partner's identity.
+					const body: Record<string, unknown> = isPlainObject(req.body) ? { ...req.body } : {};
+					delete body.partnerId;
+					req.$params = body;
+				},
+			},
+			{
+				name: "ops",
+				path: "/",
+				mappingPolicy: "restrict",
+				autoAliases: false,
+				bodyParsers: false,
+				aliases: {
+					"GET /health/live": opsHandler(function live(req, res) {
+						this.sendJson(res, 200, { status: "live" });
+					}),
+					"GET /health/ready": opsHandler(async function ready(req, res) {
+						const r = await this.readiness();
+						this.sendJson(res, r.ready ? 200 : 503, { status: r.status, checks: r.checks }, r.ready ? {} : { "Retry-After": "5" });
+					}),
+					"GET /openapi.json": opsHandler(function openapi(req, res) {
+						this.sendJson(res, 200, this.openapi, { "Cache-Control": "no-cache" });
+					}),
+					"GET /docs": opsHandler(function docs(req, res) {
+						const html = this.docsHtml;
+						res.statusCode = 200;
+						res.setHeader("Content-Type", "text/html; charset=utf-8");
+						res.setHeader("Content-Length", Buffer.byteLength(html));
+						res.setHeader("Cache-Control", "no-cache");
+						res.setHeader("X-Content-Type-Options", "nosniff");
+						// Self-contained page: nothing may load from anywhere.
+						res.setHeader("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'");
+						res.end(html);
+					}),
+				},
+			},
+		],
+	},
+
+	actions: {
+		// moleculer-web's request entry point (private); declared for the access middleware.
+		rest: { access: "internal" },
+		// Not needed and not wanted on a public gateway.
+		listAliases: false,
+		addRoute: false,
+		removeRoute: false,
+
+		/**
+		 * Starts (or, with `draining: false`, ends) draining: `/health/ready`
+		 * answers 503 so load balancers stop routing here while in-flight
+		 * requests finish. Called on SIGTERM before the broker stops.
+		 */
+		drain: {
+			access: "internal",
+			params: { draining: { type: "boolean", optional: true } },
+			handler(this: GatewayThis, ctx: Context<{ draining?: boolean }>) {
+				if (ctx.params.draining === false) this.draining = false;
+				else this.startDraining();
+				return { draining: this.draining };
+			},
+		},
+
+		/** The readiness answer as data (REPL: `call gateway.readiness`). */
+		readiness: {
+			access: "internal",
+			handler(this: GatewayThis): Promise<Readiness> {
+				return this.readiness();
+			},
+		},
+	},
+
+	methods: {
+		async prepareRideRequest(this: GatewayThis, req: GatewayRequest, res: ServerResponse): Promise<void> {
+			// Unknown route or method: no pipeline, moleculer-web answers 404 (routes are public knowledge).
+			if (!this.resolveAlias(req.parsedUrl, req.method)) return;
+
+			const bearer = parseBearer(req.headers.authorization);
+			if (!bearer.ok) {
+				throw unauthorized(bearer.reason === "missing" ? "Missing API key: send Authorization: Bearer <apiKey>" : "Malformed Authorization header: expected Bearer <apiKey>");
+			}
+			const partner = await req.$ctx.call<AuthenticatedPartner | null, { apiKey: string }>("partners.authenticate", { apiKey: bearer.apiKey });
+			if (!partner) throw unauthorized("Invalid API key");
+			req.$partner = partner;
+
+			const decision = this.limiter.take(partner.partnerId);
+			if (this.limiter.enabled) {
+				res.setHeader("X-RateLimit-Limit", String(decision.limit));
+				res.setHeader("X-RateLimit-Remaining", String(decision.remaining));
+			}
+			if (!decision.allowed) {
+				throw new GatewayError(429, "RATE_LIMITED", `Rate limit of ${decision.limit} requests per minute exceeded; retry in ${decision.retryAfterSeconds} s`, {
+					retryAfter: decision.retryAfterSeconds,
+				});
+			}
+
+			req.body = await readJsonBody(req, this.config.bodyLimitBytes);
+			req.$ridePipeline = true;
+		},
+
+		/** moleculer-web's authentication hook: only what the pipeline authenticated gets through. */
+		authenticate(this: GatewayThis, ctx: Context<unknown, GatewayMeta>, _route: unknown, req: GatewayRequest): AuthenticatedPartner {
+			const partner = req.$partner;
+			if (!req.$ridePipeline || !partner) throw unauthorized("Missing API key: send Authorization: Bearer <apiKey>");
+			ctx.meta.partnerId = partner.partnerId;
+			return partner;
+		},
+
+		renderError(this: GatewayThis, req: GatewayRequest, res: ServerResponse, err: unknown): void {
+			const mapped = toErrorResponse(err, { unavailableRetryAfterSeconds: this.config.unavailableRetryAfterSeconds });
+			const where = {
+				requestId: req.$ctx?.requestID ?? undefined,
+				method: req.method,
+				path: req.parsedUrl ?? req.url?.split("?")[0],
+				status: mapped.status,
+				code: mapped.body.code,
+			};
+			if (mapped.logLevel === "error") this.logger.error("Request failed", { ...where, error: describeForLog(err) });
+			else if (mapped.logLevel === "warn") this.logger.warn("Request answered 503", { ...where, error: describeForLog(err).name });
+			else this.logger.debug("Request refused", where);
+			if (res.headersSent) {
+				// Too late for an envelope: cut the response so the client sees a failure, not a truncated success.
+				res.destroy();
+				return;
+			}
+			this.sendJson(res, mapped.status, mapped.body, mapped.headers);
+		},
+
+		/** Replaces moleculer-web's handler, which logs stacks and data; renderError logs what is safe. */
+		errorHandler(this: GatewayThis, req: GatewayRequest, res: ServerResponse, err: unknown): void {
+			this.renderError(req, res, err);
+		},
+
+		send404(this: GatewayThis, req: GatewayRequest, res: ServerResponse): void {
+			const path = String(req.parsedUrl ?? req.url ?? "").slice(0, 200);
+			this.renderError(req, res, new GatewayError(404, "NOT_FOUND", `No route for ${req.method} ${path}`));
+		},
+
+		/** Successful answers are JSON; a service may pick a 2xx status with `ctx.meta.$statusCode` (orders: 201). */
+		sendResponse(this: GatewayThis, req: GatewayRequest, res: ServerResponse, data: unknown): void {
+			const meta = req.$ctx.meta;
+			const status = typeof meta.$statusCode === "number" && meta.$statusCode >= 200 && meta.$statusCode < 300 ? meta.$statusCode : 200;
+			const headers: Record<string, string> = {};
+			if (isPlainObject(meta.$responseHeaders)) {
+				for (const [k, v] of Object.entries(meta.$responseHeaders)) {
+					if ((typeof v === "string" || typeof v === "number") && /^[A-Za-z0-9-]{1,64}$/.test(k) && k.toLowerCase() !== "content-type") {
+						headers[k] = String(v);
+					}
+				}
+			}
+			this.sendJson(res, status, data ?? null, headers);
+		},
+
+		sendJson(this: GatewayThis, res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+			if (res.headersSent) return;
+			const payload = JSON.stringify(body);
+			res.statusCode = status;
+			for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
+			res.setHeader("Content-Type", "application/json; charset=utf-8");
+			res.setHeader("Content-Length", Buffer.byteLength(payload));
+			if (!res.hasHeader("Cache-Control")) res.setHeader("Cache-Control", "no-store");
+			res.setHeader("X-Content-Type-Options", "nosniff");
+			res.end(payload);
+		},
+
+		/**
+		 * Ready when not draining and every service the API needs is in the
+		 * registry and answers its `dbHealth` (which also proves the database).
+		 */
+		async readiness(this: GatewayThis): Promise<Readiness> {
+			if (this.draining) return { ready: false, status: "draining", checks: {} };
+			const results = await Promise.all(
+				REQUIRED_SERVICES.map(async (name): Promise<[string, Readiness["checks"][string]]> => {
+					const action = `${name}.dbHealth`;
+					// Not registered (or every instance unavailable): say so without a call the broker would warn about.
+					if (!this.broker.registry.getActionEndpoints(action)?.hasAvailable()) return [name, "unavailable"];
+					try {
+						await this.broker.call(action, {}, { timeout: this.config.readyCheckTimeoutMs, retries: 0 });
+						return [name, "ok"];
+					} catch (err) {
+						return [name, isUnavailableError(err) ? "unavailable" : "error"];
+					}
+				}),
+			);
+			const checks: Readiness["checks"] = Object.fromEntries(results);
+			// Draining may have begun while the checks ran.
+			if (this.draining) return { ready: false, status: "draining", checks };
+			const ready = results.every(([, state]) => state === "ok");
+			return { ready, status: ready ? "ready" : "not_ready", checks };
+		},
+
+		startDraining(this: GatewayThis): void {
+			if (!this.draining) this.logger.info("Draining: /health/ready now answers 503");
+			this.draining = true;
+		},
+	},
+
+	created(this: GatewayThis) {
+		this.config = readGatewayConfig(process.env);
+		this.settings.port = this.config.port;
+		this.limiter = new TokenBucketLimiter({ perMinute: this.config.rateLimitPerMinute, burst: this.config.rateLimitBurst });
+		this.draining = false;
+		this.openapi = buildOpenApiDocument(this.config);
+		this.docsHtml = renderDocsPage(this.openapi);
+	},
+};
+
+export default GatewayService;
