@@ -310,6 +310,112 @@ describe("create-order with a quote", () => {
 	});
 });
 
+describe("create-order with an expired quote", () => {
+	// A second node on the same database whose pricing makes 1-second quotes.
+	let shortQuotes: TestNode;
+	const post2 = async (path: string, body: unknown, partner: Partner): Promise<Answer> => {
+		const saved = node;
+		node = shortQuotes;
+		try {
+			return await post(path, body, partner);
+		} finally {
+			node = saved;
+		}
+	};
+
+	beforeAll(async () => {
+		// Also a tight rate limit: two requests at once, then one a minute.
+		shortQuotes = await startTestNode({ databaseUrl: db.url, services: SERVICES, env: { QUOTE_TTL_SECONDS: "1", RATE_LIMIT_PER_MINUTE: "1", RATE_LIMIT_BURST: "2" } });
+	});
+	afterAll(async () => {
+		await shortQuotes?.stop();
+		// startTestNode writes its env into process.env: keep these out of later suites.
+		delete process.env.QUOTE_TTL_SECONDS;
+		delete process.env.RATE_LIMIT_PER_MINUTE;
+		delete process.env.RATE_LIMIT_BURST;
+	});
+
+	it("refuses it with 422 QUOTE_EXPIRED and changes nothing", async () => {
+		const estimate = await post2("/ride/fare-estimate", { pickup: { lat: PICKUP.lat, lng: PICKUP.lng }, drop: DROP, serviceType: "cab" }, partnerA);
+		expect(estimate.status).toBe(200);
+		const { quoteId, expiresAt } = estimate.body.quotes[0];
+		// Wait (bounded) until the quote's expiry has passed.
+		const deadline = Date.now() + 10_000;
+		while (Date.now() <= Date.parse(expiresAt) + 50 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+		const before = await snapshot();
+		const res = await post2("/ride/create-order", orderBody({ quoteId }), partnerA);
+		await expectError(res, 422, "QUOTE_EXPIRED");
+		expect(await snapshot()).toBe(before);
+
+		if (HAS_GATEWAY) {
+			// The partner has spent its burst: the next create-order is refused before anything happens.
+			const limited = await post2("/ride/create-order", orderBody(), partnerA);
+			await expectError(limited, 429, "RATE_LIMITED");
+			expect(await snapshot()).toBe(before);
+		}
+	});
+});
+
+describe("while a service create-order needs is down", () => {
+	let partial: TestNode;
+	beforeAll(async () => {
+		partial = await startTestNode({ databaseUrl: db.url, services: ["partners", "orders", ...(HAS_GATEWAY ? (["gateway"] as ServiceName[]) : [])] });
+	});
+	afterAll(async () => {
+		await partial?.stop();
+	});
+
+	it("answers 503 SERVICE_UNAVAILABLE (retryable) and changes nothing", async () => {
+		const saved = node;
+		node = partial;
+		try {
+			const before = await snapshot();
+			const key = `key-${randomInt(0, 1e9)}`;
+			const res = await post("/ride/create-order", orderBody(), partnerA, key);
+			await expectError(res, 503, "SERVICE_UNAVAILABLE");
+			expect(res.body.retryable).toBe(true);
+			// …and the key was released with it.
+			expect(await snapshot()).toBe(before);
+		} finally {
+			node = saved;
+		}
+	});
+});
+
+(HAS_GATEWAY ? describe : describe.skip)("gateway-level errors on create-order (HTTP)", () => {
+	const url = () => `${node.baseUrl}/ride/create-order`;
+
+	it("answers 401 UNAUTHORIZED without or with an unknown API key, changing nothing", async () => {
+		const before = await snapshot();
+		for (const headers of [{}, { Authorization: "Bearer rk_unknown_key_000000000000000000000" }, { Authorization: "Basic abc" }]) {
+			const res = await axios.post(url(), orderBody(), { headers, validateStatus: () => true });
+			await expectError({ status: res.status, body: res.data }, 401, "UNAUTHORIZED");
+		}
+		expect(await snapshot()).toBe(before);
+	});
+
+	it("answers 400 INVALID_JSON for a body that is not JSON, changing nothing", async () => {
+		const before = await snapshot();
+		const res = await axios.post(url(), '{"user": {"name": "A",', {
+			headers: { Authorization: `Bearer ${partnerA.apiKey}`, "Content-Type": "application/json" },
+			validateStatus: () => true,
+			transformRequest: [(d: unknown) => d],
+		});
+		await expectError({ status: res.status, body: res.data }, 400, "INVALID_JSON");
+		expect(await snapshot()).toBe(before);
+	});
+
+	it("answers 413 PAYLOAD_TOO_LARGE for a body over 64 KB, changing nothing", async () => {
+		const before = await snapshot();
+		const res = await axios.post(url(), orderBody({ metadata: { blob: "x".repeat(70 * 1024) } }), {
+			headers: { Authorization: `Bearer ${partnerA.apiKey}` },
+			validateStatus: () => true,
+		});
+		await expectError({ status: res.status, body: res.data }, 413, "PAYLOAD_TOO_LARGE");
+		expect(await snapshot()).toBe(before);
+	});
+});
+
 describe("Idempotency-Key", () => {
 	it("replays the first response (same status, same body) for the same key and body, making one order", async () => {
 		const body = orderBody();
@@ -690,7 +796,8 @@ describe("transitions (dispatch's internal actions)", () => {
 		expect((await eventsOf(order.orderId)).map((e) => e.id)).toEqual(["evt_planted"]);
 
 		const cancel = await post("/ride/cancel", { orderId: order.orderId }, partnerA);
-		expect(cancel.status).toBeGreaterThanOrEqual(500);
+		if (HAS_GATEWAY) await expectError(cancel, 500, "INTERNAL_ERROR");
+		else expect(cancel.status).toBeGreaterThanOrEqual(500);
 		expect(await snapshot()).toBe(before);
 	});
 });
