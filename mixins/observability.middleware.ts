@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { inspect } from "node:util";
-import type { ActionHandler, Context, Middleware, ServiceBroker } from "moleculer";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import type { ActionHandler, Context, Middleware, Service, ServiceBroker } from "moleculer";
 
 /**
  * Observability shared by every process:
@@ -13,7 +14,8 @@ import type { ActionHandler, Context, Middleware, ServiceBroker } from "molecule
  *   `ctx.requestID`, which crosses NATS with every call and event.
  * - the JSON log formatter (production) that writes that context as fields;
  * - platform figures that are cheapest to count where they happen: ride
- *   status changes, counted as orders emits `orders.statusChanged`.
+ *   status changes, counted as orders emits `orders.statusChanged`; HTTP
+ *   requests by route and status, counted on the gateway's server.
  */
 
 export interface LogContext {
@@ -60,6 +62,38 @@ function contextOf(ctx: Context): LogContext {
 
 /** Counter of ride status changes, labelled by the status the ride moved to. */
 export const RIDE_STATUS_METRIC = "rides_status_changes_total";
+/** Gateway HTTP requests by route ("POST /ride/create-order", or "unmatched") and status. */
+export const HTTP_REQUESTS_METRIC = "http_requests_total";
+export const HTTP_DURATION_METRIC = "http_request_duration_seconds";
+
+interface GatewayLike {
+	server?: Server;
+	resolveAlias?: (url: string, method?: string) => { alias: { fullPath: string } } | false | null;
+}
+
+/** Counts every answered request on the gateway's HTTP server; the route label is the alias, never the raw path. */
+function countHttpRequests(service: Service): void {
+	const gateway = service as unknown as GatewayLike;
+	const { broker } = service;
+	if (!gateway.server || typeof gateway.server.on !== "function") return;
+	gateway.server.on("request", (req: IncomingMessage & { originalUrl?: string }, res: ServerResponse) => {
+		const started = process.hrtime.bigint();
+		const method = req.method ?? "GET";
+		const path = (req.originalUrl ?? req.url ?? "/").split("?")[0];
+		res.once("finish", () => {
+			let route = "unmatched";
+			try {
+				const found = gateway.resolveAlias?.(path, method);
+				if (found) route = `${method} ${found.alias.fullPath}`;
+			} catch {
+				/* keep "unmatched" */
+			}
+			const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+			broker.metrics.increment(HTTP_REQUESTS_METRIC, { route, status: String(res.statusCode) });
+			broker.metrics.observe(HTTP_DURATION_METRIC, seconds, { route });
+		});
+	});
+}
 
 export const ObservabilityMiddleware: Middleware = {
 	name: "Observability",
@@ -72,6 +106,24 @@ export const ObservabilityMiddleware: Middleware = {
 			labelNames: ["status"],
 			description: "Ride status changes committed by orders, by the new status",
 		});
+		broker.metrics.register({
+			type: "counter",
+			name: HTTP_REQUESTS_METRIC,
+			labelNames: ["route", "status"],
+			description: "Gateway HTTP requests by route and status code",
+		});
+		broker.metrics.register({
+			type: "histogram",
+			name: HTTP_DURATION_METRIC,
+			labelNames: ["route"],
+			unit: "seconds",
+			buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+			description: "Gateway HTTP request duration by route",
+		});
+	},
+
+	serviceStarted(service: Service) {
+		if (service.name === "gateway" && service.broker.isMetricsEnabled()) countHttpRequests(service);
 	},
 
 	localAction(next: ActionHandler): ActionHandler {
