@@ -161,6 +161,8 @@ interface RiderResult {
 interface PricedTrip {
 	serviceType: ServiceType;
 	totalAmount: number;
+	/** The exact integer to store (pricing computes in paise). */
+	totalAmountPaise?: number;
 	currency: string;
 	fareBreakdown: Record<string, unknown>;
 	distance: number;
@@ -641,7 +643,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 						p.serviceType,
 						JSON.stringify(pickup),
 						JSON.stringify(drop),
-						majorToPaise(priced.totalAmount),
+						Number.isInteger(priced.totalAmountPaise) ? priced.totalAmountPaise : majorToPaise(priced.totalAmount),
 						priced.currency || "INR",
 						priced.fareBreakdown ? JSON.stringify(priced.fareBreakdown) : null,
 						Math.round(priced.distance),
