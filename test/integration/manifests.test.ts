@@ -1,0 +1,197 @@
+import { spawn, spawnSync } from "node:child_process";
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { parse, parseAllDocuments } from "yaml";
+
+/**
+ * The production shape, validated offline: every Kubernetes manifest against
+ * the API schema (kubernetes-models, ESM, so through a spawned Node script),
+ * the compose file with `docker-compose config -q` when installed plus a
+ * built-in structural check, the Dockerfile's references, and each validator
+ * failing on a broken copy.
+ */
+const ROOT = resolve(__dirname, "../..");
+
+interface Run {
+	code: number | null;
+	out: string;
+}
+
+function runNode(args: string[], env: Record<string, string | undefined> = {}): Promise<Run> {
+	return new Promise((resolvePromise, reject) => {
+		const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+		let out = "";
+		child.stdout.on("data", (c: Buffer) => (out += c.toString()));
+		child.stderr.on("data", (c: Buffer) => (out += c.toString()));
+		child.on("error", reject);
+		child.on("exit", (code) => resolvePromise({ code, out }));
+	});
+}
+
+const hasDockerCompose = spawnSync("docker-compose", ["version", "--short"], { encoding: "utf8" }).status === 0;
+const COMPOSE_ENV = { POSTGRES_PASSWORD: "test-only-placeholder" };
+
+let tmp: string;
+beforeAll(() => {
+	tmp = mkdtempSync(join(tmpdir(), "ride-manifests-"));
+});
+afterAll(() => {
+	rmSync(tmp, { recursive: true, force: true });
+});
+
+function brokenK8sCopy(label: string, file: string, edit: (text: string) => string): string {
+	const dir = join(tmp, label);
+	cpSync(join(ROOT, "k8s"), dir, { recursive: true });
+	const path = join(dir, file);
+	const before = readFileSync(path, "utf8");
+	const after = edit(before);
+	expect(after).not.toBe(before); // the edit really broke something
+	writeFileSync(path, after);
+	return dir;
+}
+
+describe("Kubernetes manifests", () => {
+	test("every manifest is valid (kubernetes-models schema + references + production rules)", async () => {
+		const r = await runNode(["scripts/validate-manifests.mjs", "k8s"]);
+		expect(r.out).toMatch(/manifest\(s\) valid/);
+		expect(r.code).toBe(0);
+	});
+
+	test("the set is complete: a Deployment per service with SERVICES, HPAs, PDBs, gateway Service + Ingress, migration Job, NATS, PostgreSQL", () => {
+		const docs = ["namespace.yaml", "configmap.yaml", "gateway.yaml", "pricing.yaml", "riders.yaml", "orders.yaml", "dispatch.yaml", "notifications.yaml", "migrate-job.yaml", "infra/nats.yaml", "infra/postgres.yaml"]
+			.flatMap((f) => parseAllDocuments(readFileSync(join(ROOT, "k8s", f), "utf8")).map((d) => d.toJS()))
+			.filter(Boolean);
+		const of = (kind: string) => docs.filter((d) => d.kind === kind);
+		const servicesEnv = of("Deployment").map((d) => d.spec.template.spec.containers[0].env.find((e: { name: string }) => e.name === "SERVICES").value);
+		expect(servicesEnv.sort()).toEqual(["dispatch", "gateway,partners", "notifications", "orders", "pricing", "riders"]);
+		expect(of("HorizontalPodAutoscaler").map((h) => h.spec.scaleTargetRef.name).sort()).toEqual(["ride-dispatch", "ride-gateway", "ride-notifications", "ride-pricing"]);
+		expect(of("PodDisruptionBudget")).toHaveLength(6);
+		expect(of("Ingress")[0].spec.rules[0].http.paths[0].backend.service.name).toBe("ride-gateway");
+		for (const d of of("Deployment")) {
+			const pod = d.spec.template.spec;
+			const c = pod.containers[0];
+			expect(c.readinessProbe.httpGet.path).toBe("/health/ready");
+			expect(c.livenessProbe.httpGet.path).toBe("/health/live");
+			expect(c.lifecycle.preStop).toBeDefined();
+			// The preStop sleep plus the in-process shutdown bound fit in the grace period.
+			expect(pod.terminationGracePeriodSeconds).toBeGreaterThan(5 + 25);
+		}
+		const config = of("ConfigMap")[0].data;
+		expect(Number(config.SHUTDOWN_TIMEOUT_MS)).toBeLessThanOrEqual(25_000);
+		expect(of("Job")[0].spec.template.spec.containers[0].command).toEqual(["node", "dist/bin/migrate.js"]);
+		expect(of("StatefulSet").map((s) => s.metadata.name).sort()).toEqual(["nats", "postgres"]);
+	});
+
+	test("the validator fails on a schema error (replicas is not an integer)", async () => {
+		const dir = brokenK8sCopy("schema", "orders.yaml", (t) => t.replace("replicas: 2", 'replicas: "two"'));
+		const r = await runNode(["scripts/validate-manifests.mjs", dir]);
+		expect(r.code).toBe(1);
+		expect(r.out).toMatch(/Deployment\/ride-orders: schema: .*replicas must be integer/);
+	});
+
+	test("the validator fails on a missing required field (Deployment without selector)", async () => {
+		const dir = brokenK8sCopy("required", "riders.yaml", (t) => t.replace(/  selector:\n    matchLabels:\n      app.kubernetes.io\/name: ride-riders\n  strategy:/, "  strategy:"));
+		const r = await runNode(["scripts/validate-manifests.mjs", dir]);
+		expect(r.code).toBe(1);
+		expect(r.out).toMatch(/must have required property 'selector'|required property selector/);
+	});
+
+	test("the validator fails on a broken reference (HPA targets a Deployment that does not exist) and an unknown kind", async () => {
+		const dir = brokenK8sCopy("refs", "pricing.yaml", (t) => t.replace("    kind: Deployment\n    name: ride-pricing", "    kind: Deployment\n    name: ride-pricer").replace("kind: PodDisruptionBudget", "kind: PodDisruptionBudgett"));
+		const r = await runNode(["scripts/validate-manifests.mjs", dir]);
+		expect(r.code).toBe(1);
+		expect(r.out).toMatch(/scaleTargetRef Deployment\/ride-pricer is not defined/);
+		expect(r.out).toMatch(/unknown apiVersion\/kind "policy\/v1" "PodDisruptionBudgett"/);
+	});
+
+	test("the validator refuses a real-looking value in a committed Secret", async () => {
+		const dir = brokenK8sCopy("secret", "secret.example.yaml", (t) => t.replace('password: "REPLACE_ME"', 'password: "s3cr3t-prod-password"'));
+		const r = await runNode(["scripts/validate-manifests.mjs", dir]);
+		expect(r.code).toBe(1);
+		expect(r.out).toMatch(/password looks like a real value/);
+	});
+});
+
+describe("docker-compose.yml", () => {
+	test(`is valid (built-in check${hasDockerCompose ? " and docker-compose config -q" : "; docker-compose not installed"})`, async () => {
+		const r = await runNode(["scripts/validate-compose.mjs", "docker-compose.yml"], COMPOSE_ENV);
+		expect(r.out).toMatch(/valid/);
+		expect(r.code).toBe(0);
+		if (hasDockerCompose) expect(r.out).toMatch(/docker-compose config -q/);
+	});
+
+	test("wires every service as its own container over NATS and PostgreSQL, after the one-shot migration", () => {
+		const compose = parse(readFileSync(join(ROOT, "docker-compose.yml"), "utf8"), { merge: true });
+		const services = compose.services;
+		expect(services.nats.command).toContain("-js");
+		expect(services.postgres.volumes[0]).toMatch(/^pg-data:/);
+		expect(services.migrate.command).toEqual(["node", "dist/bin/migrate.js"]);
+		const expected: Record<string, string> = { gateway: "gateway,partners", pricing: "pricing", riders: "riders", orders: "orders", dispatch: "dispatch", notifications: "notifications" };
+		for (const [name, servicesEnv] of Object.entries(expected)) {
+			const s = services[name];
+			expect(s.environment.SERVICES).toBe(servicesEnv);
+			expect(s.environment.TRANSPORTER).toBe("nats://nats:4222");
+			expect(s.environment.DATABASE_URL).toContain("${POSTGRES_PASSWORD:?");
+			expect(s.depends_on.migrate.condition).toBe("service_completed_successfully");
+			expect(s.healthcheck.test).toEqual(["CMD", "node", "dist/bin/healthcheck.js", "ready"]);
+		}
+		// No secret values in the file: the password comes from the environment or .env.
+		expect(readFileSync(join(ROOT, "docker-compose.yml"), "utf8")).not.toMatch(/^\s*POSTGRES_PASSWORD:\s*[^$\s]/m);
+	});
+
+	test("refuses to render without the required secret from the environment", async () => {
+		const r = await runNode(["scripts/validate-compose.mjs", "docker-compose.yml", "--builtin-only"], { POSTGRES_PASSWORD: "" });
+		expect(r.code).toBe(1);
+		expect(r.out).toMatch(/required variable POSTGRES_PASSWORD is not set/);
+	});
+
+	test("the built-in check fails on a broken compose file", async () => {
+		const file = join(tmp, "docker-compose.broken.yml");
+		writeFileSync(
+			file,
+			readFileSync(join(ROOT, "docker-compose.yml"), "utf8")
+				.replace("    interval: 10s", "    intervall: 10s")
+				.replace("condition: service_completed_successfully", "condition: when_ready"),
+		);
+		const r = await runNode(["scripts/validate-compose.mjs", file, "--builtin-only"], COMPOSE_ENV);
+		expect(r.code).toBe(1);
+		expect(r.out).toMatch(/healthcheck: unknown key "intervall"/);
+		expect(r.out).toMatch(/condition: "when_ready" is not one of/);
+	});
+
+	(hasDockerCompose ? test : test.skip)("docker-compose config -q fails on a broken compose file", async () => {
+		const file = join(tmp, "docker-compose.broken2.yml");
+		writeFileSync(file, readFileSync(join(ROOT, "docker-compose.yml"), "utf8").replace("    restart: unless-stopped\n    volumes:\n      - nats-data:/data", "    restart: unless-stopped\n    volumes: nats-data"));
+		const r = spawnSync("docker-compose", ["-f", file, "config", "-q"], { encoding: "utf8", env: { ...process.env, ...COMPOSE_ENV } });
+		expect(r.status).not.toBe(0);
+		expect(r.stderr + r.stdout).toMatch(/volumes/);
+	});
+});
+
+describe("Dockerfile", () => {
+	const dockerfile = readFileSync(join(ROOT, "Dockerfile"), "utf8");
+
+	test("multi-stage on Node 24, production dependencies only, non-root, runs the compiled server", () => {
+		const stages = [...dockerfile.matchAll(/^FROM\s+(\S+)(?:\s+AS\s+(\S+))?/gim)].map((m) => m[2]);
+		expect(stages).toEqual(["build", "deps", "runtime"]);
+		expect(dockerfile).toMatch(/^ARG NODE_IMAGE=node:24[-\w.]*$/m);
+		expect(dockerfile).toMatch(/npm ci --omit=dev/);
+		expect(dockerfile).toMatch(/^USER 1000:1000$/m);
+		expect(dockerfile).toMatch(/^ENV NODE_ENV=production/m);
+		expect(dockerfile).toMatch(/^CMD \["node", "dist\/bin\/server\.js"\]$/m);
+	});
+
+	test("every path it copies exists and every compiled entry point it or the manifests run has a source", () => {
+		const copies = [...dockerfile.matchAll(/^COPY\s+(?!--from)(?:--chown=\S+\s+)?(.+)\s+\S+$/gm)].flatMap((m) => m[1].trim().split(/\s+/));
+		expect(copies.length).toBeGreaterThan(5);
+		for (const path of copies) expect([path, existsSync(join(ROOT, path))]).toEqual([path, true]);
+		const ignored = readFileSync(join(ROOT, ".dockerignore"), "utf8").split("\n").map((l) => l.trim());
+		for (const path of copies) expect(ignored).not.toContain(path);
+
+		const everything = [dockerfile, readFileSync(join(ROOT, "docker-compose.yml"), "utf8"), readFileSync(join(ROOT, "k8s/migrate-job.yaml"), "utf8")].join("\n");
+		const entryPoints = new Set([...everything.matchAll(/dist\/(bin\/[\w-]+)\.js/g)].map((m) => m[1]));
+		expect([...entryPoints]).toEqual(expect.arrayContaining(["bin/healthcheck", "bin/migrate", "bin/server"]));
+		for (const entry of entryPoints) expect([entry, existsSync(join(ROOT, `${entry}.ts`))]).toEqual([entry, true]);
+	});
+});
