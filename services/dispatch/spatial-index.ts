@@ -1,0 +1,190 @@
+import { cellToBoundary, gridRing, gridDisk, latLngToCell } from "h3-js";
+import { haversineMeters, type LatLng } from "../../lib/geo";
+
+/**
+ * A nearest-neighbour index over points on the globe, bucketed by H3 cell.
+ * A query walks hexagonal rings outwards from the query's cell and stops as
+ * soon as no unvisited ring can hold anything closer than what it already
+ * has (or anything inside the radius), so the cost depends on how many
+ * points are near the query, not on how many there are in total.
+ *
+ * Dispatch keeps one per service type for the available drivers, and one for
+ * recent ride requests (demand). It is a cache: the database decides.
+ */
+
+export interface Neighbour<T> {
+	id: string;
+	item: T;
+	point: LatLng;
+	distanceM: number;
+}
+
+interface Entry<T> {
+	id: string;
+	lat: number;
+	lng: number;
+	cell: string;
+	item: T;
+}
+
+export interface NearestOptions<T> {
+	/** At most this many results, nearest first. */
+	limit: number;
+	radiusM: number;
+	/** Skip entries this returns false for (e.g. drivers who declined this ride). */
+	accept?: (id: string, item: T) => boolean;
+}
+
+/**
+ * A lower bound of the distance from any point in the origin cell to any
+ * point in a cell `k` rings away. For regular hexagons of edge `e`, the disk
+ * of `k - 1` rings contains a circle of radius (1.5(k - 1) + 0.5)·e around the
+ * origin's centre (the notches of its zigzag outline are the closest points),
+ * and the query is at most `e` from that centre: (1.5k - 2)·e. The 0.8
+ * factor covers H3's size distortion between neighbouring cells.
+ */
+export function ringLowerBoundM(k: number, edgeM: number): number {
+	return Math.max(0, 0.8 * (1.5 * k - 2) * edgeM);
+}
+
+export class CellIndex<T> {
+	private readonly entries = new Map<string, Entry<T>>();
+	private readonly cells = new Map<string, Map<string, Entry<T>>>();
+	private readonly edgeCache = new Map<string, number>();
+
+	constructor(
+		readonly resolution: number,
+		/** Safety stop for sparse areas: never walk more rings than this. */
+		private readonly maxRings = 400,
+	) {}
+
+	get size(): number {
+		return this.entries.size;
+	}
+
+	has(id: string): boolean {
+		return this.entries.has(id);
+	}
+
+	get(id: string): T | undefined {
+		return this.entries.get(id)?.item;
+	}
+
+	upsert(id: string, point: LatLng, item: T): void {
+		const cell = latLngToCell(point.lat, point.lng, this.resolution);
+		const old = this.entries.get(id);
+		if (old && old.cell !== cell) this.removeFromCell(old);
+		const entry: Entry<T> = { id, lat: point.lat, lng: point.lng, cell, item };
+		this.entries.set(id, entry);
+		let bucket = this.cells.get(cell);
+		if (!bucket) {
+			bucket = new Map();
+			this.cells.set(cell, bucket);
+		}
+		bucket.set(id, entry);
+	}
+
+	remove(id: string): boolean {
+		const old = this.entries.get(id);
+		if (!old) return false;
+		this.entries.delete(id);
+		this.removeFromCell(old);
+		return true;
+	}
+
+	clear(): void {
+		this.entries.clear();
+		this.cells.clear();
+	}
+
+	*values(): IterableIterator<{ id: string; point: LatLng; item: T }> {
+		for (const e of this.entries.values()) yield { id: e.id, point: { lat: e.lat, lng: e.lng }, item: e.item };
+	}
+
+	/** The nearest entries within `radiusM` of `point`, nearest first. */
+	nearest(point: LatLng, opts: NearestOptions<T>): Neighbour<T>[] {
+		const found: Neighbour<T>[] = [];
+		if (opts.limit <= 0 || this.entries.size === 0) return found;
+		const origin = latLngToCell(point.lat, point.lng, this.resolution);
+		const edge = this.edgeOf(origin);
+		for (let k = 0; k <= this.maxRings; k++) {
+			if (ringLowerBoundM(k, edge) > opts.radiusM) break;
+			for (const cell of this.ring(origin, k)) {
+				const bucket = this.cells.get(cell);
+				if (!bucket) continue;
+				for (const e of bucket.values()) {
+					if (opts.accept && !opts.accept(e.id, e.item)) continue;
+					const d = haversineMeters(point, e);
+					if (d > opts.radiusM) continue;
+					insertSorted(found, { id: e.id, item: e.item, point: { lat: e.lat, lng: e.lng }, distanceM: d }, opts.limit);
+				}
+			}
+			// Full, and nothing in the next ring can beat the worst kept result.
+			if (found.length >= opts.limit && ringLowerBoundM(k + 1, edge) > found[found.length - 1].distanceM) break;
+		}
+		return found;
+	}
+
+	/** How many entries lie within `radiusM` of `point` (optionally only those `accept` passes). */
+	countWithin(point: LatLng, radiusM: number, accept?: (id: string, item: T) => boolean): number {
+		if (this.entries.size === 0) return 0;
+		const origin = latLngToCell(point.lat, point.lng, this.resolution);
+		const edge = this.edgeOf(origin);
+		let count = 0;
+		for (let k = 0; k <= this.maxRings; k++) {
+			if (ringLowerBoundM(k, edge) > radiusM) break;
+			for (const cell of this.ring(origin, k)) {
+				const bucket = this.cells.get(cell);
+				if (!bucket) continue;
+				for (const e of bucket.values()) {
+					if (accept && !accept(e.id, e.item)) continue;
+					if (haversineMeters(point, e) <= radiusM) count++;
+				}
+			}
+		}
+		return count;
+	}
+
+	private ring(origin: string, k: number): string[] {
+		if (k === 0) return [origin];
+		try {
+			return gridRing(origin, k);
+		} catch {
+			// Near one of the 12 pentagons a ring is irregular; take the disk minus the inner disk.
+			const inner = new Set(gridDisk(origin, k - 1));
+			return gridDisk(origin, k).filter((c) => !inner.has(c));
+		}
+	}
+
+	/** The shortest edge of a cell, metres (cached: a query near the same place reuses it). */
+	private edgeOf(cell: string): number {
+		let edge = this.edgeCache.get(cell);
+		if (edge !== undefined) return edge;
+		const boundary = cellToBoundary(cell);
+		edge = Infinity;
+		for (let i = 0; i < boundary.length; i++) {
+			const [aLat, aLng] = boundary[i];
+			const [bLat, bLng] = boundary[(i + 1) % boundary.length];
+			edge = Math.min(edge, haversineMeters({ lat: aLat, lng: aLng }, { lat: bLat, lng: bLng }));
+		}
+		if (this.edgeCache.size > 50_000) this.edgeCache.clear();
+		this.edgeCache.set(cell, edge);
+		return edge;
+	}
+
+	private removeFromCell(entry: Entry<T>): void {
+		const bucket = this.cells.get(entry.cell);
+		if (!bucket) return;
+		bucket.delete(entry.id);
+		if (bucket.size === 0) this.cells.delete(entry.cell);
+	}
+}
+
+/** Keeps `list` sorted by distance and at most `limit` long. */
+function insertSorted<T>(list: Neighbour<T>[], n: Neighbour<T>, limit: number): void {
+	if (list.length >= limit && n.distanceM >= list[list.length - 1].distanceM) return;
+	let i = list.length;
+	while (i > 0 && list[i - 1].distanceM > n.distanceM) i--;
+	list.splice(i, 0, n);
+	if (list.length > limit) list.pop();
+}
