@@ -43,6 +43,7 @@ interface GatewayRequest extends IncomingMessage {
 	body?: unknown;
 	$params?: Record<string, unknown>;
 	$partner?: AuthenticatedPartner;
+	$idempotencyKey?: string;
 	/** Set once the request matched a `/ride` alias and went through the pipeline. */
 	$ridePipeline?: boolean;
 }
@@ -149,8 +150,7 @@ const GatewayService: ServiceSchema<GatewaySettings, GatewayMethods, GatewayLoca
 				callOptions: { retries: 0 },
 				onBeforeCall(this: GatewayThis, ctx: Context<unknown, GatewayMeta>, _route: unknown, req: GatewayRequest) {
 					ctx.meta.requestId = ctx.requestID ?? undefined;
-					const key = idempotencyKeyFrom(req.headers["idempotency-key"]);
-					if (key !== undefined) ctx.meta.idempotencyKey = key;
+					if (req.$idempotencyKey !== undefined) ctx.meta.idempotencyKey = req.$idempotencyKey;
 					// Params are the JSON body only (no query string), and never carry the partner's identity.
 					const body: Record<string, unknown> = isPlainObject(req.body) ? { ...req.body } : {};
 					delete body.partnerId;
@@ -246,6 +246,8 @@ const GatewayService: ServiceSchema<GatewaySettings, GatewayMethods, GatewayLoca
 				});
 			}
 
+			// Everything about the request is checked before the target service is looked up (503).
+			req.$idempotencyKey = idempotencyKeyFrom(req.headers["idempotency-key"]);
 			req.body = await readJsonBody(req, this.config.bodyLimitBytes);
 			req.$ridePipeline = true;
 		},
