@@ -552,7 +552,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 				if (typeof p.location.heading === "number") location.heading = p.location.heading;
 				const result = await this.sequelize.transaction(async (transaction) => {
 					const rows = await this.sequelize.query<OrderRow>(
-						`UPDATE orders SET driver_location = $2::jsonb, eta = $3, version = version + 1, updated_at = now()
+						`UPDATE orders SET driver_location = $2::jsonb, eta = $3, version = version + 1, updated_at = clock_timestamp()
 						 WHERE id = $1 AND status IN (${MOVING_SQL}) RETURNING *`,
 						{ bind: [p.orderId, JSON.stringify(location), p.eta ?? null], type: QueryTypes.SELECT, transaction },
 					);
@@ -582,7 +582,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			access: "internal",
 			params: {
 				status: { type: "enum", values: [...ACTIVE_STATUSES], optional: true },
-				limit: { type: "number", integer: true, min: 1, max: 1000, optional: true },
+				limit: { type: "number", integer: true, min: 1, max: 10_000, optional: true },
 			},
 			async handler(this: OrdersThis, ctx: Context<ListActiveParams>): Promise<InternalOrder[]> {
 				const statuses = ctx.params.status ? [ctx.params.status] : [...ACTIVE_STATUSES];
@@ -768,7 +768,9 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		async applyMove(this: OrdersThis, from: OrderRow, to: RideStatus, changes: MoveChanges, expectDriverId?: string): Promise<MoveResult | null> {
 			const withEvent = emitsEvent(to);
 			const bind: unknown[] = [from.id, from.status, to];
-			const sets = ["status = $3", "updated_at = now()"];
+			// clock_timestamp(), not now(): evaluated after the row lock is won, so
+			// occurredAt follows the sequence even when transactions queue on the row.
+			const sets = ["status = $3", "updated_at = clock_timestamp()"];
 			if (withEvent) sets.push("version = version + 1");
 			const set = (column: string, value: unknown, cast = "") => {
 				bind.push(value);

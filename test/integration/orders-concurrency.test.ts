@@ -186,6 +186,9 @@ it("keeps sequences gap-free and in commit order when a cancel races driver move
 		expect(events.map((e) => e.sequence)).toEqual(Array.from({ length: row.version }, (_, i) => i + 1));
 		expect(events[events.length - 1]!.status).toBe("customer_cancelled");
 		expect(events.filter((e) => e.status === "customer_cancelled")).toHaveLength(1);
+		// occurredAt follows the sequence too.
+		const times = (await pg.query("SELECT payload->>'occurredAt' AS t FROM ride_events WHERE order_id = $1 ORDER BY sequence", [order.orderId])).rows.map((r) => Date.parse(r.t));
+		expect(times).toEqual([...times].sort((a, b) => a - b));
 		const succeeded = answers.filter((a) => a.status === 200).length;
 		// One event per successful move (plus the initial accepted).
 		expect(events).toHaveLength(succeeded + 1);
