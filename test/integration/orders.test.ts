@@ -356,14 +356,35 @@ describe("create-order with an expired quote", () => {
 	});
 });
 
-describe("while a service create-order needs is down", () => {
+describe("a production-mode node without pricing and riders", () => {
 	let partial: TestNode;
 	beforeAll(async () => {
-		partial = await startTestNode({ databaseUrl: db.url, services: ["partners", "orders", ...(HAS_GATEWAY ? (["gateway"] as ServiceName[]) : [])] });
+		partial = await startTestNode({
+			databaseUrl: db.url,
+			services: ["partners", "orders", ...(HAS_GATEWAY ? (["gateway"] as ServiceName[]) : [])],
+			env: { WEBHOOK_ALLOW_PRIVATE: "false" },
+		});
 	});
 	afterAll(async () => {
 		await partial?.stop();
+		process.env.WEBHOOK_ALLOW_PRIVATE = "true";
 	});
+
+	it.each(["http://127.0.0.1:8080/hooks", "http://10.1.2.3/hooks", "http://[::1]/hooks", "http://169.254.169.254/latest/meta-data", "http://localhost/hooks"])(
+		"refuses the private webhookURL %s with 400 INVALID_WEBHOOK_URL, changing nothing",
+		async (webhookURL) => {
+			const saved = node;
+			node = partial;
+			try {
+				const before = await snapshot();
+				const res = await post("/ride/create-order", orderBody({ webhookURL }), partnerA, `key-${randomInt(0, 1e9)}`);
+				await expectError(res, 400, "INVALID_WEBHOOK_URL");
+				expect(await snapshot()).toBe(before);
+			} finally {
+				node = saved;
+			}
+		},
+	);
 
 	it("answers 503 SERVICE_UNAVAILABLE (retryable) and changes nothing", async () => {
 		const saved = node;
