@@ -118,7 +118,7 @@ export function normaliseField(field: string): string {
 	let f = field.trim();
 	f = f.replace(/\["([^"\]]*)"\]/g, ".$1").replace(/\['([^'\]]*)'\]/g, ".$1");
 	for (;;) {
-		const stripped = f.replace(/^(?:\$\$root|ctx\.params|params|body)(?:\.|$)/, "");
+		const stripped = f.replace(/^(?:\$\$root$|\$\$root\.|ctx\.params\.|params\.|body\.)/, "");
 		if (stripped === f) break;
 		f = stripped;
 	}
