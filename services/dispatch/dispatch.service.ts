@@ -79,7 +79,7 @@ interface TransitionParams {
 	orderId: string;
 	to: string;
 	from?: string;
-	driver?: { id: string; name: string; phone: string; vehicleNumber: string };
+	driver?: { id: string; name?: string; phone?: string; vehicleNumber?: string };
 	location?: DriverLocation;
 	eta?: number;
 	otp?: string;
@@ -623,7 +623,8 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 						throw new ApiError(409, "INVALID_TRANSITION", `A driver can only drop out before the ride started (it is ${from})`);
 					}
 					try {
-						order = await this.transition({ orderId, from, to: "searching", reason: reason ?? "driver dropped out" }, ctx);
+						// `driver.id`: orders applies the drop-out only while this driver is still the ride's driver.
+						order = await this.transition({ orderId, from, to: "searching", driver: { id: driverId }, reason: reason ?? "driver dropped out" }, ctx);
 					} catch (err) {
 						if (errorType(err) !== "CONFLICT") {
 							if (isDefinitiveRefusal(err)) await this.afterRefusal(orderId, err);

@@ -1,0 +1,330 @@
+import type { Context, Service, ServiceSchema } from "moleculer";
+import { readFleetSettings, SERVICE_TYPES, type FleetSettings } from "./dispatch.settings";
+import { offerStep, reportIntervalMs, rideStep, seedDriver, spawnDriver, type SeedDriver, type SimStep } from "./simulation";
+import type { DriverView, SimRide, SimulatedWork } from "./types";
+
+/**
+ * The simulated fleet (`FLEET_MODE=simulated`, the default): seeded drivers of
+ * both types around the `SIM_CITIES` centres, plus a driver spawned near any
+ * pickup no driver can reach, who accept offers, drive to the pickup and on
+ * to the drop, arrive, start with the rider's OTP and drop — with realistic
+ * timings compressed by `SIM_SPEED`.
+ *
+ * It is a client of the driver actions on `dispatch`, exactly like a driver
+ * app would be: it never touches a table. It keeps no progress of its own:
+ * each pass asks `dispatch.simulatedWork` for its drivers' offers and rides
+ * (with the phase and when it began) and derives where every driver is from
+ * that and the clock. So a restarted fleet (or dispatch) carries on, and two
+ * fleet instances only race on idempotent, conditional actions (the loser
+ * gets a 409 and moves on). In `live` mode it does nothing.
+ */
+
+interface FleetLocal {
+	cfg: FleetSettings;
+	timers: NodeJS.Timeout[];
+	tickRunning: Promise<void> | null;
+	tickAgain: boolean;
+	seeding: Promise<void> | null;
+	seeded: number;
+	stopping: boolean;
+	/** When each moving driver last reported its position (real ms). */
+	lastReport: Map<string, number>;
+	/** Rides a driver was spawned for, and when (real ms): spawn at most one per ride per spawn interval. */
+	spawnedFor: Map<string, number>;
+	/** Drivers with an action in flight from this instance. */
+	busy: Set<string>;
+}
+
+interface FleetMethods {
+	kick(): void;
+	tick(): Promise<void>;
+	runPass(): Promise<void>;
+	seed(): Promise<number>;
+	seedLoop(): Promise<void>;
+	bringOnline(driver: SeedDriver): Promise<DriverView>;
+	act(driverId: string, what: string, fn: () => Promise<unknown>): Promise<void>;
+	rideAction(ride: SimRide, step: SimStep, nowMs: number): Promise<void>;
+}
+
+type FleetThis = Service<Record<string, never>> & FleetMethods & FleetLocal;
+
+/** A ride still searching after this long (real ms) with no driver in reach gets another spawned driver. */
+const RESPAWN_AFTER_MS = 10_000;
+
+function shortError(err: unknown): string {
+	const e = err as { type?: string; message?: string };
+	return `${e?.type ?? "ERROR"}: ${e?.message ?? String(err)}`;
+}
+
+/** Another driver, instance or the partner moved first: expected under races, not a failure. */
+function isRace(err: unknown): boolean {
+	const e = err as { code?: number; type?: string };
+	return e?.code === 409 || e?.type === "CONFLICT" || e?.type === "INVALID_TRANSITION" || e?.type === "DRIVER_NOT_AVAILABLE";
+}
+
+async function inBatches<T>(items: T[], size: number, fn: (item: T) => Promise<unknown>): Promise<void> {
+	for (let i = 0; i < items.length; i += size) await Promise.allSettled(items.slice(i, i + size).map(fn));
+}
+
+const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLocal> = {
+	name: "fleet",
+
+	actions: {
+		/** What the simulator is doing. REPL: `call fleet.status` */
+		status: {
+			access: "internal",
+			handler(this: FleetThis) {
+				return {
+					mode: this.cfg.fleetMode,
+					simSpeed: this.cfg.simSpeed,
+					cities: this.cfg.simCities,
+					driversPerCity: this.cfg.driversPerCity,
+					seeded: this.seeded,
+					busyDrivers: this.busy.size,
+				};
+			},
+		},
+
+		/** Seeds (again) now; idempotent: known drivers are not registered twice. REPL: `call fleet.seed` */
+		seed: {
+			access: "internal",
+			async handler(this: FleetThis) {
+				if (this.cfg.fleetMode !== "simulated") return { seeded: 0, mode: this.cfg.fleetMode };
+				return { seeded: await this.seed(), mode: this.cfg.fleetMode };
+			},
+		},
+	},
+
+	events: {
+		/** An offer to one of ours: answer it without waiting for the next pass. */
+		"dispatch.offerCreated": {
+			handler(this: FleetThis, ctx: Context<{ simulated?: boolean }>) {
+				if (ctx.params.simulated) this.kick();
+			},
+		},
+		/** A new ride may need a spawned driver. */
+		"orders.created": {
+			handler(this: FleetThis) {
+				this.kick();
+			},
+		},
+	},
+
+	methods: {
+		kick(this: FleetThis) {
+			if (this.stopping || this.cfg.fleetMode !== "simulated") return;
+			if (this.tickRunning) {
+				this.tickAgain = true;
+				return;
+			}
+			setImmediate(() => {
+				if (!this.stopping && !this.tickRunning) void this.tick();
+			});
+		},
+
+		async tick(this: FleetThis) {
+			if (this.tickRunning) {
+				this.tickAgain = true;
+				return this.tickRunning;
+			}
+			this.tickRunning = (async () => {
+				do {
+					this.tickAgain = false;
+					try {
+						await this.runPass();
+					} catch (err) {
+						// Dispatch not reachable yet (starting, restarting): the next pass tries again.
+						this.logger.debug(`Fleet pass: ${shortError(err)}`);
+					}
+				} while (this.tickAgain && !this.stopping);
+			})();
+			try {
+				await this.tickRunning;
+			} finally {
+				this.tickRunning = null;
+			}
+		},
+
+		/** One look at everything the simulated drivers must do now, and doing it. */
+		async runPass(this: FleetThis) {
+			const work = await this.broker.call<SimulatedWork>("dispatch.simulatedWork");
+			if (this.stopping) return;
+			const now = Date.parse(work.serverTime);
+			const tasks: Array<() => Promise<void>> = [];
+
+			for (const offer of work.offers) {
+				if (offerStep(offer, now, this.cfg).kind !== "accept") continue;
+				tasks.push(() =>
+					this.act(offer.driverId, "accept", () => this.broker.call("dispatch.acceptOffer", { driverId: offer.driverId, orderId: offer.orderId })),
+				);
+			}
+
+			const interval = reportIntervalMs(this.cfg);
+			const moving = new Set<string>();
+			for (const ride of work.rides) {
+				moving.add(ride.driverId);
+				const step = rideStep(ride, now, this.cfg);
+				if (step.kind === "wait") continue;
+				if (step.kind === "report") {
+					const last = this.lastReport.get(ride.driverId) ?? 0;
+					if (Date.now() - last < interval) continue;
+				}
+				tasks.push(() => this.rideAction(ride, step, now));
+			}
+			// Forget drivers that are no longer on a ride.
+			for (const id of this.lastReport.keys()) if (!moving.has(id)) this.lastReport.delete(id);
+
+			const realNow = Date.now();
+			for (const ride of work.searching) {
+				if (ride.hasCandidate || ride.sandbox === "no_driver_found") continue;
+				const last = this.spawnedFor.get(ride.orderId);
+				if (last !== undefined && realNow - last < RESPAWN_AFTER_MS) continue;
+				this.spawnedFor.set(ride.orderId, realNow);
+				tasks.push(async () => {
+					const driver = spawnDriver(ride.pickup, ride.serviceType);
+					try {
+						const view = await this.bringOnline(driver);
+						this.logger.info(`Spawned simulated ${ride.serviceType} driver ${view.driverId} near the pickup of ${ride.orderId}`);
+					} catch (err) {
+						this.spawnedFor.delete(ride.orderId);
+						this.logger.warn(`Spawning a driver for ${ride.orderId}: ${shortError(err)}`);
+					}
+				});
+			}
+			if (this.spawnedFor.size > 10_000) this.spawnedFor.clear();
+
+			await inBatches(tasks, 16, (task) => task());
+		},
+
+		async rideAction(this: FleetThis, ride: SimRide, step: SimStep, nowMs: number) {
+			const base = { driverId: ride.driverId, orderId: ride.orderId };
+			switch (step.kind) {
+				case "report":
+					this.lastReport.set(ride.driverId, Date.now());
+					return this.act(ride.driverId, "reportLocation", () => this.broker.call("dispatch.reportLocation", { driverId: ride.driverId, location: step.location }));
+				case "arrive":
+					return this.act(ride.driverId, "arrive", () => this.broker.call("dispatch.arrive", { ...base, location: step.location }));
+				case "dropOut":
+					return this.act(ride.driverId, "dropOut", () =>
+						this.broker.call("dispatch.dropOut", { ...base, location: step.location, reason: "sandbox: driver_drop_out" }),
+					);
+				case "start":
+					return this.act(ride.driverId, "startRide", async () => {
+						// The rider tells a real driver the OTP; the simulator asks orders in the rider's place.
+						const { otp } = await this.broker.call<{ otp: string }, { orderId: string }>("orders.riderOtp", { orderId: ride.orderId });
+						await this.broker.call("dispatch.startRide", { ...base, otp });
+					});
+				case "drop":
+					return this.act(ride.driverId, "dropRide", () => this.broker.call("dispatch.dropRide", { ...base, location: step.location }));
+				default:
+					void nowMs;
+			}
+		},
+
+		/** One driver action at a time per driver (from this instance); races with other instances are fine. */
+		async act(this: FleetThis, driverId: string, what: string, fn: () => Promise<unknown>) {
+			if (this.busy.has(driverId) || this.stopping) return;
+			this.busy.add(driverId);
+			try {
+				await fn();
+			} catch (err) {
+				if (isRace(err)) this.logger.debug(`Simulated ${what} by ${driverId}: ${shortError(err)}`);
+				else this.logger.warn(`Simulated ${what} by ${driverId} failed: ${shortError(err)}`);
+			} finally {
+				this.busy.delete(driverId);
+			}
+		},
+
+		/** Registers (idempotent by phone) and, when offline, brings the driver online at its home position. */
+		async bringOnline(this: FleetThis, d: SeedDriver): Promise<DriverView> {
+			const driver = await this.broker.call<DriverView, object>("dispatch.register", {
+				name: d.name,
+				phone: d.phone,
+				vehicleNumber: d.vehicleNumber,
+				serviceType: d.serviceType,
+				simulated: true,
+			});
+			if (driver.status !== "offline") return driver;
+			return this.broker.call<DriverView, object>("dispatch.goOnline", { driverId: driver.driverId, location: { lat: d.home.lat, lng: d.home.lng, heading: 0 } });
+		},
+
+		/** Seeded drivers: `FLEET_DRIVERS_PER_CITY` of each type around each city centre. */
+		async seed(this: FleetThis): Promise<number> {
+			const all: SeedDriver[] = [];
+			this.cfg.simCities.forEach((city, i) => {
+				for (const type of SERVICE_TYPES) {
+					for (let n = 0; n < this.cfg.driversPerCity; n++) all.push(seedDriver(i, city, type, n, this.cfg.seedRadiusM));
+				}
+			});
+			let failures = 0;
+			await inBatches(all, 8, async (d) => {
+				if (this.stopping) return;
+				try {
+					await this.bringOnline(d);
+				} catch (err) {
+					failures++;
+					throw err;
+				}
+			});
+			if (failures > 0) throw new Error(`${failures} of ${all.length} simulated drivers could not be seeded`);
+			return all.length;
+		},
+
+		/** Seeds once dispatch is reachable, retrying until it worked (dispatch may start later or elsewhere). */
+		async seedLoop(this: FleetThis) {
+			while (!this.stopping) {
+				try {
+					await this.broker.waitForServices(["dispatch"], 2000);
+				} catch {
+					continue; // not there yet; look again (and notice a stop) every 2 s
+				}
+				try {
+					if (this.stopping) return;
+					this.seeded = await this.seed();
+					this.logger.info(`Simulated fleet seeded: ${this.seeded} drivers around ${this.cfg.simCities.length} cities (SIM_SPEED ${this.cfg.simSpeed})`);
+					this.kick();
+					return;
+				} catch (err) {
+					this.logger.warn(`Seeding the simulated fleet: ${shortError(err)}; retrying`);
+					await new Promise((resolve) => setTimeout(resolve, 2000).unref());
+				}
+			}
+		},
+	},
+
+	created(this: FleetThis) {
+		this.cfg = readFleetSettings(process.env);
+		this.timers = [];
+		this.tickRunning = null;
+		this.tickAgain = false;
+		this.seeding = null;
+		this.seeded = 0;
+		this.stopping = false;
+		this.lastReport = new Map();
+		this.spawnedFor = new Map();
+		this.busy = new Set();
+	},
+
+	started(this: FleetThis) {
+		if (this.cfg.fleetMode !== "simulated") {
+			this.logger.info("Fleet mode is live: the simulator stays idle (rides move only through driver actions)");
+			return;
+		}
+		// Not awaited: dispatch may run in another process that starts later.
+		this.seeding = this.seedLoop();
+		const timer = setInterval(() => {
+			if (!this.stopping) void this.tick();
+		}, this.cfg.tickMs);
+		timer.unref();
+		this.timers.push(timer);
+	},
+
+	async stopped(this: FleetThis) {
+		this.stopping = true;
+		for (const timer of this.timers) clearInterval(timer);
+		this.timers = [];
+		await Promise.allSettled([this.tickRunning, this.seeding].filter(Boolean));
+	},
+};
+
+export default FleetService;
