@@ -47,17 +47,35 @@ export function runWithLogContext<T>(context: LogContext, fn: () => T): T {
 }
 
 const ORDER_ID = /^ord_[A-Za-z0-9_-]{1,100}$/;
+/**
+ * The order id travels to called services and event handlers in a context
+ * header, not in `ctx.meta`: Moleculer merges a callee's meta back into its
+ * caller's, which would leave one order's id on a loop that goes on to the next.
+ */
+export const ORDER_ID_HEADER = "x-order-id";
+
+const isOrderId = (v: unknown): v is string => typeof v === "string" && ORDER_ID.test(v);
 
 function contextOf(ctx: Context): LogContext {
 	const outer = storage.getStore();
 	const meta = (ctx.meta ?? {}) as Record<string, unknown>;
 	const params = (ctx.params ?? {}) as Record<string, unknown>;
+	const headers = ((ctx as Context & { headers?: Record<string, unknown> }).headers ?? {}) as Record<string, unknown>;
 	const requestId = typeof meta.requestId === "string" ? meta.requestId : (ctx.requestID ?? outer?.requestId);
 	let orderId: string | undefined;
-	if (params && typeof params === "object" && typeof params.orderId === "string" && ORDER_ID.test(params.orderId)) orderId = params.orderId;
-	else if (typeof meta.orderId === "string") orderId = meta.orderId;
+	if (params && typeof params === "object" && isOrderId(params.orderId)) orderId = params.orderId;
+	else if (isOrderId(headers[ORDER_ID_HEADER])) orderId = headers[ORDER_ID_HEADER];
 	else orderId = outer?.orderId;
 	return { requestId: requestId ?? undefined, orderId };
+}
+
+/** Call/emit options with the running handler's order id as a header (when it has one). */
+function withOrderHeader(opts: unknown): unknown {
+	const orderId = storage.getStore()?.orderId;
+	if (!orderId) return opts;
+	const o = (opts ?? {}) as { headers?: Record<string, unknown> };
+	if (o.headers?.[ORDER_ID_HEADER]) return opts;
+	return { ...o, headers: { ...o.headers, [ORDER_ID_HEADER]: orderId } };
 }
 
 /** Counter of ride status changes, labelled by the status the ride moved to. */
@@ -138,13 +156,19 @@ export const ObservabilityMiddleware: Middleware = {
 		};
 	},
 
+	call(next: (actionName: string, params: unknown, opts: unknown) => Promise<unknown>) {
+		return function callWithOrder(this: ServiceBroker, actionName: string, params: unknown, opts: unknown) {
+			return next.call(this, actionName, params, withOrderHeader(opts));
+		};
+	},
+
 	emit(next: (eventName: string, payload: unknown, opts: unknown) => Promise<unknown>) {
 		return function countingEmit(this: ServiceBroker, eventName: string, payload: unknown, opts: unknown) {
 			if (eventName === "orders.statusChanged" && this.isMetricsEnabled()) {
 				const to = (payload as { to?: unknown } | null)?.to;
 				if (typeof to === "string") this.metrics.increment(RIDE_STATUS_METRIC, { status: to });
 			}
-			return next.call(this, eventName, payload, opts);
+			return next.call(this, eventName, payload, withOrderHeader(opts));
 		};
 	},
 } as unknown as Middleware;
