@@ -212,6 +212,7 @@ interface DispatchLocal {
 }
 
 interface DispatchMethods {
+	trouble(message: string): void;
 	q<T extends object>(sql: string, bind?: unknown[], t?: Transaction): Promise<T[]>;
 	tx<T>(fn: (t: Transaction) => Promise<T>): Promise<T>;
 	loadDriver(driverId: string, t?: Transaction): Promise<DriverRow>;
@@ -854,7 +855,7 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 					await this.reconcileOrder(ctx.params.orderId);
 					this.kick();
 				} catch (err) {
-					this.logger.warn(`orders.created ${ctx.params.orderId}: ${shortError(err)} (the sweep will pick it up)`);
+					this.trouble(`orders.created ${ctx.params.orderId}: ${shortError(err)} (the sweep will pick it up)`);
 				}
 			},
 		},
@@ -866,7 +867,7 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 					if (rows[0] && (rows[0].order_status === ctx.params.to || rows[0].state === "closed")) return;
 					await this.reconcileOrder(ctx.params.orderId);
 				} catch (err) {
-					this.logger.warn(`orders.statusChanged ${ctx.params.orderId}: ${shortError(err)} (the sweep will reconcile it)`);
+					this.trouble(`orders.statusChanged ${ctx.params.orderId}: ${shortError(err)} (the sweep will reconcile it)`);
 				}
 			},
 		},
@@ -879,6 +880,12 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 	},
 
 	methods: {
+		/** Warnings, except while the broker is stopping (peers going away then is expected). */
+		trouble(this: DispatchThis, message: string) {
+			if (this.stopping || !this.broker.started) this.logger.debug(message);
+			else this.logger.warn(message);
+		},
+
 		async q<T extends object>(this: DispatchThis, sql: string, bind: unknown[] = [], t?: Transaction): Promise<T[]> {
 			return this.sequelize.query<T>(sql, { bind, type: QueryTypes.SELECT, transaction: t });
 		},
@@ -1123,7 +1130,7 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 							changedDrivers.push(...held);
 							const d = held[0] ?? (await this.q<DriverRow>("SELECT * FROM drivers WHERE id = $1", [driverId], t))[0];
 							if (d && d.lat !== null && d.lng !== null) origin = { lat: d.lat, lng: d.lng };
-							if (d && d.order_id !== order.orderId) this.logger.warn(`Order ${order.orderId} names driver ${driverId}, who holds ${d.order_id ?? "nothing"}`);
+							if (d && d.order_id !== order.orderId) this.trouble(`Order ${order.orderId} names driver ${driverId}, who holds ${d.order_id ?? "nothing"}`);
 						}
 						await this.q(
 							`UPDATE dispatch_rides SET state = 'assigned', driver_id = $4, order_status = $5, order_version = $2, order_updated_at = $3,
@@ -1164,7 +1171,7 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 			try {
 				await this.reconcileOrder(orderId, { abandonInFlight: true });
 			} catch (e) {
-				this.logger.warn(`Reconciling ${orderId} failed: ${shortError(e)} (the sweep will retry)`);
+				this.trouble(`Reconciling ${orderId} failed: ${shortError(e)} (the sweep will retry)`);
 			}
 		},
 
@@ -1286,7 +1293,7 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 						try {
 							await step.call(this);
 						} catch (err) {
-							this.logger.warn(`Dispatch tick (${step.name}): ${shortError(err)}`);
+							this.trouble(`Dispatch tick (${step.name}): ${shortError(err)}`);
 						}
 					}
 				} while (this.tickAgain && !this.stopping);
@@ -1314,7 +1321,7 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 				try {
 					await this.matchRide(order_id);
 				} catch (err) {
-					this.logger.warn(`Matching ${order_id}: ${shortError(err)}`);
+					this.trouble(`Matching ${order_id}: ${shortError(err)}`);
 					// A holder the database refused (e.g. a stale claim): take the order's truth.
 					await this.afterRefusal(order_id, err);
 				}
@@ -1404,7 +1411,7 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 				await this.applyOrder(order, { abandonInFlight: true });
 			} catch (err) {
 				if (isDefinitiveRefusal(err)) await this.afterRefusal(orderId, err);
-				else this.logger.warn(`no_driver_found for ${orderId} not recorded yet: ${shortError(err)} (retried when its lease runs out)`);
+				else this.trouble(`no_driver_found for ${orderId} not recorded yet: ${shortError(err)} (retried when its lease runs out)`);
 			}
 		},
 
@@ -1433,7 +1440,7 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 					await this.broker.call("orders.recordLocation", { orderId: r.order_id, location, eta });
 				} catch (err) {
 					if (isDefinitiveRefusal(err)) await this.afterRefusal(r.order_id, err);
-					else this.logger.warn(`Location event for ${r.order_id}: ${shortError(err)}`);
+					else this.trouble(`Location event for ${r.order_id}: ${shortError(err)}`);
 				}
 			};
 			for (let i = 0; i < work.length; i += 20) await Promise.all(work.slice(i, i + 20).map(send));
@@ -1452,7 +1459,7 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 					"SELECT order_id FROM dispatch_rides WHERE state IN ('accepting','ending') AND lease_until < now() LIMIT 100",
 				);
 				for (const { order_id } of stuck) {
-					await this.reconcileOrder(order_id, { abandonInFlight: true }).catch((err: unknown) => this.logger.warn(`Settling ${order_id}: ${shortError(err)}`));
+					await this.reconcileOrder(order_id, { abandonInFlight: true }).catch((err: unknown) => this.trouble(`Settling ${order_id}: ${shortError(err)}`));
 				}
 
 				const limit = 5000;
@@ -1467,7 +1474,7 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 					const agrees = m && m.order_status === order.status && (order.status === "searching" || m.driver_id === (order.driver?.id ?? null));
 					if (!agrees) {
 						// The snapshot may be a moment old: applyOrder ignores it if dispatch already knows better.
-						await this.applyOrder(order).catch((err: unknown) => this.logger.warn(`Sweep ${order.orderId}: ${shortError(err)}`));
+						await this.applyOrder(order).catch((err: unknown) => this.trouble(`Sweep ${order.orderId}: ${shortError(err)}`));
 					}
 				}
 				if (active.length < limit) {
@@ -1475,7 +1482,7 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 					for (const m of mirrors) {
 						if (this.stopping) return;
 						if (!activeIds.has(m.order_id)) {
-							await this.reconcileOrder(m.order_id).catch((err: unknown) => this.logger.warn(`Sweep ${m.order_id}: ${shortError(err)}`));
+							await this.reconcileOrder(m.order_id).catch((err: unknown) => this.trouble(`Sweep ${m.order_id}: ${shortError(err)}`));
 						}
 					}
 				}
@@ -1488,13 +1495,13 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 					 AND NOT EXISTS (SELECT 1 FROM dispatch_rides r WHERE r.order_id = d.order_id AND r.driver_id = d.id AND r.state IN ('accepting','assigned') AND d.status = 'on_trip')
 					 RETURNING d.*`,
 				);
-				if (orphans.length > 0) this.logger.warn(`Freed ${orphans.length} driver(s) holding a ride without reason`);
+				if (orphans.length > 0) this.trouble(`Freed ${orphans.length} driver(s) holding a ride without reason`);
 				this.publishDrivers(orphans);
 			})();
 			try {
 				await this.sweepRunning;
 			} catch (err) {
-				this.logger.warn(`Dispatch sweep: ${shortError(err)}`);
+				this.trouble(`Dispatch sweep: ${shortError(err)}`);
 			} finally {
 				this.sweepRunning = null;
 			}
@@ -1520,7 +1527,7 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 		await this.refreshDemand();
 		const every = (ms: number, fn: () => Promise<unknown>) => {
 			const timer = setInterval(() => {
-				if (!this.stopping) fn().catch((err: unknown) => this.logger.warn(shortError(err)));
+				if (!this.stopping) fn().catch((err: unknown) => this.trouble(shortError(err)));
 			}, ms);
 			timer.unref();
 			this.timers.push(timer);

@@ -36,6 +36,7 @@ interface FleetLocal {
 }
 
 interface FleetMethods {
+	trouble(message: string): void;
 	kick(): void;
 	tick(): Promise<void>;
 	runPass(): Promise<void>;
@@ -111,6 +112,12 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 	},
 
 	methods: {
+		/** Warnings, except while the broker is stopping (peers going away then is expected). */
+		trouble(this: FleetThis, message: string) {
+			if (this.stopping || !this.broker.started) this.logger.debug(message);
+			else this.logger.warn(message);
+		},
+
 		kick(this: FleetThis) {
 			if (this.stopping || this.cfg.fleetMode !== "simulated") return;
 			if (this.tickRunning) {
@@ -187,7 +194,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 						this.logger.info(`Spawned simulated ${ride.serviceType} driver ${view.driverId} near the pickup of ${ride.orderId}`);
 					} catch (err) {
 						this.spawnedFor.delete(ride.orderId);
-						this.logger.warn(`Spawning a driver for ${ride.orderId}: ${shortError(err)}`);
+						this.trouble(`Spawning a driver for ${ride.orderId}: ${shortError(err)}`);
 					}
 				});
 			}
@@ -229,7 +236,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 				await fn();
 			} catch (err) {
 				if (isRace(err)) this.logger.debug(`Simulated ${what} by ${driverId}: ${shortError(err)}`);
-				else this.logger.warn(`Simulated ${what} by ${driverId} failed: ${shortError(err)}`);
+				else this.trouble(`Simulated ${what} by ${driverId} failed: ${shortError(err)}`);
 			} finally {
 				this.busy.delete(driverId);
 			}
@@ -285,7 +292,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 					this.kick();
 					return;
 				} catch (err) {
-					this.logger.warn(`Seeding the simulated fleet: ${shortError(err)}; retrying`);
+					this.trouble(`Seeding the simulated fleet: ${shortError(err)}; retrying`);
 					await new Promise((resolve) => setTimeout(resolve, 2000).unref());
 				}
 			}
