@@ -127,7 +127,7 @@ export function normaliseField(field: string): string {
 
 /** fastest-validator's "The 'pickup.lat' field must be a number." → "pickup.lat must be a number". */
 export function rewriteValidatorMessage(message: string, field: string): string {
-	const m = /^The '([^']*)' field (.*?)\.?$/s.exec(message);
+	const m = /^The '([^']*)'(?: field)? (.*?)\.?$/s.exec(message);
 	if (m) return `${normaliseField(m[1]) || field || "body"} ${m[2]}`;
 	return message.replace(/'(?:params|body)\.([^']*)'/g, "'$1'");
 }
@@ -140,8 +140,13 @@ function clip(text: string, max = MAX_MESSAGE): string {
 export function validationDetails(data: unknown): ErrorDetail[] {
 	if (!Array.isArray(data)) return [];
 	return data.slice(0, MAX_DETAILS).map((item: unknown) => {
-		const e = asErrorLike(item) as { field?: unknown; message?: unknown };
+		const e = asErrorLike(item) as { field?: unknown; message?: unknown; type?: unknown; expected?: unknown };
 		const field = normaliseField(typeof e.field === "string" ? e.field : "");
+		// fastest-validator's enum message reads "value 'scooty, cab' does not match": say what is allowed instead.
+		if (e.type === "enumValue" && e.expected !== undefined) {
+			const allowed = Array.isArray(e.expected) ? e.expected.join(", ") : String(e.expected);
+			return { field, message: clip(`${field || "value"} must be one of: ${allowed}`) };
+		}
 		const raw = typeof e.message === "string" ? e.message : "is invalid";
 		return { field, message: clip(rewriteValidatorMessage(raw, field)) };
 	});

@@ -226,6 +226,8 @@ const GatewayService: ServiceSchema<GatewaySettings, GatewayMethods, GatewayLoca
 		async prepareRideRequest(this: GatewayThis, req: GatewayRequest, res: ServerResponse): Promise<void> {
 			// Unknown route or method: no pipeline, moleculer-web answers 404 (routes are public knowledge).
 			if (!this.resolveAlias(req.parsedUrl, req.method)) return;
+			// Tags the authentication call's logs too, not only the action's.
+			req.$ctx.meta.requestId = req.$ctx.requestID ?? undefined;
 
 			const bearer = parseBearer(req.headers.authorization);
 			if (!bearer.ok) {

@@ -49,6 +49,7 @@ describe("field names", () => {
 	it("rewrites fastest-validator messages to name the body field", () => {
 		expect(rewriteValidatorMessage("The 'params.pickup.lat' field must be less than or equal to 90.", "pickup.lat")).toBe("pickup.lat must be less than or equal to 90");
 		expect(rewriteValidatorMessage("The 'user.name' field is required.", "user.name")).toBe("user.name is required");
+		expect(rewriteValidatorMessage("The 'metadata' must be an Object.", "metadata")).toBe("metadata must be an Object");
 		expect(rewriteValidatorMessage("Something else entirely", "x")).toBe("Something else entirely");
 	});
 });
@@ -71,6 +72,7 @@ describe("validation errors", () => {
 		expect(fields).toEqual(["pickup.lat", "pickup.lng", "serviceType", "user.name"]);
 		const lat = r.body.details!.find((d) => d.field === "pickup.lat")!;
 		expect(lat.message).toBe("pickup.lat must be less than or equal to 90");
+		expect(r.body.details!.find((d) => d.field === "serviceType")!.message).toBe("serviceType must be one of: scooty, cab");
 		expect(r.body.message).toMatch(/^pickup\.lat must be less than or equal to 90 \(and 3 more\)$|^.+ \(and 3 more\)$/);
 		// Only the contract's keys.
 		expect(Object.keys(r.body).sort()).toEqual(["code", "details", "message", "retryable"]);
