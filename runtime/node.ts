@@ -49,7 +49,8 @@ export async function startNode(opts: StartOptions = {}): Promise<RunningNode> {
 	let health: HealthServer | undefined;
 	try {
 		if (healthPort > 0) {
-			const usesDatabase = names.some((n) => n !== "gateway");
+			// The gateway and the simulated fleet reach the database only through other services.
+			const usesDatabase = names.some((n) => n !== "gateway" && n !== "fleet");
 			health = await startHealthServer(broker, { port: healthPort, databaseUrl: usesDatabase ? process.env.DATABASE_URL : undefined });
 		}
 		await broker.start();

@@ -27,7 +27,7 @@ import { parseAllDocuments } from "yaml";
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const dir = resolve(process.argv[2] ?? join(root, "k8s"));
 const NAMESPACE = "ride";
-const PLATFORM_SERVICES = ["gateway", "pricing", "riders", "orders", "dispatch", "notifications"];
+const PLATFORM_SERVICES = ["gateway", "pricing", "riders", "orders", "dispatch", "notifications", "fleet"];
 const NEED_HPA = ["gateway", "pricing", "dispatch", "notifications"];
 
 const problems = [];

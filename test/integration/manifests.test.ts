@@ -59,14 +59,14 @@ describe("Kubernetes manifests", () => {
 	});
 
 	test("the set is complete: a Deployment per service with SERVICES, HPAs, PDBs, gateway Service + Ingress, migration Job, NATS, PostgreSQL", () => {
-		const docs = ["namespace.yaml", "configmap.yaml", "gateway.yaml", "pricing.yaml", "riders.yaml", "orders.yaml", "dispatch.yaml", "notifications.yaml", "migrate-job.yaml", "infra/nats.yaml", "infra/postgres.yaml"]
+		const docs = ["namespace.yaml", "configmap.yaml", "gateway.yaml", "pricing.yaml", "riders.yaml", "orders.yaml", "dispatch.yaml", "notifications.yaml", "fleet.yaml", "migrate-job.yaml", "infra/nats.yaml", "infra/postgres.yaml"]
 			.flatMap((f) => parseAllDocuments(readFileSync(join(ROOT, "k8s", f), "utf8")).map((d) => d.toJS()))
 			.filter(Boolean);
 		const of = (kind: string) => docs.filter((d) => d.kind === kind);
 		const servicesEnv = of("Deployment").map((d) => d.spec.template.spec.containers[0].env.find((e: { name: string }) => e.name === "SERVICES").value);
-		expect(servicesEnv.sort()).toEqual(["dispatch", "gateway,partners", "notifications", "orders", "pricing", "riders"]);
+		expect(servicesEnv.sort()).toEqual(["dispatch", "fleet", "gateway,partners", "notifications", "orders", "pricing", "riders"]);
 		expect(of("HorizontalPodAutoscaler").map((h) => h.spec.scaleTargetRef.name).sort()).toEqual(["ride-dispatch", "ride-gateway", "ride-notifications", "ride-pricing"]);
-		expect(of("PodDisruptionBudget")).toHaveLength(6);
+		expect(of("PodDisruptionBudget")).toHaveLength(7);
 		expect(of("Ingress")[0].spec.rules[0].http.paths[0].backend.service.name).toBe("ride-gateway");
 		for (const d of of("Deployment")) {
 			const pod = d.spec.template.spec;
@@ -127,7 +127,7 @@ describe("docker-compose.yml", () => {
 		expect(services.nats.command).toContain("-js");
 		expect(services.postgres.volumes[0]).toMatch(/^pg-data:/);
 		expect(services.migrate.command).toEqual(["node", "dist/bin/migrate.js"]);
-		const expected: Record<string, string> = { gateway: "gateway,partners", pricing: "pricing", riders: "riders", orders: "orders", dispatch: "dispatch", notifications: "notifications" };
+		const expected: Record<string, string> = { gateway: "gateway,partners", pricing: "pricing", riders: "riders", orders: "orders", dispatch: "dispatch", notifications: "notifications", fleet: "fleet" };
 		for (const [name, servicesEnv] of Object.entries(expected)) {
 			const s = services[name];
 			expect(s.environment.SERVICES).toBe(servicesEnv);
