@@ -229,7 +229,8 @@ export function toErrorResponse(thrown: unknown, opts: ErrorMappingOptions): Err
 		if (status === 429) headers["Retry-After"] = String(retryAfter ?? 1);
 		else if (retryAfter !== undefined) headers["Retry-After"] = String(retryAfter);
 		if (status === 401) headers["WWW-Authenticate"] = 'Bearer realm="ride-api"';
-		const retryable = status === 429 || code === "IDEMPOTENCY_KEY_IN_USE";
+		// Retrying helps when the limit refills, the first call finishes, or the service said when to come back.
+		const retryable = status === 429 || code === "IDEMPOTENCY_KEY_IN_USE" || retryAfter !== undefined;
 		if (!CODE_PATTERN.test(code)) code = "BAD_REQUEST";
 		return {
 			status: httpStatus,

@@ -26,7 +26,7 @@ export const ERROR_CODES_BY_STATUS: Record<number, string[]> = {
 	400: ["INVALID_JSON", "VALIDATION_ERROR", "INVALID_WEBHOOK_URL"],
 	401: ["UNAUTHORIZED"],
 	404: ["ORDER_NOT_FOUND", "NOT_FOUND"],
-	409: ["RIDE_NOT_ACTIVE", "RIDE_NOT_COMPLETED", "FEEDBACK_ALREADY_SUBMITTED", "IDEMPOTENCY_KEY_IN_USE"],
+	409: ["RIDE_NOT_ACTIVE", "RIDE_NOT_COMPLETED", "FEEDBACK_ALREADY_SUBMITTED", "IDEMPOTENCY_KEY_IN_USE", "CONFLICT"],
 	413: ["PAYLOAD_TOO_LARGE"],
 	415: ["UNSUPPORTED_MEDIA_TYPE"],
 	422: ["QUOTE_INVALID", "QUOTE_EXPIRED", "IDEMPOTENCY_KEY_REUSED"],
@@ -46,6 +46,7 @@ const ERROR_MEANINGS: Record<string, string> = {
 	RIDE_NOT_COMPLETED: "Feedback before the ride is `dropped`.",
 	FEEDBACK_ALREADY_SUBMITTED: "A second feedback for the same ride.",
 	IDEMPOTENCY_KEY_IN_USE: "The first call with this `Idempotency-Key` is still running; retry shortly (`retryable: true`).",
+	CONFLICT: "The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table.",
 	PAYLOAD_TOO_LARGE: "The body is larger than the limit.",
 	UNSUPPORTED_MEDIA_TYPE: "The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway.",
 	QUOTE_INVALID: "Unknown, foreign or mismatched `quoteId` (other service type, or pickup/drop more than 200 m from the quoted one).",
@@ -64,8 +65,8 @@ const COMMON_RIDE_ERRORS = ["INVALID_JSON", "VALIDATION_ERROR", "UNAUTHORIZED", 
 /** The endpoint-specific error codes of every `/ride/*` route. */
 export const ENDPOINT_ERRORS: Record<string, string[]> = {
 	"/fare-estimate": [],
-	"/create-order": ["INVALID_WEBHOOK_URL", "IDEMPOTENCY_KEY_IN_USE", "QUOTE_INVALID", "QUOTE_EXPIRED", "IDEMPOTENCY_KEY_REUSED"],
-	"/cancel": ["ORDER_NOT_FOUND", "RIDE_NOT_ACTIVE"],
+	"/create-order": ["INVALID_WEBHOOK_URL", "IDEMPOTENCY_KEY_IN_USE", "CONFLICT", "QUOTE_INVALID", "QUOTE_EXPIRED", "IDEMPOTENCY_KEY_REUSED"],
+	"/cancel": ["ORDER_NOT_FOUND", "RIDE_NOT_ACTIVE", "CONFLICT"],
 	"/feedback": ["ORDER_NOT_FOUND", "RIDE_NOT_COMPLETED", "FEEDBACK_ALREADY_SUBMITTED"],
 	"/status": ["ORDER_NOT_FOUND"],
 	"/events": ["ORDER_NOT_FOUND"],
@@ -104,9 +105,9 @@ function errorResponses(codes: string[]): Record<string, unknown> {
 	for (const status of [...byStatus.keys()].sort((a, b) => a - b)) {
 		const list = byStatus.get(status)!;
 		const headers: Record<string, unknown> = { "X-Request-Id": { $ref: "#/components/headers/XRequestId" } };
-		if (status === 429 || status === 503) headers["Retry-After"] = { $ref: "#/components/headers/RetryAfter" };
+		if (status === 429 || status === 503 || list.includes("CONFLICT")) headers["Retry-After"] = { $ref: "#/components/headers/RetryAfter" };
 		if (status === 401) headers["WWW-Authenticate"] = { $ref: "#/components/headers/WwwAuthenticate" };
-		if (status !== 401 && status !== 503 && status !== 500) {
+		if (status !== 401) {
 			headers["X-RateLimit-Limit"] = { $ref: "#/components/headers/RateLimitLimit" };
 			headers["X-RateLimit-Remaining"] = { $ref: "#/components/headers/RateLimitRemaining" };
 		}
@@ -147,6 +148,8 @@ function exampleError(code: string): Record<string, unknown> {
 			return { code, message: "A service needed for this request is unavailable; retry later", retryable: true };
 		case "IDEMPOTENCY_KEY_IN_USE":
 			return { code, message: "A request with this Idempotency-Key is still running", retryable: true };
+		case "CONFLICT":
+			return { code, message: "The ride kept changing; try again", retryable: true };
 		case "INTERNAL_ERROR":
 			return { code, message: "Internal server error", retryable: false };
 		default:
@@ -443,7 +446,7 @@ function schemas(): Record<string, JsonSchema> {
 				code: { type: "string", enum: Object.values(ERROR_CODES_BY_STATUS).flat() },
 				message: { type: "string", description: "For people; do not parse it." },
 				details: { type: "array", items: ref("ErrorDetail") },
-				retryable: { type: "boolean", description: "`true` when the same request may succeed later (429, 503, 409 IDEMPOTENCY_KEY_IN_USE)." },
+				retryable: { type: "boolean", description: "`true` when the same request may succeed later (429, 503, 409 IDEMPOTENCY_KEY_IN_USE, 409 CONFLICT)." },
 			},
 		},
 		Health: {
@@ -579,7 +582,7 @@ function describeApi(config: Pick<GatewayConfig, "bodyLimitBytes" | "rateLimitPe
 		"- `X-RateLimit-Limit` (requests per minute) and `X-RateLimit-Remaining` (requests you may make right now) are sent on every authenticated `/ride/*` answer.",
 		"- The buckets live in each gateway instance's memory: behind a load balancer with N gateway replicas a partner can reach up to N times the rate, and a restart refills the bucket.",
 		"## Errors",
-		"- Every 4xx/5xx answer is `{ code, message, details?, retryable }`. Switch on `code`, not on `message`. `retryable: true` marks answers where the same request may succeed later (`429`, `503`, `409 IDEMPOTENCY_KEY_IN_USE`).",
+		"- Every 4xx/5xx answer is `{ code, message, details?, retryable }`. Switch on `code`, not on `message`. `retryable: true` marks answers where the same request may succeed later (`429`, `503`, `409 IDEMPOTENCY_KEY_IN_USE`, `409 CONFLICT`).",
 		`- \`503 SERVICE_UNAVAILABLE\` (with \`Retry-After: ${config.unavailableRetryAfterSeconds}\`) when a service behind the gateway is down or does not answer in time. For create-order such an answer is ambiguous: retry with the same \`Idempotency-Key\`.`,
 		"- `USER_HAVE_ACTIVE_RIDE`, `RIDE_CANCELLED` and `FEEDBACK_SUBMITTED` are success answers (HTTP 200), not errors.",
 		"## Webhooks",

@@ -123,6 +123,13 @@ describe("ApiErrors pass through", () => {
 		expect(map(new ApiError(409, "IDEMPOTENCY_KEY_IN_USE", "running")).body.retryable).toBe(true);
 	});
 
+	it("marks a client error retryable, with Retry-After, when the service said when to come back", () => {
+		const r = map(overTheWire(new ApiError(409, "CONFLICT", "The ride kept changing; try again", { retryAfter: 1 })));
+		expect(r.status).toBe(409);
+		expect(r.body).toEqual({ code: "CONFLICT", message: "The ride kept changing; try again", retryable: true });
+		expect(r.headers["Retry-After"]).toBe("1");
+	});
+
 	it("sends Retry-After with 429 RATE_LIMITED", () => {
 		const r = map(new GatewayError(429, "RATE_LIMITED", "slow down", { retryAfter: 7 }));
 		expect(r.status).toBe(429);

@@ -99,7 +99,9 @@ describe("OpenAPI document", () => {
 		expect(Object.values(errorCodesOf(post("/ride/fare-estimate"))).flat()).not.toContain("ORDER_NOT_FOUND");
 		expect(errorCodesOf(post("/ride/create-order"))["422"]).toEqual(["QUOTE_INVALID", "QUOTE_EXPIRED", "IDEMPOTENCY_KEY_REUSED"]);
 		expect(errorCodesOf(post("/ride/feedback"))["409"]).toEqual(["RIDE_NOT_COMPLETED", "FEEDBACK_ALREADY_SUBMITTED"]);
-		expect(errorCodesOf(post("/ride/cancel"))["409"]).toEqual(["RIDE_NOT_ACTIVE"]);
+		expect(errorCodesOf(post("/ride/cancel"))["409"]).toEqual(["RIDE_NOT_ACTIVE", "CONFLICT"]);
+		expect(post("/ride/cancel").responses["409"].headers).toHaveProperty("Retry-After");
+		expect(post("/ride/feedback").responses["409"].headers).not.toHaveProperty("Retry-After");
 	});
 
 	it("documents create-order's Idempotency-Key and both success answers", () => {
