@@ -20,8 +20,14 @@ export interface ServiceProcess {
  * process.execPath jest runs under) with the given environment, the way a
  * container would run it. Resolves once the broker reports it started.
  */
-export async function startServiceProcess(name: string, env: Record<string, string>, readyTimeoutMs = 60_000): Promise<ServiceProcess> {
-	const child = spawn(process.execPath, ["--import", "tsx", "bin/server.ts"], {
+export async function startServiceProcess(
+	name: string,
+	env: Record<string, string>,
+	readyTimeoutMs = 60_000,
+	/** Node arguments; e.g. ["dist/bin/server.js"] runs the compiled build (`npm run start:prod`). */
+	args: string[] = ["--import", "tsx", "bin/server.ts"],
+): Promise<ServiceProcess> {
+	const child = spawn(process.execPath, args, {
 		cwd: ROOT,
 		env: { ...process.env, METRICS_PORT: "0", LOGLEVEL: "info", ...env },
 		stdio: ["ignore", "pipe", "pipe"],

@@ -1,0 +1,151 @@
+import { spawn } from "node:child_process";
+import { resolve } from "node:path";
+import { createTestDatabase, type TestDatabase } from "../helpers/db";
+import { startPartnerEndpoint, waitFor, type PartnerEndpoint } from "../helpers/webhooks";
+import { Cluster, PartnerApi, freePort, newPartnerSecrets, rideRequest } from "./cluster.support";
+
+/**
+ * Issue 2's process test: the gateway (with partners) and every service as
+ * separate OS processes over the real NATS and the server PostgreSQL, the
+ * partner flow quote → create → status → cancel through HTTP, the webhook
+ * received and verified. One process (pricing) runs the compiled build
+ * (`npm run build` + `npm run start:prod`), the way the container image runs.
+ * Every process must then stop cleanly on SIGTERM.
+ */
+const ROOT = resolve(__dirname, "../..");
+
+function run(args: string[]): Promise<{ code: number | null; out: string }> {
+	return new Promise((res, rej) => {
+		const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+		let out = "";
+		child.stdout.on("data", (c: Buffer) => (out += c.toString()));
+		child.stderr.on("data", (c: Buffer) => (out += c.toString()));
+		child.on("error", rej);
+		child.on("exit", (code) => res({ code, out }));
+	});
+}
+
+describe("every service in its own process over NATS", () => {
+	let db: TestDatabase;
+	let cluster: Cluster;
+	let endpoint: PartnerEndpoint;
+	let api: PartnerApi;
+	const partner = newPartnerSecrets();
+	const ports = { gateway: 0, ordersMetrics: 0, ordersHealth: 0, dispatchHealth: 0 };
+
+	beforeAll(async () => {
+		// The production build (what `npm run build` does), for the compiled process.
+		const build = await run(["node_modules/typescript/bin/tsc", "-p", "tsconfig.build.json"]);
+		if (build.code !== 0) throw new Error(`tsc -p tsconfig.build.json failed:\n${build.out.slice(0, 3000)}`);
+		const assets = await run(["scripts/copy-build-assets.mjs"]);
+		if (assets.code !== 0) throw new Error(assets.out);
+
+		db = await createTestDatabase("multiproc");
+		endpoint = await startPartnerEndpoint(partner.webhookSecret);
+		for (const k of Object.keys(ports) as Array<keyof typeof ports>) ports[k] = await freePort();
+		cluster = new Cluster("mp", db.url, { FLEET_MODE: "live" });
+		await cluster.startAll([
+			{
+				label: "gateway",
+				services: "gateway,partners",
+				env: { PORT: String(ports.gateway), BOOTSTRAP_PARTNER_KEY: partner.apiKey, BOOTSTRAP_WEBHOOK_SECRET: partner.webhookSecret },
+			},
+			{ label: "pricing", services: "pricing", compiled: true },
+			{ label: "riders", services: "riders" },
+			{ label: "orders", services: "orders", env: { METRICS_PORT: String(ports.ordersMetrics), HEALTH_PORT: String(ports.ordersHealth), LOG_FORMAT: "json" } },
+			{ label: "dispatch", services: "dispatch", env: { HEALTH_PORT: String(ports.dispatchHealth) } },
+			{ label: "notifications", services: "notifications" },
+		]);
+		api = new PartnerApi(`http://127.0.0.1:${ports.gateway}`, partner.apiKey);
+		// Ready = the gateway sees every service it needs, across NATS, and each answers.
+		await waitFor("gateway ready", async () => (await api.get("/health/ready")).status === 200, 60_000, 200);
+	}, 240_000);
+
+	afterAll(async () => {
+		await cluster?.stopAll();
+		await endpoint?.close();
+		await db?.drop();
+	}, 60_000);
+
+	test("quote → create → status → cancel through HTTP, with the webhook delivered and verified", async () => {
+		const request = rideRequest(`${endpoint.url}/hooks`, 1);
+		const estimate = await api.post<{ quotes: Array<{ quoteId: string; serviceType: string; totalAmount: number }> }>("/ride/fare-estimate", {
+			pickup: request.pickup,
+			drop: request.drop,
+			serviceType: request.serviceType,
+		});
+		expect(estimate.status).toBe(200);
+		expect(estimate.body.quotes).toHaveLength(1);
+		const quote = estimate.body.quotes[0];
+
+		const created = await api.post<{ orderId: string; status: string; fare: { totalAmount: number } }>("/ride/create-order", { ...request, quoteId: quote.quoteId });
+		expect(created.status).toBe(201);
+		expect(created.body.status).toBe("searching");
+		expect(created.body.fare.totalAmount).toBe(quote.totalAmount);
+		const { orderId } = created.body;
+
+		const status = await api.post<{ orderId: string; status: string; metadata: unknown }>("/ride/status", { orderId });
+		expect(status.status).toBe(200);
+		expect(status.body).toMatchObject({ orderId, status: "searching", metadata: { partnerRef: "cluster-1" } });
+
+		const cancelled = await api.post("/ride/cancel", { orderId, reason: "changed plans" }, { "X-Request-Id": "req-multiprocess-cancel" });
+		expect(cancelled.status).toBe(200);
+		expect(cancelled.body).toEqual({ code: "RIDE_CANCELLED", orderId, status: "customer_cancelled" });
+		expect(cancelled.headers.get("x-request-id")).toBe("req-multiprocess-cancel");
+
+		const after = await api.post<{ status: string }>("/ride/status", { orderId });
+		expect(after.body.status).toBe("customer_cancelled");
+
+		const hook = await waitFor("the customer_cancelled webhook", () => endpoint.delivered().find((h) => h.orderId === orderId && h.status === "customer_cancelled"), 30_000);
+		expect(hook.signatureValid).toBe(true);
+		expect(hook.body).toMatchObject({ orderId, status: "customer_cancelled", metadata: { partnerRef: "cluster-1" } });
+
+		const events = await waitFor("the event marked delivered", async () => {
+			const r = await api.post<{ events: Array<{ status: string; delivery?: { state: string }; state?: string }> }>("/ride/events", { orderId });
+			const ev = r.body.events?.find((e) => e.status === "customer_cancelled");
+			const state = ev?.delivery?.state ?? ev?.state;
+			return state === "delivered" ? r.body.events : null;
+		});
+		expect(events.length).toBeGreaterThanOrEqual(1);
+	});
+
+	test("each process runs only its own services, and the calls crossed NATS", () => {
+		const started = (label: string, svc: string) => cluster.get(label).output().includes(`Service '${svc}' started`);
+		expect(started("gateway", "gateway") && started("gateway", "partners")).toBe(true);
+		expect(started("orders", "orders")).toBe(true);
+		for (const [label, notHere] of [["gateway", "orders"], ["orders", "gateway"], ["pricing", "orders"], ["orders", "pricing"], ["notifications", "orders"]] as const) {
+			expect([label, notHere, started(label, notHere)]).toEqual([label, notHere, false]);
+		}
+		const pids = new Set([...cluster.procs.values()].map((p) => p.child.pid));
+		expect(pids.size).toBe(6);
+		// The compiled build served pricing.
+		expect(cluster.get("pricing").child.spawnargs).toContain("dist/bin/server.js");
+	});
+
+	test("a non-gateway process serves /health/live, /health/ready and Prometheus metrics with the ride figures", async () => {
+		for (const port of [ports.ordersHealth, ports.dispatchHealth]) {
+			const live = await fetch(`http://127.0.0.1:${port}/health/live`);
+			expect(live.status).toBe(200);
+			const ready = await fetch(`http://127.0.0.1:${port}/health/ready`);
+			expect(ready.status).toBe(200);
+			expect(await ready.json()).toMatchObject({ status: "ready" });
+		}
+		const metrics = await (await fetch(`http://127.0.0.1:${ports.ordersMetrics}/metrics`)).text();
+		expect(metrics).toMatch(/rides_status_changes_total\{[^}]*status="customer_cancelled"[^}]*\} 1/);
+		expect(metrics).toMatch(/moleculer_request_total\{[^}]*action="orders\.create"/);
+	});
+
+	test("orders logs JSON lines (LOG_FORMAT=json)", () => {
+		const lines = cluster.get("orders").output().split("\n").filter((l) => l.trim().length > 0);
+		const started = lines.find((l) => l.includes("started successfully"));
+		expect(started).toBeDefined();
+		const parsed = JSON.parse(started!) as Record<string, unknown>;
+		expect(parsed).toMatchObject({ level: "info", mod: "broker" });
+		expect(lines.every((l) => l.startsWith("{"))).toBe(true);
+	});
+
+	test("every process exits 0 on SIGTERM (graceful shutdown)", async () => {
+		const codes = await Promise.all([...cluster.procs.keys()].map(async (label) => [label, await cluster.kill(label, "SIGTERM")] as const));
+		expect(codes).toEqual([...cluster.procs.keys()].map((label) => [label, 0]));
+	}, 60_000);
+});
