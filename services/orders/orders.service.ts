@@ -674,7 +674,14 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			throw new ApiError(409, "CONFLICT", "The rider's rides kept changing; try again", { retryAfter: 1 });
 		},
 
-		/** Inserts the order (and finishes the idempotency claim) in one transaction; null when the rider already has an active ride. */
+		/**
+		 * Inserts the order (and finishes the idempotency claim) in one
+		 * transaction; null when the rider already has an active ride. The
+		 * partial unique index judges: `ON CONFLICT … DO NOTHING` waits for a
+		 * concurrent insert for the same rider to commit and then yields to it,
+		 * without raising an error (which would abort the transaction, and
+		 * upsets the embedded PGlite's shared session).
+		 */
 		async insertOrder(this: OrdersThis, values: unknown[], claim: IdempotencyClaim | null): Promise<OrderRow | null> {
 			try {
 				return await this.sequelize.transaction(async (transaction) => {
@@ -682,10 +689,12 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 						`INSERT INTO orders (id, partner_id, rider_id, status, service_type, pickup, "drop", fare_paise, currency, fare_breakdown,
 						                     distance, duration, quote_id, otp, webhook_url, metadata)
 						 VALUES ($1, $2, $3, 'searching', $4, $5::jsonb, $6::jsonb, $7, $8, $9::jsonb, $10, $11, $12, $13, $14, $15::jsonb)
+						 ON CONFLICT (rider_id) WHERE status IN (${ACTIVE_SQL}) DO NOTHING
 						 RETURNING *`,
 						{ bind: values, type: QueryTypes.SELECT, transaction },
 					);
-					const row = rows[0]!;
+					const row = rows[0];
+					if (!row) return null;
 					// Finishing the claim in the same transaction: a replay can never miss an order that exists.
 					if (claim && !(await this.finishKey(claim, 201, toOrder(row), transaction))) {
 						throw new ApiError(409, "IDEMPOTENCY_KEY_IN_USE", "This Idempotency-Key was taken over by another call", { retryAfter: 1 });
