@@ -405,7 +405,7 @@ function schemas(): Record<string, JsonSchema> {
 					description:
 						"`pending`: not delivered yet (never tried, or waiting for its next retry). `delivered`: a 2xx arrived within 10 s. `failed`: the last retry failed; operators can replay it. " +
 						"Only `location_updated` events can also be `superseded` (a newer location of the ride replaced it before it went out) or `expired` (not delivered within 120 s of being made): both are final and never sent. " +
-						"The contract names only the first three; the last two make the gaps in `sequence` explainable.",
+						"The contract names only the first three; the other two are final states of location events that were never sent.",
 				},
 				attempts: { type: "integer", minimum: 0, description: "HTTP attempts made so far." },
 				lastStatus: { type: ["integer", "null"], description: "HTTP status of the last attempt; `null` before any, or when it got no answer (timeout, connection error)." },

@@ -9,6 +9,58 @@ import { startTestNode, type TestNode } from "../helpers/node";
  * from the key and never from the body, foreign ids answered like unknown ones.
  */
 
+/**
+ * A small validator for the JSON Schema subset our OpenAPI document uses
+ * ($ref, type, required, properties, enum, const, pattern, min/max, items,
+ * oneOf, allOf): real answers must match the published document.
+ */
+function schemaErrors(doc: Record<string, unknown>, schema: unknown, value: unknown, path = "$"): string[] {
+	const s = schema as Record<string, unknown>;
+	if (!s || typeof s !== "object") return [];
+	if (typeof s.$ref === "string") {
+		let target: unknown = doc;
+		for (const part of s.$ref.replace(/^#\//, "").split("/")) target = (target as Record<string, unknown>)[part];
+		return schemaErrors(doc, target, value, path);
+	}
+	const errors: string[] = [];
+	if (Array.isArray(s.allOf)) for (const part of s.allOf) errors.push(...schemaErrors(doc, part, value, path));
+	if (Array.isArray(s.oneOf)) {
+		const matching = s.oneOf.filter((part) => schemaErrors(doc, part, value, path).length === 0).length;
+		if (matching !== 1) errors.push(`${path}: matches ${matching} of oneOf`);
+	}
+	if (s.type !== undefined) {
+		const types = Array.isArray(s.type) ? s.type : [s.type];
+		const actual = value === null ? "null" : Array.isArray(value) ? "array" : Number.isInteger(value) ? "integer" : typeof value;
+		const ok = types.some((t) => t === actual || (t === "number" && actual === "integer"));
+		if (!ok) return [...errors, `${path}: ${JSON.stringify(value)} is not ${types.join("|")}`];
+	}
+	if ("const" in s && value !== s.const) errors.push(`${path}: not ${JSON.stringify(s.const)}`);
+	if (Array.isArray(s.enum) && !s.enum.includes(value)) errors.push(`${path}: ${JSON.stringify(value)} not in enum`);
+	if (typeof value === "string" && typeof s.pattern === "string" && !new RegExp(s.pattern).test(value)) errors.push(`${path}: does not match ${s.pattern}`);
+	if (typeof value === "number") {
+		if (typeof s.minimum === "number" && value < s.minimum) errors.push(`${path}: below minimum`);
+		if (typeof s.maximum === "number" && value > s.maximum) errors.push(`${path}: above maximum`);
+	}
+	if (value && typeof value === "object" && !Array.isArray(value)) {
+		const obj = value as Record<string, unknown>;
+		for (const key of (s.required as string[] | undefined) ?? []) if (!(key in obj)) errors.push(`${path}.${key}: missing`);
+		const props = (s.properties ?? {}) as Record<string, unknown>;
+		for (const [key, sub] of Object.entries(props)) if (key in obj) errors.push(...schemaErrors(doc, sub, obj[key], `${path}.${key}`));
+	}
+	if (Array.isArray(value) && s.items) value.forEach((item, i) => errors.push(...schemaErrors(doc, s.items, item, `${path}[${i}]`)));
+	return errors;
+}
+
+let openapi: Record<string, unknown>;
+
+/** The answer matches what /openapi.json says this path answers with this status. */
+function expectDocumented(path: string, r: Answer): void {
+	const op = ((openapi.paths as Record<string, Record<string, unknown>>)[path].post as { responses: Record<string, { content: Record<string, { schema: unknown }> }> });
+	const response = op.responses[String(r.status)];
+	expect({ path, status: r.status, documented: response !== undefined }).toEqual({ path, status: r.status, documented: true });
+	expect({ path, status: r.status, errors: schemaErrors(openapi, response.content["application/json"].schema, r.json) }).toEqual({ path, status: r.status, errors: [] });
+}
+
 let db: TestDatabase;
 let node: TestNode;
 let base: string;
@@ -51,6 +103,7 @@ beforeAll(async () => {
 	base = node.baseUrl!;
 	keyA = (await node.broker.call<{ apiKey: string }, { name: string }>("partners.create", { name: "Partner A" })).apiKey;
 	keyB = (await node.broker.call<{ apiKey: string }, { name: string }>("partners.create", { name: "Partner B" })).apiKey;
+	openapi = (await (await fetch(`${base}/openapi.json`)).json()) as Record<string, unknown>;
 });
 
 afterAll(async () => {
@@ -67,6 +120,7 @@ it("is ready when the database and every service it needs answer", async () => {
 it("relays a service's answer with the rate-limit and request-id headers", async () => {
 	const r = await post("/ride/fare-estimate", keyA, BENGALURU, { "x-request-id": "estimate-1" });
 	expect(r.status).toBe(200);
+	expectDocumented("/ride/fare-estimate", r);
 	expect((r.json.quotes as unknown[]).length).toBe(2);
 	expect(r.headers.get("x-request-id")).toBe("estimate-1");
 	expect(Number(r.headers.get("x-ratelimit-limit"))).toBeGreaterThan(0);
@@ -82,6 +136,7 @@ it("turns the services' own validation into 400 VALIDATION_ERROR with body field
 	expect(fields).toEqual(expect.arrayContaining(["pickup.lat", "drop", "serviceType"]));
 	for (const f of fields) expect(f).not.toMatch(/^params\./);
 	expect(r.text).not.toMatch(/\n\s+at\s|"stack"|nodeID|"action"/);
+	expectDocumented("/ride/fare-estimate", r);
 
 	const order = await post("/ride/create-order", keyA, orderBody("+919800000001", { user: { name: "Asha" } }));
 	expect(order.status).toBe(400);
@@ -96,6 +151,26 @@ it("relays 201 for a new order and 200 USER_HAVE_ACTIVE_RIDE for the rider's exi
 	const again = await post("/ride/create-order", keyA, orderBody("+919800000002"));
 	expect(again.status).toBe(200);
 	expect(again.json).toMatchObject({ code: "USER_HAVE_ACTIVE_RIDE", orderId: created.json.orderId });
+	expectDocumented("/ride/create-order", created);
+	expectDocumented("/ride/create-order", again);
+});
+
+it("answers every ride endpoint as the OpenAPI document says", async () => {
+	const created = await post("/ride/create-order", keyA, orderBody("+919800000005"));
+	const orderId = created.json.orderId as string;
+	expectDocumented("/ride/status", await post("/ride/status", keyA, { orderId }));
+	const feedbackTooEarly = await post("/ride/feedback", keyA, { orderId, rating: 5 });
+	expect(feedbackTooEarly.json.code).toBe("RIDE_NOT_COMPLETED");
+	expectDocumented("/ride/feedback", feedbackTooEarly);
+	const cancelled = await post("/ride/cancel", keyA, { orderId, reason: "changed plans" });
+	expect(cancelled.json).toEqual({ code: "RIDE_CANCELLED", orderId, status: "customer_cancelled" });
+	expectDocumented("/ride/cancel", cancelled);
+	const events = await post("/ride/events", keyA, { orderId });
+	expect(events.status).toBe(200);
+	expect((events.json.events as Array<{ status: string }>).map((e) => e.status)).toEqual(["customer_cancelled"]);
+	expectDocumented("/ride/events", events);
+	expectDocumented("/ride/events", await post("/ride/events", keyB, { orderId }));
+	expectDocumented("/ride/create-order", await post("/ride/create-order", keyA, { ...orderBody("+919800000006"), quoteId: "qt_forged" }));
 });
 
 it("passes Idempotency-Key on: a repeat returns the first answer, status included", async () => {
