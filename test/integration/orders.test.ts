@@ -707,6 +707,17 @@ describe("transitions (dispatch's internal actions)", () => {
 		expect(events[2].payload.driver).toEqual({ ...newDriver, location: { lat: 12.98, lng: 77.6 } });
 	});
 
+	it("lets dispatch (the platform) send an accepted ride back to searching when its driver vanishes", async () => {
+		const order = await createOrder();
+		await driveTo(order, "accepted");
+		const back = await internal("orders.transition", { orderId: order.orderId, to: "searching", actor: "system" });
+		expect(back.body).toMatchObject({ status: "searching", driver: null, version: 1 });
+		expect((await eventsOf(order.orderId)).map((e) => e.status)).toEqual(["accepted"]);
+		// A searching ride can still end without a driver.
+		expect((await internal("orders.transition", { orderId: order.orderId, to: "no_driver_found" })).body).toMatchObject({ status: "no_driver_found", version: 2 });
+		expect((await eventsOf(order.orderId)).map((e) => [e.sequence, e.status])).toEqual([[1, "accepted"], [2, "no_driver_found"]]);
+	});
+
 	it("takes a drop-out only from the driver it names", async () => {
 		const order = await createOrder();
 		await driveTo(order, "accepted");
