@@ -538,6 +538,11 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 			this.lastWarnAt.set(key, now);
 			const e = err as { name?: string; original?: { code?: string }; parent?: { code?: string }; code?: string } | undefined;
 			const code = e?.original?.code ?? e?.parent?.code ?? e?.code;
+			if (code === "42P01") {
+				// ride_events is orders' table: before orders has migrated there is simply nothing to deliver yet.
+				this.logger.info(`${message}: ride_events does not exist yet (orders not migrated); waiting`);
+				return;
+			}
 			this.logger.warn(err ? `${message}: ${e?.name ?? "Error"}${code ? ` (${code})` : ""}` : message);
 		},
 	},
