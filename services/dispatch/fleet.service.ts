@@ -27,6 +27,8 @@ interface FleetLocal {
 	seeding: Promise<void> | null;
 	seeded: number;
 	stopping: boolean;
+	/** Dispatch answered once: passes may run (before, they would only fail). */
+	dispatchSeen: boolean;
 	/** When each moving driver last reported its position (real ms). */
 	lastReport: Map<string, number>;
 	/** Rides a driver was spawned for, and when (real ms): spawn at most one per ride per spawn interval. */
@@ -154,6 +156,8 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 
 		/** One look at everything the simulated drivers must do now, and doing it. */
 		async runPass(this: FleetThis) {
+			// Not before dispatch was seen once (at start it may still be starting, here or elsewhere).
+			if (this.seeding && !this.dispatchSeen) return;
 			const work = await this.broker.call<SimulatedWork>("dispatch.simulatedWork");
 			if (this.stopping) return;
 			const now = Date.parse(work.serverTime);
@@ -282,6 +286,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 			while (!this.stopping) {
 				try {
 					await this.broker.waitForServices(["dispatch"], 2000);
+					this.dispatchSeen = true;
 				} catch {
 					continue; // not there yet; look again (and notice a stop) every 2 s
 				}
@@ -307,6 +312,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 		this.seeding = null;
 		this.seeded = 0;
 		this.stopping = false;
+		this.dispatchSeen = false;
 		this.lastReport = new Map();
 		this.spawnedFor = new Map();
 		this.busy = new Set();
