@@ -39,7 +39,11 @@ export async function startNode(opts: StartOptions = {}): Promise<RunningNode> {
 		embedded = await startEmbeddedPostgres(settings.dataDir);
 		// Services read DATABASE_URL when they are created; the embedded one is set for this process only.
 		process.env.DATABASE_URL = embedded.url;
-		process.env.DB_POOL_MAX = process.env.DB_POOL_MAX || "8";
+		// One pooled connection: pglite-socket queues protocol messages per
+		// message, not per Sync, so extended-protocol queries from two
+		// connections can interleave and fail with `portal "" does not exist`.
+		// PGlite runs one statement at a time anyway, so nothing is lost.
+		process.env.DB_POOL_MAX = process.env.DB_POOL_MAX || "1";
 	}
 
 	const broker = new ServiceBroker(buildBrokerConfig(env));
