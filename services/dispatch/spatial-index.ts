@@ -1,4 +1,4 @@
-import { cellToBoundary, gridRing, gridDisk, latLngToCell } from "h3-js";
+import { cellToBoundary, cellToLatLng, gridRing, gridDisk, latLngToCell } from "h3-js";
 import { haversineMeters, type LatLng } from "../../lib/geo";
 
 /**
@@ -51,6 +51,7 @@ export class CellIndex<T> {
 	private readonly entries = new Map<string, Entry<T>>();
 	private readonly cells = new Map<string, Map<string, Entry<T>>>();
 	private readonly edgeCache = new Map<string, number>();
+	private readonly centreCache = new Map<string, LatLng>();
 
 	constructor(
 		readonly resolution: number,
@@ -131,11 +132,20 @@ export class CellIndex<T> {
 		const origin = latLngToCell(point.lat, point.lng, this.resolution);
 		const edge = this.edgeOf(origin);
 		let count = 0;
+		// A hexagon lies within its circumradius (= edge) of its centre; 1.2 covers distortion.
+		const slack = edge * 1.2;
 		for (let k = 0; k <= this.maxRings; k++) {
 			if (ringLowerBoundM(k, edge) > radiusM) break;
 			for (const cell of this.ring(origin, k)) {
 				const bucket = this.cells.get(cell);
 				if (!bucket) continue;
+				const toCentre = haversineMeters(point, this.centreOf(cell));
+				if (toCentre - slack > radiusM) continue;
+				// Wholly inside the circle: every entry counts without measuring each.
+				if (!accept && toCentre + slack <= radiusM) {
+					count += bucket.size;
+					continue;
+				}
 				for (const e of bucket.values()) {
 					if (accept && !accept(e.id, e.item)) continue;
 					if (haversineMeters(point, e) <= radiusM) count++;
@@ -154,6 +164,17 @@ export class CellIndex<T> {
 			const inner = new Set(gridDisk(origin, k - 1));
 			return gridDisk(origin, k).filter((c) => !inner.has(c));
 		}
+	}
+
+	private centreOf(cell: string): LatLng {
+		let centre = this.centreCache.get(cell);
+		if (!centre) {
+			const [lat, lng] = cellToLatLng(cell);
+			centre = { lat, lng };
+			if (this.centreCache.size > 200_000) this.centreCache.clear();
+			this.centreCache.set(cell, centre);
+		}
+		return centre;
 	}
 
 	/** The shortest edge of a cell, metres (cached: a query near the same place reuses it). */
