@@ -209,6 +209,8 @@ interface DispatchLocal {
 	/** Database time of the last index refresh; the next one re-reads drivers changed since (with overlap). */
 	refreshedUpTo: Date | null;
 	stopping: boolean;
+	startedAt: number;
+	fleetWarnedAt: number;
 }
 
 interface DispatchMethods {
@@ -1487,6 +1489,15 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 					}
 				}
 
+				// Simulated mode needs the fleet somewhere in the cluster, or rides only ever time out.
+				if (this.cfg.fleetMode === "simulated" && Date.now() - this.startedAt > 30_000 && Date.now() - this.fleetWarnedAt > 60_000) {
+					const fleetRuns = this.broker.registry.getServiceList({ onlyAvailable: true }).some((svc: { name: string }) => svc.name === "fleet");
+					if (!fleetRuns) {
+						this.fleetWarnedAt = Date.now();
+						this.trouble("FLEET_MODE=simulated but no fleet service runs in this namespace: add `fleet` to SERVICES (e.g. SERVICES=dispatch,fleet), or set FLEET_MODE=live");
+					}
+				}
+
 				// Drivers holding a ride with no open offer or assignment behind it (a crash between steps).
 				const orphans = await this.q<DriverRow>(
 					`UPDATE drivers d SET status = 'available', order_id = NULL, rev = d.rev + 1, updated_at = clock_timestamp()
@@ -1520,6 +1531,8 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 		this.refreshRunning = null;
 		this.refreshedUpTo = null;
 		this.stopping = false;
+		this.startedAt = Date.now();
+		this.fleetWarnedAt = 0;
 	},
 
 	async started(this: DispatchThis) {

@@ -121,7 +121,7 @@ export function readDispatchSettings(env: Env): DispatchSettings {
 		tickMs: num(env, "DISPATCH_TICK_MS", Math.max(50, Math.min(500, Math.round(locationIntervalMs / 4))), (n) => n >= 10, "at least 10"),
 		sweepMs: num(env, "DISPATCH_SWEEP_MS", 5000, (n) => n >= 100, "at least 100"),
 		indexRefreshMs: num(env, "DISPATCH_INDEX_REFRESH_MS", 5000, (n) => n >= 100, "at least 100"),
-		demandWindowMs: num(env, "DISPATCH_DEMAND_WINDOW_MS", 10 * 60_000, nonNegative, "non-negative"),
+		demandWindowMs: num(env, "DISPATCH_DEMAND_WINDOW_MS", 5 * 60_000, nonNegative, "non-negative"),
 		transitionLeaseMs: num(env, "DISPATCH_TRANSITION_LEASE_MS", 20_000, (n) => n >= 1000, "at least 1000"),
 		roadFactor: num(env, "ROAD_FACTOR", 1.3, (n) => n >= 1 && n <= 5, "1..5"),
 		speedsKmh: speeds(env),
