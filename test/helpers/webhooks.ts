@@ -24,9 +24,11 @@ export interface ReceivedWebhook {
 	headers: { "webhook-id": string; "webhook-timestamp": string; "webhook-signature": string };
 	path: string;
 	receivedAt: number;
-	/** What the endpoint answered (0 = never answered: hung or destroyed). */
+	/** What the endpoint answered (0 = not (yet) answered: in progress, hung, or the caller went away). */
 	answered: number;
 	answeredAt: number;
+	/** The caller closed the connection before the answer (killed mid-delivery, or its timeout). */
+	abandoned: boolean;
 }
 
 export interface Reply {
@@ -100,6 +102,7 @@ export async function startPartnerEndpoint(secret: string): Promise<PartnerEndpo
 				receivedAt: Date.now(),
 				answered: 0,
 				answeredAt: 0,
+				abandoned: false,
 			};
 			received.push(hook);
 			const n = (attempts.get(hook.eventId) ?? 0) + 1;
@@ -107,8 +110,15 @@ export async function startPartnerEndpoint(secret: string): Promise<PartnerEndpo
 			const active = (inFlight.get(hook.eventId) ?? 0) + 1;
 			inFlight.set(hook.eventId, active);
 			if (active > 1) concurrentDuplicates.push(hook.eventId);
-			const done = () => inFlight.set(hook.eventId, (inFlight.get(hook.eventId) ?? 1) - 1);
-			res.on("close", done);
+			let gone = false;
+			res.on("close", () => {
+				inFlight.set(hook.eventId, (inFlight.get(hook.eventId) ?? 1) - 1);
+				// Closed before our answer went out: the caller went away (killed, timed out).
+				if (!res.writableFinished) {
+					gone = true;
+					hook.abandoned = true;
+				}
+			});
 
 			const reply = behaviour(hook, n) ?? {};
 			if (reply.hang) {
@@ -116,6 +126,8 @@ export async function startPartnerEndpoint(secret: string): Promise<PartnerEndpo
 				return;
 			}
 			const answer = () => {
+				// The caller went away meanwhile (killed mid-delivery): nobody ever got an answer.
+				if (gone || req.socket.destroyed) return;
 				hook.answered = reply.status ?? 200;
 				hook.answeredAt = Date.now();
 				res.writeHead(hook.answered, { "content-type": "text/plain", ...(reply.headers ?? {}) });
