@@ -78,6 +78,12 @@ export async function startServiceProcess(
 			return exited;
 		},
 	};
-	await proc.waitFor("started successfully", readyTimeoutMs);
+	try {
+		await proc.waitFor("started successfully", readyTimeoutMs);
+	} catch (err) {
+		// Never leave a half-started process behind (jest would not exit).
+		child.kill("SIGKILL");
+		throw err;
+	}
 	return proc;
 }
