@@ -362,6 +362,24 @@ describe("dispatch in live mode", () => {
 		await ok("orders.cancel", { orderId: order.orderId }, { partnerId });
 	});
 
+	it("declines a pending offer when the driver goes offline, and offers the ride to the next driver", async () => {
+		const pickup = area();
+		const a = await driver(pickup, 200);
+		const b = await driver(pickup, 1200);
+		const order = await createOrder(pickup);
+		await offerFor(a.driverId, order.orderId);
+		expect((await ok<DriverView>("dispatch.goOffline", { driverId: a.driverId })).status).toBe("offline");
+		await offerFor(b.driverId, order.orderId);
+		const ride = await ok<any>("dispatch.ride", { orderId: order.orderId });
+		expect(ride.offers.map((o: any) => [o.driverId, o.state])).toEqual([
+			[a.driverId, "declined"],
+			[b.driverId, "pending"],
+		]);
+		await ok("orders.cancel", { orderId: order.orderId }, { partnerId });
+		await waitFor("b to be free", async () => (await driverState(b.driverId)).status === "available");
+		expect((await ok<any>("dispatch.ride", { orderId: order.orderId })).offers[1].state).toBe("cancelled");
+	});
+
 	it("ends a ride as no_driver_found after the dispatch timeout", async () => {
 		const pickup = area();
 		// A driver of the other type, and one too far away, do not count.
