@@ -340,9 +340,9 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 		register: {
 			access: "internal",
 			params: {
-				name: { type: "string", min: 1, max: 200, trim: true },
+				name: { type: "string", min: 1, max: 200, trim: true, convert: true },
 				phone: { type: "string", pattern: /^\+[1-9][0-9]{6,14}$/ },
-				vehicleNumber: { type: "string", min: 1, max: 32, trim: true },
+				vehicleNumber: { type: "string", min: 1, max: 32, trim: true, convert: true },
 				serviceType: serviceTypeSchema,
 				simulated: { type: "boolean", optional: true },
 			},
@@ -556,11 +556,12 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 		/**
 		 * The rider is in: `arrived → started`, only with the rider's OTP. A wrong
 		 * OTP is refused by orders (422 INVALID_OTP) and counted on the driver.
+		 * (The REPL turns `--otp 4821` into a number; it is taken as the string.)
 		 * REPL: `call dispatch.startRide --driverId drv_… --orderId ord_… --otp 4821`
 		 */
 		startRide: {
 			access: "internal",
-			params: { driverId: driverIdSchema, orderId: orderIdSchema, otp: { type: "string", min: 1, max: 16 }, location: { ...locationSchema, optional: true } },
+			params: { driverId: driverIdSchema, orderId: orderIdSchema, otp: { type: "string", min: 1, max: 16, convert: true }, location: { ...locationSchema, optional: true } },
 			async handler(this: DispatchThis, ctx: Context<StartParams>): Promise<DriverJob> {
 				const { driverId, orderId, otp } = ctx.params;
 				const { driver, ride } = await this.requireOnRide(driverId, orderId, ctx.params.location);
