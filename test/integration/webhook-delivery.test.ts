@@ -1,3 +1,4 @@
+import { createServer } from "node:net";
 import type { Client } from "pg";
 import { Webhook } from "standardwebhooks";
 import { connect, createTestDatabase, type TestDatabase } from "../helpers/db";
@@ -32,12 +33,26 @@ let pg: Client;
 let partner: TestPartner;
 let endpoint: PartnerEndpoint;
 
+/** A free local port for this node's Prometheus endpoint (metrics on, so the delivery metrics are live). */
+async function freePort(): Promise<number> {
+	const server = createServer();
+	await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+	const port = (server.address() as { port: number }).port;
+	await new Promise<void>((resolve) => server.close(() => resolve()));
+	return port;
+}
+
 beforeAll(async () => {
 	db = await createTestDatabase("webhooks");
 	node = await startTestNode({
 		databaseUrl: db.url,
 		services: ["partners", "riders", "pricing", "orders", "notifications"],
-		env: { WEBHOOK_RETRY_SCHEDULE_MS: SCHEDULE, WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS), WEBHOOK_ALLOW_PRIVATE: "true" },
+		env: {
+			WEBHOOK_RETRY_SCHEDULE_MS: SCHEDULE,
+			WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
+			WEBHOOK_ALLOW_PRIVATE: "true",
+			METRICS_PORT: String(await freePort()),
+		},
 	});
 	pg = await connect(db.url);
 	partner = await createPartner(node.broker);
@@ -129,6 +144,7 @@ it("times out an endpoint that hangs, records TIMEOUT, and delivers on the next 
 
 	await waitFor("delivery after a timeout", () => deliveredOf(ride).length === 1, 15_000);
 	const hooks = hooksOf(ride);
+	await waitFor("the try recorded", async () => (await states([hooks[0].eventId]))[hooks[0].eventId].state === "delivered");
 	expect(hooks.length).toBe(2);
 	expect(hooks[0].eventId).toBe(hooks[1].eventId);
 	const tries = await attemptsOf(hooks[0].eventId);
@@ -282,8 +298,8 @@ it("recovers when every PostgreSQL connection is cut during deliveries", async (
 	await waitFor("every event after the cuts", () => rides.every((r) => deliveredOf(r).length === 2), 30_000);
 	for (const ride of rides) expect(deliveredOf(ride).map((h) => h.sequence)).toEqual([1, 2]);
 	expect(orderViolations(rides.flatMap(hooksOf))).toEqual([]);
-	const views = await states((await pg.query("SELECT id FROM ride_events WHERE order_id = ANY($1)", [rides.map((r) => r.orderId)])).rows.map((r) => r.id));
-	expect(Object.values(views).every((v) => v.state === "delivered")).toBe(true);
+	const ids = (await pg.query("SELECT id FROM ride_events WHERE order_id = ANY($1)", [rides.map((r) => r.orderId)])).rows.map((r) => r.id as string);
+	await waitFor("every delivery recorded", async () => Object.values(await states(ids)).every((v) => v.state === "delivered"));
 });
 
 it("signs with the partner's own secret: another partner's endpoint cannot verify it", async () => {
@@ -295,6 +311,20 @@ it("signs with the partner's own secret: another partner's endpoint cannot verif
 	const hook = endpoint.received.find((h) => h.orderId === ride.orderId)!;
 	expect(hook.signatureValid).toBe(false); // this endpoint verifies with the first partner's secret
 	expect(new Webhook(other.webhookSecret).verify(hook.raw, hook.headers)).toMatchObject({ orderId: ride.orderId, status: "accepted" });
+});
+
+it("exposes delivery metrics: tries by outcome, end-to-end latency, pending count and oldest pending age", async () => {
+	const metrics = node.broker.metrics;
+	const attempts = metrics.getMetric("webhook.attempts.total")!;
+	expect(attempts.get({ outcome: "delivered", kind: "status" })?.value).toBeGreaterThan(0);
+	expect(attempts.get({ outcome: "HTTP_5XX", kind: "status" })?.value).toBeGreaterThan(0);
+	expect(attempts.get({ outcome: "TIMEOUT", kind: "status" })?.value).toBeGreaterThan(0);
+	const latency = metrics.getMetric("webhook.delivery.latency")!.get({ kind: "status" }) as { count?: number } | null;
+	expect(latency?.count).toBeGreaterThan(0);
+	// The gauges are refreshed every 5 s from the database.
+	await waitFor("the pending gauges", () => metrics.getMetric("webhook.pending.count")?.get()?.value !== undefined, 10_000, 100);
+	expect(metrics.getMetric("webhook.pending.count")!.get()!.value).toBeGreaterThanOrEqual(0);
+	expect(metrics.getMetric("webhook.pending.oldest.age")!.get()!.value).toBeGreaterThanOrEqual(0);
 });
 
 /** The test's own pg client was cut too. */

@@ -149,7 +149,7 @@ describe("connect-time checkpoint (notifications), private targets refused", () 
 			},
 			20_000,
 		);
-		for (const v of Object.values(states)) expect(v).toMatchObject({ state: "failed", attempts: 3, lastStatus: null, lastError: "BLOCKED_ADDRESS" });
+		for (const v of Object.values(states!)) expect(v).toMatchObject({ state: "failed", attempts: 3, lastStatus: null, lastError: "BLOCKED_ADDRESS" });
 		const outcomes = (await pg.query("SELECT DISTINCT outcome FROM webhook_attempts WHERE event_id = ANY($1)", [ids])).rows.map((r) => r.outcome);
 		expect(outcomes).toEqual(["BLOCKED_ADDRESS"]);
 		expect(endpoint.received).toEqual([]);
