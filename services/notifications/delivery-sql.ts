@@ -120,7 +120,17 @@ WITH upd AS (
     finished_at = CASE WHEN $3::text = 'pending' THEN NULL ELSE now() END,
     lease_token = NULL, lease_owner = NULL, lease_until = NULL
   WHERE event_id = $1 AND lease_token = $2::uuid
-  RETURNING event_id
+  RETURNING event_id, order_id, sequence, kind
+), followers AS (
+  -- Later events of the same ride wait for this one: not due before its next try
+  -- (so the claim does not re-read a blocked backlog every poll), and due at once
+  -- when it is settled. Only untried ones: a replayed event keeps its own schedule.
+  UPDATE webhook_deliveries f
+  SET next_attempt_at = CASE WHEN $3::text = 'pending' THEN GREATEST(f.next_attempt_at, $4::timestamptz)
+                             ELSE LEAST(f.next_attempt_at, now()) END
+  FROM upd
+  WHERE upd.kind = 'status' AND f.order_id = upd.order_id AND f.sequence > upd.sequence
+    AND f.state = 'pending' AND f.round_attempts = 0
 ), att AS (
   INSERT INTO webhook_attempts (id, event_id, attempt, started_at, duration_ms, http_status, outcome, response_snippet, instance)
   VALUES ($10, $1, $11::int, $5::timestamptz, $8::int, $6::int, $7::text, $9, $12)
@@ -129,9 +139,16 @@ SELECT (SELECT count(*) FROM upd)::int AS updated`;
 
 /** A 2xx is the truth even when our lease was lost meanwhile (the event was delivered). */
 export const MARK_DELIVERED_SQL = `
-UPDATE webhook_deliveries SET state = 'delivered', delivered_at = now(), finished_at = now(),
-  last_status = $2::int, last_error = NULL, last_attempt_at = $3::timestamptz
-WHERE event_id = $1 AND state = 'pending'`;
+WITH done AS (
+  UPDATE webhook_deliveries SET state = 'delivered', delivered_at = now(), finished_at = now(),
+    last_status = $2::int, last_error = NULL, last_attempt_at = $3::timestamptz
+  WHERE event_id = $1 AND state = 'pending'
+  RETURNING order_id, sequence, kind
+)
+UPDATE webhook_deliveries f SET next_attempt_at = LEAST(f.next_attempt_at, now())
+FROM done
+WHERE done.kind = 'status' AND f.order_id = done.order_id AND f.sequence > done.sequence
+  AND f.state = 'pending' AND f.round_attempts = 0`;
 
 /** Gives a claim back without a try (no signing secret right now, or service stop). */
 export const RELEASE_SQL = `
