@@ -184,7 +184,7 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 	mixins: [DbMixin({ service: "notifications", migrations })],
 	settings: {
 		pollMs: 1_000,
-		concurrency: 32,
+		concurrency: 64,
 		leaseMs: 45_000,
 		timeoutMs: 10_000,
 		ingestBatch: 500,
