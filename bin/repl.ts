@@ -30,7 +30,7 @@ async function main(): Promise<void> {
 			LOGLEVEL: env.REPL_LOGLEVEL || "warn",
 			NODE_ID: env.NODE_ID || `repl-${os.hostname()}-${process.pid}`,
 		};
-		const broker = new ServiceBroker({ ...buildBrokerConfig(replEnv), replOptions: { delimiter: "ride $" } });
+		const broker = new ServiceBroker(buildBrokerConfig(replEnv));
 		await broker.start();
 		node = { broker, services: [], stop: () => broker.stop() };
 		// Discovery: wait (at most 3 s) until another node has announced itself, so
@@ -42,7 +42,8 @@ async function main(): Promise<void> {
 		node = await startNode();
 	}
 
-	const replServer = (node.broker.repl() as unknown as REPLServer | undefined);
+	node.broker.options.replOptions = { ...node.broker.options.replOptions, delimiter: "ride $" };
+	const replServer = node.broker.repl() as unknown as REPLServer | undefined;
 	if (!replServer) throw new Error("moleculer-repl is not installed");
 	// moleculer-repl exits the process on "exit" right after broker.stop(); stop the whole
 	// node instead (the embedded database must close cleanly too).
