@@ -28,7 +28,8 @@ async function main(): Promise<void> {
 			...env,
 			METRICS_PORT: "0",
 			LOGLEVEL: env.REPL_LOGLEVEL || "warn",
-			NODE_ID: env.NODE_ID || `repl-${os.hostname()}-${process.pid}`,
+			// Never NODE_ID: inside a pod or container that is the running server's own id.
+			NODE_ID: env.REPL_NODE_ID || `repl-${os.hostname()}-${process.pid}`,
 		};
 		const broker = new ServiceBroker(buildBrokerConfig(replEnv));
 		await broker.start();
@@ -42,14 +43,24 @@ async function main(): Promise<void> {
 		node = await startNode();
 	}
 
-	node.broker.options.replOptions = { ...node.broker.options.replOptions, delimiter: "ride $" };
-	const replServer = node.broker.repl() as unknown as REPLServer | undefined;
+	const { broker } = node;
+	broker.options.replOptions = { ...broker.options.replOptions, delimiter: "ride $" };
+	// moleculer-repl's `exit` command and end of input both call broker.stop() and then
+	// exit the process: close the rest of the node (health server, embedded database)
+	// from the broker's own `stopped` hook so it happens on every way out.
+	let closed: Promise<void> | undefined;
+	broker.options.stopped = () => {
+		closed ??= (async () => {
+			await node.health?.close().catch(() => undefined);
+			await node.embedded?.stop().catch(() => undefined);
+		})();
+		return closed;
+	};
+	const replServer = broker.repl() as unknown as REPLServer | undefined;
 	if (!replServer) throw new Error("moleculer-repl is not installed");
-	// moleculer-repl exits the process on "exit" right after broker.stop(); stop the whole
-	// node instead (the embedded database must close cleanly too).
 	replServer.removeAllListeners("exit");
 	replServer.on("exit", () => {
-		node.stop().then(
+		broker.stop().then(
 			() => process.exit(0),
 			() => process.exit(1),
 		);

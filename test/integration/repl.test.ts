@@ -49,11 +49,12 @@ class Repl {
 		return this.out.slice(from, this.out.indexOf(PROMPT, from));
 	}
 
-	/** `quit`-less exit: end of input stops the node cleanly. */
-	async close(): Promise<number | null> {
+	/** Leaves with the `exit` command, or by ending the input; either way the node stops cleanly. */
+	async close(how: "end of input" | "exit command" = "end of input"): Promise<number | null> {
 		if (this.child.exitCode !== null) return this.child.exitCode;
 		const exited = new Promise<number | null>((r) => this.child.once("exit", (code) => r(code)));
-		this.child.stdin!.end();
+		if (how === "exit command") this.child.stdin!.write("exit\n");
+		else this.child.stdin!.end();
 		const timer = setTimeout(() => this.child.kill("SIGKILL"), 30_000);
 		const code = await exited;
 		clearTimeout(timer);
@@ -172,27 +173,37 @@ describe("REPL without TRANSPORTER: the embedded all-in-one node", () => {
 
 	afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-	test("starts every service on the embedded database and answers calls", async () => {
-		const repl = await Repl.start({
-			TRANSPORTER: "",
-			DATABASE_URL: "",
-			SERVICES: "",
-			NAMESPACE: "",
-			DATA_DIR: join(dir, "data"),
-			HOME: dir,
-			PORT: String(await freePort()),
-			METRICS_PORT: "0",
-			HEALTH_PORT: "",
-			FLEET_MODE: "live",
-			LOGLEVEL: "warn",
-		});
+	const embeddedEnv = async () => ({
+		TRANSPORTER: "",
+		DATABASE_URL: "",
+		SERVICES: "",
+		NAMESPACE: "",
+		DATA_DIR: join(dir, "data"),
+		HOME: dir,
+		PORT: String(await freePort()),
+		METRICS_PORT: "0",
+		HEALTH_PORT: "",
+		FLEET_MODE: "live",
+		LOGLEVEL: "warn",
+	});
+
+	test("starts every service on the embedded database, answers calls, and closes the database cleanly on exit", async () => {
+		const first = await Repl.start(await embeddedEnv());
+		let partnerId: string;
 		try {
-			const created = await repl.run("call partners.create --name Embedded");
-			expect(field(created, "partnerId")).toMatch(/^ptn_/);
-			const services = await repl.run("services");
+			partnerId = field(await first.run("call partners.create --name Embedded"), "partnerId");
+			expect(partnerId).toMatch(/^ptn_/);
+			const services = await first.run("services");
 			for (const name of ["gateway", "orders", "dispatch", "notifications"]) expect(services).toContain(name);
 		} finally {
-			expect(await repl.close()).toBe(0);
+			expect(await first.close("exit command")).toBe(0);
+		}
+		// The same data directory opens again with the partner in it.
+		const second = await Repl.start(await embeddedEnv());
+		try {
+			expect(await second.run("call partners.list")).toContain(partnerId);
+		} finally {
+			expect(await second.close()).toBe(0);
 		}
 	}, 120_000);
 });
