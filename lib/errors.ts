@@ -29,7 +29,8 @@ export type ErrorCode =
 	| "INVALID_TRANSITION"
 	| "INVALID_OTP"
 	| "DRIVER_NOT_AVAILABLE"
-	| "DRIVER_NOT_FOUND";
+	| "DRIVER_NOT_FOUND"
+	| "FORBIDDEN";
 
 export interface ErrorDetail {
 	field: string;

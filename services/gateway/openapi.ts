@@ -214,9 +214,11 @@ function schemas(): Record<string, JsonSchema> {
 				serviceType: ref("ServiceType"),
 				totalAmount: { type: "number", minimum: 0, description: "Major units of `currency`, at most 2 decimals.", example: 61 },
 				currency: { type: "string", pattern: "^[A-Z]{3}$", description: "ISO 4217.", example: "INR" },
-				eta: { type: ["integer", "null"], minimum: 0, description: "Seconds until the nearest available driver of this type can reach the pickup; `null` when none is available nearby.", example: 180 },
+				eta: { type: ["integer", "null"], minimum: 0, description: "Seconds until the nearest available driver of this type (within 5 km) can reach the pickup; `null` when none is available nearby.", example: 180 },
 				expiresAt: isoTime,
 				fareBreakdown: ref("FareBreakdown"),
+				distance: { type: "integer", minimum: 0, description: "Extension: this quote's trip distance in metres (the same road distance for every type)." },
+				duration: { type: "integer", minimum: 0, description: "Extension: this quote's trip duration in seconds (average speeds differ per type; the top-level `duration` is the first quote's)." },
 			},
 		},
 		FareEstimateRequest: {
@@ -251,7 +253,12 @@ function schemas(): Record<string, JsonSchema> {
 		Metadata: {
 			type: "object",
 			additionalProperties: true,
-			description: "Any JSON object of the partner's, at most 4 KB serialised; echoed back in every order response and every webhook (`null` when none was given).",
+			description:
+				"Any JSON object of the partner's, at most 4 KB serialised; echoed back in every order response and every webhook (`null` when none was given).\n\n" +
+				"Sandbox directives (only when the server runs the simulated fleet, `FLEET_MODE=simulated`; ignored in live mode and when unknown): " +
+				"`{ \"sandbox\": { \"scenario\": \"no_driver_found\" } }` ends the ride as `no_driver_found`; " +
+				"`\"driver_drop_out\"` makes the first driver drop out before the start, so the ride is dispatched again and a second `accepted` names the new driver; " +
+				"`\"fast\"` makes every step of the ride immediate. `\"sandbox\": \"<scenario>\"` is accepted too.",
 			example: { partnerRef: "booking-8812" },
 		},
 		CreateOrderRequest: {

@@ -452,6 +452,10 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			access: "internal",
 			params: { orderId: orderIdSchema },
 			async handler(this: OrdersThis, ctx: Context<OrderIdParams>): Promise<{ orderId: string; otp: string }> {
+				// Only the simulated fleet may read an OTP: in live mode the rider tells it to the driver.
+				if (readSettings(process.env).fleetMode !== "simulated") {
+					throw new ApiError(403, "FORBIDDEN", "The rider's OTP is only readable in simulated fleet mode");
+				}
 				const row = await this.findOrder(ctx.params.orderId);
 				if (!row) throw orderNotFound();
 				return { orderId: row.id, otp: row.otp };

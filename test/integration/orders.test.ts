@@ -266,6 +266,15 @@ describe("create-order", () => {
 	);
 });
 
+describe("the rider's OTP", () => {
+	it("is never readable through orders.riderOtp outside simulated fleet mode (this node runs live)", async () => {
+		const order = await createOrder();
+		const res = await internal("orders.riderOtp", { orderId: order.orderId });
+		expect(res.status).toBe(403);
+		expect(res.body.code).toBe("FORBIDDEN");
+	});
+});
+
 describe("create-order with a quote", () => {
 	async function quote(partner: Partner, serviceType = "cab", pickup: object = PICKUP, drop: object = DROP) {
 		const res = await post("/ride/fare-estimate", { pickup: { lat: (pickup as any).lat, lng: (pickup as any).lng }, drop, serviceType }, partner);
