@@ -96,7 +96,7 @@ describe("every service in its own process over NATS", () => {
 		const after = await api.post<{ status: string }>("/ride/status", { orderId });
 		expect(after.body.status).toBe("customer_cancelled");
 
-		const hook = await waitFor("the customer_cancelled webhook", () => endpoint.delivered().find((h) => h.orderId === orderId && h.status === "customer_cancelled"), 30_000);
+		const hook = (await waitFor("the customer_cancelled webhook", () => endpoint.delivered().find((h) => h.orderId === orderId && h.status === "customer_cancelled"), 30_000))!;
 		expect(hook.signatureValid).toBe(true);
 		expect(hook.body).toMatchObject({ orderId, status: "customer_cancelled", metadata: { partnerRef: "cluster-1" } });
 
@@ -106,7 +106,7 @@ describe("every service in its own process over NATS", () => {
 			const state = ev?.delivery?.state ?? ev?.state;
 			return state === "delivered" ? r.body.events : null;
 		});
-		expect(events.length).toBeGreaterThanOrEqual(1);
+		expect(events!.length).toBeGreaterThanOrEqual(1);
 	});
 
 	test("each process runs only its own services, and the calls crossed NATS", () => {

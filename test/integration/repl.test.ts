@@ -140,7 +140,7 @@ describe("REPL against a running cluster", () => {
 			300,
 		);
 		expect(failedEvents).toContain("status: 'customer_cancelled'");
-		const eventId = field(failedEvents, "eventId");
+		const eventId = field(failedEvents!, "eventId");
 
 		// Move a driver.
 		const driver = await repl.run('call dispatch.register --name "Ravi K" --phone +919800012345 --vehicleNumber KA01AB1234 --serviceType cab');
@@ -154,7 +154,7 @@ describe("REPL against a running cluster", () => {
 		endpoint.behave(() => ({ status: 200 }));
 		const replay = await repl.run(`call notifications.replay --eventId ${eventId}`);
 		expect(replay).toMatch(/replayed: true/);
-		const delivered = await waitFor("the replayed webhook", () => endpoint!.delivered().find((h) => h.eventId === eventId), 20_000);
+		const delivered = (await waitFor("the replayed webhook", () => endpoint!.delivered().find((h) => h.eventId === eventId), 20_000))!;
 		expect(delivered.signatureValid).toBe(true);
 		expect(delivered.status).toBe("customer_cancelled");
 		await waitFor("the event delivered", async () => /state: 'delivered'/.test(await repl.run(`call orders.events --orderId ${orderId} --#partnerId ${partnerId}`)), 20_000, 300);

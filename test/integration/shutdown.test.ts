@@ -153,7 +153,7 @@ describe("SIGTERM during load", () => {
 			const r = await api.get("/health/ready");
 			return r.status === 503 ? r : null;
 		}, 5_000, 20);
-		expect(drainingReady.body).toMatchObject({ status: "draining" });
+		expect(drainingReady!.body).toMatchObject({ status: "draining" });
 		const health = await fetch(`http://127.0.0.1:${ports.gatewayHealth}/health/ready`);
 		expect(health.status).toBe(503);
 		expect(await health.json()).toMatchObject({ status: "draining" });
