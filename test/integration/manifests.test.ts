@@ -1,5 +1,6 @@
 import { spawn, spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { builtinModules } from "node:module";
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parse, parseAllDocuments } from "yaml";
@@ -180,6 +181,34 @@ describe("Dockerfile", () => {
 		expect(dockerfile).toMatch(/^USER 1000:1000$/m);
 		expect(dockerfile).toMatch(/^ENV NODE_ENV=production/m);
 		expect(dockerfile).toMatch(/^CMD \["node", "dist\/bin\/server\.js"\]$/m);
+	});
+
+	test("the code the image runs imports production dependencies only (the image has no devDependencies)", () => {
+		const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { dependencies: Record<string, string> };
+		const files: string[] = [];
+		const walk = (dir: string) => {
+			for (const entry of readdirSync(dir)) {
+				const path = join(dir, entry);
+				if (statSync(path).isDirectory()) walk(path);
+				else if (entry.endsWith(".ts")) files.push(path);
+			}
+		};
+		for (const dir of ["services", "lib", "mixins", "runtime", "bin"]) walk(join(ROOT, dir));
+		files.push(join(ROOT, "moleculer.config.ts"));
+		const imported = new Set<string>();
+		for (const file of files) {
+			const text = readFileSync(file, "utf8");
+			for (const m of text.matchAll(/(?:^import[^"']*?from\s*|^export[^"']*?from\s*|require\(|import\()["']([^"'.][^"']*)["']/gm)) {
+				const spec = m[1];
+				if (spec.startsWith("node:") || builtinModules.includes(spec)) continue;
+				imported.add(spec.startsWith("@") ? spec.split("/").slice(0, 2).join("/") : spec.split("/")[0]);
+			}
+		}
+		expect(imported.size).toBeGreaterThan(5);
+		const notProduction = [...imported].filter((name) => !(name in pkg.dependencies));
+		expect(notProduction).toEqual([]);
+		// moleculer loads these by name at run time (REPL, NATS transporter, validator).
+		for (const name of ["moleculer-repl", "nats", "fastest-validator"]) expect(pkg.dependencies).toHaveProperty(name);
 	});
 
 	test("every path it copies exists and every compiled entry point it or the manifests run has a source", () => {
