@@ -74,6 +74,8 @@ export class Cluster {
 			SHUTDOWN_DELAY_MS: "0",
 			BOOTSTRAP_PARTNER_KEY: "",
 			BOOTSTRAP_WEBHOOK_SECRET: "",
+			// These suites drive load and poll statuses; they test processes, not the per-partner limiter.
+			RATE_LIMIT_PER_MINUTE: "0",
 			...this.baseEnv,
 			...spec.env,
 			SERVICES: spec.services,

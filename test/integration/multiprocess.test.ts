@@ -31,7 +31,7 @@ describe("every service in its own process over NATS", () => {
 	let endpoint: PartnerEndpoint;
 	let api: PartnerApi;
 	const partner = newPartnerSecrets();
-	const ports = { gateway: 0, ordersMetrics: 0, ordersHealth: 0, dispatchHealth: 0 };
+	const ports = { gateway: 0, gatewayMetrics: 0, ordersMetrics: 0, ordersHealth: 0, dispatchHealth: 0 };
 
 	beforeAll(async () => {
 		// The production build (what `npm run build` does), for the compiled process.
@@ -48,7 +48,12 @@ describe("every service in its own process over NATS", () => {
 			{
 				label: "gateway",
 				services: "gateway,partners",
-				env: { PORT: String(ports.gateway), BOOTSTRAP_PARTNER_KEY: partner.apiKey, BOOTSTRAP_WEBHOOK_SECRET: partner.webhookSecret },
+				env: {
+					PORT: String(ports.gateway),
+					METRICS_PORT: String(ports.gatewayMetrics),
+					BOOTSTRAP_PARTNER_KEY: partner.apiKey,
+					BOOTSTRAP_WEBHOOK_SECRET: partner.webhookSecret,
+				},
 			},
 			{ label: "pricing", services: "pricing", compiled: true },
 			{ label: "riders", services: "riders" },
@@ -133,6 +138,12 @@ describe("every service in its own process over NATS", () => {
 		const metrics = await (await fetch(`http://127.0.0.1:${ports.ordersMetrics}/metrics`)).text();
 		expect(metrics).toMatch(/rides_status_changes_total\{[^}]*status="customer_cancelled"[^}]*\} 1/);
 		expect(metrics).toMatch(/moleculer_request_total\{[^}]*action="orders\.create"/);
+
+		// The gateway counts requests by route and status code (never by raw path).
+		const gatewayMetrics = await (await fetch(`http://127.0.0.1:${ports.gatewayMetrics}/metrics`)).text();
+		expect(gatewayMetrics).toMatch(/http_requests_total\{[^}]*route="POST \/ride\/create-order"[^}]*status="201"[^}]*\} 1/);
+		expect(gatewayMetrics).toMatch(/http_requests_total\{[^}]*route="POST \/ride\/cancel"[^}]*status="200"[^}]*\} 1/);
+		expect(gatewayMetrics).toMatch(/http_request_duration_seconds_bucket\{[^}]*route="POST \/ride\/fare-estimate"/);
 	});
 
 	test("orders logs JSON lines (LOG_FORMAT=json)", () => {
