@@ -218,11 +218,25 @@ function render(arg: unknown): string {
  * time, level, message, node, service, and the request and order ids of the
  * handler that logged it.
  */
+const RESERVED = new Set(["time", "level", "msg", "nodeID", "ns", "mod", "svc", "requestId", "orderId", "err"]);
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+	v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof Error) && Object.getPrototypeOf(v) === Object.prototype;
+
 export function jsonLogFormatter(type: string, args: unknown[], bindings?: Record<string, unknown>): string[] {
+	// Plain objects become fields of the line (queryable), everything else the message.
+	const fields: Record<string, unknown> = {};
+	const words: string[] = [];
+	for (const arg of args) {
+		if (isPlainObject(arg)) {
+			for (const [k, v] of Object.entries(sanitise(arg) as Record<string, unknown>)) fields[RESERVED.has(k) ? `field_${k}` : k] = v;
+		} else words.push(render(arg));
+	}
 	const entry: Record<string, unknown> = {
 		time: new Date().toISOString(),
 		level: type,
-		msg: args.map(render).join(" "),
+		msg: words.join(" "),
+		...fields,
 	};
 	if (bindings) {
 		entry.nodeID = bindings.nodeID;
