@@ -218,7 +218,8 @@ function render(arg: unknown): string {
  * time, level, message, node, service, and the request and order ids of the
  * handler that logged it.
  */
-const RESERVED = new Set(["time", "level", "msg", "nodeID", "ns", "mod", "svc", "requestId", "orderId", "err"]);
+const RESERVED = new Set(["time", "level", "msg", "nodeID", "ns", "mod", "svc", "err"]);
+const CONTEXT_KEYS = ["requestId", "orderId"] as const;
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> =>
 	v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof Error) && Object.getPrototypeOf(v) === Object.prototype;
@@ -244,9 +245,15 @@ export function jsonLogFormatter(type: string, args: unknown[], bindings?: Recor
 		entry.mod = bindings.mod;
 		if (bindings.svc) entry.svc = bindings.svc;
 	}
+	// The handler's context wins; an object's own requestId/orderId fills in outside handlers (the gateway's HTTP layer).
 	const store = storage.getStore();
-	if (store?.requestId) entry.requestId = store.requestId;
-	if (store?.orderId) entry.orderId = store.orderId;
+	for (const key of CONTEXT_KEYS) {
+		const fromContext = store?.[key];
+		if (fromContext) {
+			if (key in entry && entry[key] !== fromContext) entry[`field_${key}`] = entry[key];
+			entry[key] = fromContext;
+		}
+	}
 	const err = args.find((a): a is Error => a instanceof Error);
 	if (err) entry.err = errorFields(err);
 	return [JSON.stringify(entry)];

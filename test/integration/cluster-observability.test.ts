@@ -1,6 +1,7 @@
 import { createServer } from "node:net";
 import { ServiceBroker, type Context, type ServiceSchema } from "moleculer";
 import { buildBrokerConfig } from "../../moleculer.config";
+import { jsonLogFormatter } from "../../mixins/observability.middleware";
 import { TEST_NATS_URL } from "../helpers/db";
 import { uniqueNamespace } from "../helpers/node";
 
@@ -140,6 +141,15 @@ describe("observability across nodes (NATS)", () => {
 		const line = lines.filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>).find((j) => String(j.msg).startsWith("probeB working"));
 		expect(line).toMatchObject({ requestId: "req-obs-2" });
 		expect(line?.orderId).toBeUndefined();
+	});
+
+	test("outside a handler (the gateway's HTTP layer), a logged object's request id fills the field; errors lose their stacks", () => {
+		const err = Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED", sql: "SELECT secret FROM x" });
+		const [line] = jsonLogFormatter("warn", ["Request answered 503", { requestId: "req-http-1", path: "/ride/status", status: 503 }, err], { nodeID: "n1", mod: "gateway", svc: "gateway" });
+		const parsed = JSON.parse(line) as Record<string, unknown>;
+		expect(parsed).toMatchObject({ level: "warn", requestId: "req-http-1", path: "/ride/status", status: 503, nodeID: "n1", svc: "gateway" });
+		expect(parsed.err).toEqual({ name: "Error", message: "connect ECONNREFUSED", code: "ECONNREFUSED" });
+		expect(line).not.toMatch(/SELECT|at Object|\.ts:\d+/);
 	});
 
 	test("Prometheus metrics on METRICS_PORT: Moleculer's per action, and rides by status", async () => {
