@@ -6,7 +6,7 @@ import type { AttemptOutcome } from "./webhook-client";
  * decision into one UPDATE.
  */
 
-/** A location event is only worth sending this long after it was made (API.md, "Webhooks"). */
+/** A location event is only worth sending this long after it was made (API.md, "Webhooks"); `WEBHOOK_LOCATION_TTL_MS` overrides it. */
 export const LOCATION_TTL_MS = 120_000;
 
 export type DeliveryState = "pending" | "delivered" | "failed" | "superseded" | "expired";
@@ -25,8 +25,10 @@ export interface AfterAttemptInput {
 	firstAttemptAt: number | undefined;
 	/** When the try that just finished started (ms). */
 	attemptStartedAt: number;
-	/** When the event row was made (ms); location events expire LOCATION_TTL_MS after. */
+	/** When the event row was made (ms); location events expire `locationTtlMs` after. */
 	eventCreatedAt: number;
+	/** Lifetime of a location event (default LOCATION_TTL_MS). */
+	locationTtlMs?: number;
 	now: number;
 	schedule: readonly number[];
 	random: number;
@@ -45,7 +47,7 @@ export function afterAttempt(input: AfterAttemptInput): AfterAttempt {
 	});
 	if (input.kind === "location") {
 		// Nobody wants a stale position: no retry past the event's lifetime.
-		if (next === null || next > input.eventCreatedAt + LOCATION_TTL_MS) return { state: "expired" };
+		if (next === null || next > input.eventCreatedAt + (input.locationTtlMs ?? LOCATION_TTL_MS)) return { state: "expired" };
 		return { state: "pending", nextAttemptAt: next };
 	}
 	if (next === null) return { state: "failed" };

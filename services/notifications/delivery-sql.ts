@@ -5,21 +5,27 @@
  * are ours.
  */
 
-/** Location events older than this are never sent (API.md: dropped 120 s after they were made). */
-export const LOCATION_TTL_SQL = "interval '120 seconds'";
+/**
+ * Location events older than the location lifetime are never sent (API.md:
+ * dropped 120 s after they were made; `WEBHOOK_LOCATION_TTL_MS`). The
+ * lifetime is a bind parameter in ms; this turns parameter `$n` into an interval.
+ */
+function locationTtl(n: number): string {
+	return `make_interval(secs => $${n}::double precision / 1000)`;
+}
 
 /**
  * Ingest: copy new ride events into the delivery table. Re-reads a window of
  * positions (see ingest-window.ts) and skips what is already there; with
  * several instances ON CONFLICT settles who inserted a row. Location events
  * already past their lifetime arrive as `expired`.
- * $1 lower bound (exclusive), $2 batch size.
+ * $1 lower bound (exclusive), $2 batch size, $3 location lifetime ms.
  */
 export const INGEST_SQL = `
 INSERT INTO webhook_deliveries (event_id, order_id, partner_id, kind, sequence, event_position, occurred_at, event_created_at, state, finished_at)
 SELECT e.id, e.order_id, e.partner_id, e.kind, e.sequence, e.position, e.occurred_at, e.created_at,
-       CASE WHEN e.kind = 'location' AND e.created_at < now() - ${LOCATION_TTL_SQL} THEN 'expired' ELSE 'pending' END,
-       CASE WHEN e.kind = 'location' AND e.created_at < now() - ${LOCATION_TTL_SQL} THEN now() END
+       CASE WHEN e.kind = 'location' AND e.created_at < now() - ${locationTtl(3)} THEN 'expired' ELSE 'pending' END,
+       CASE WHEN e.kind = 'location' AND e.created_at < now() - ${locationTtl(3)} THEN now() END
 FROM ride_events e
 WHERE e.position > $1
   AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)
@@ -40,6 +46,7 @@ WHERE ingested_at < now() - make_interval(secs => $1::double precision / 1000)`;
  * a status event, which carries the latest position too) and `expired` once
  * past its lifetime. Keeps the pending count honest; the claim applies the
  * same rules, so nothing depends on this having run.
+ * $1 location lifetime ms.
  */
 export const SETTLE_LOCATIONS_SQL = `
 UPDATE webhook_deliveries d
@@ -48,7 +55,7 @@ SET state = CASE WHEN EXISTS (SELECT 1 FROM ride_events n WHERE n.order_id = d.o
     finished_at = now(), lease_token = NULL, lease_owner = NULL, lease_until = NULL
 WHERE d.state = 'pending' AND d.kind = 'location'
   AND (d.lease_until IS NULL OR d.lease_until < now())
-  AND (d.event_created_at < now() - ${LOCATION_TTL_SQL}
+  AND (d.event_created_at < now() - ${locationTtl(1)}
        OR EXISTS (SELECT 1 FROM ride_events n WHERE n.order_id = d.order_id AND n.sequence > d.sequence))
 RETURNING d.event_id, d.state`;
 
@@ -63,12 +70,13 @@ RETURNING d.event_id, d.state`;
  *    event that is not even ingested yet holds back the later ones too.
  *    `failed` counts as settled and no longer holds anything back;
  *  - location events: only while they are the newest event of their ride
- *    and younger than 120 s (never sent after a newer one);
+ *    and younger than their lifetime (120 s by default; never sent after a
+ *    newer one);
  *  - FOR UPDATE SKIP LOCKED: concurrent claimers never wait for each other
  *    and never take the same row; READ COMMITTED re-checks the lease
  *    condition on the locked row, so a row leased meanwhile is dropped.
  *
- * $1 batch size, $2 lease token, $3 lease owner, $4 lease ms.
+ * $1 batch size, $2 lease token, $3 lease owner, $4 lease ms, $5 location lifetime ms.
  */
 export const CLAIM_SQL = `
 WITH due AS (
@@ -83,7 +91,7 @@ WITH due AS (
       WHERE e.order_id = d.order_id AND e.kind = 'status' AND e.sequence < d.sequence
         AND (p.event_id IS NULL OR p.state = 'pending'))
     AND (d.kind = 'status' OR (
-      d.event_created_at >= now() - ${LOCATION_TTL_SQL}
+      d.event_created_at >= now() - ${locationTtl(5)}
       AND NOT EXISTS (SELECT 1 FROM ride_events n WHERE n.order_id = d.order_id AND n.sequence > d.sequence)))
   ORDER BY d.next_attempt_at, d.event_position
   LIMIT $1

@@ -7,7 +7,7 @@ import { newId } from "../../lib/ids";
 import { readSettings } from "../../lib/settings";
 import { migrations } from "./migrations";
 import { DEFAULT_RETRY_SCHEDULE_MS } from "./retry-schedule";
-import { afterAttempt, type DeliveryState } from "./delivery-policy";
+import { afterAttempt, LOCATION_TTL_MS, type DeliveryState } from "./delivery-policy";
 import { signedHeaders, webhookBody } from "./signing";
 import { createWebhookClient, type AttemptResult, type WebhookClient } from "./webhook-client";
 import { IngestWindow } from "./ingest-window";
@@ -122,6 +122,8 @@ interface NotificationsSettings {
 	stopGraceMs: number;
 	/** Retry schedule: offsets after the first try. */
 	retryScheduleMs: number[];
+	/** A location event is dropped this long after it was made (contract: 120 s; `WEBHOOK_LOCATION_TTL_MS`). */
+	locationTtlMs: number;
 	allowPrivate: boolean;
 }
 
@@ -192,6 +194,7 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 		secretCacheMs: 60_000,
 		stopGraceMs: 12_000,
 		retryScheduleMs: [...DEFAULT_RETRY_SCHEDULE_MS],
+		locationTtlMs: LOCATION_TTL_MS,
 		allowPrivate: false,
 	},
 
@@ -380,7 +383,7 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 			let total = 0;
 			for (let round = 0; round < 20; round++) {
 				const rows = await this.sequelize.query<{ event_id: string }>(INGEST_SQL, {
-					bind: [lower, this.settings.ingestBatch],
+					bind: [lower, this.settings.ingestBatch, this.settings.locationTtlMs],
 					type: QueryTypes.SELECT,
 				});
 				total += rows.length;
@@ -396,13 +399,13 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 		},
 
 		async settleLocations(this: NotificationsThis) {
-			await this.sequelize.query(SETTLE_LOCATIONS_SQL);
+			await this.sequelize.query(SETTLE_LOCATIONS_SQL, { bind: [this.settings.locationTtlMs] });
 		},
 
 		/** Leases up to `limit` due events to this instance (CLAIM_SQL); committed before any HTTP call. */
 		async claim(this: NotificationsThis, limit: number, leaseToken: string): Promise<ClaimedRow[]> {
 			return this.sequelize.query<ClaimedRow>(CLAIM_SQL, {
-				bind: [limit, leaseToken, this.instanceId, this.settings.leaseMs],
+				bind: [limit, leaseToken, this.instanceId, this.settings.leaseMs, this.settings.locationTtlMs],
 				type: QueryTypes.SELECT,
 			});
 		},
@@ -457,6 +460,7 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 				firstAttemptAt: row.first_attempt_at ? new Date(row.first_attempt_at).getTime() : undefined,
 				attemptStartedAt: startedAt,
 				eventCreatedAt: new Date(row.event_created_at).getTime(),
+				locationTtlMs: this.settings.locationTtlMs,
 				now: Date.now(),
 				schedule: this.settings.retryScheduleMs,
 				random: Math.random(),
@@ -556,6 +560,7 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 		this.settings.pollMs = positiveNumber(env.WEBHOOK_POLL_MS, this.settings.pollMs);
 		this.settings.concurrency = Math.floor(positiveNumber(env.WEBHOOK_CONCURRENCY, this.settings.concurrency));
 		this.settings.ingestWindowMs = positiveNumber(env.WEBHOOK_INGEST_WINDOW_MS, this.settings.ingestWindowMs);
+		this.settings.locationTtlMs = positiveNumber(env.WEBHOOK_LOCATION_TTL_MS, this.settings.locationTtlMs);
 		// A claim must outlive one try plus its bookkeeping.
 		this.settings.leaseMs = Math.max(positiveNumber(env.WEBHOOK_LEASE_MS, this.settings.leaseMs), this.settings.timeoutMs + 5_000);
 		this.settings.stopGraceMs = this.settings.timeoutMs + 2_000;
@@ -604,7 +609,8 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 		}
 		this.logger.info(
 			`Webhook delivery ${this.instanceId}: poll ${this.settings.pollMs} ms, ${this.settings.concurrency} in flight, timeout ${this.settings.timeoutMs} ms, ` +
-				`private targets ${this.settings.allowPrivate ? "allowed" : "refused"}, retries at ${this.settings.retryScheduleMs.length} offsets`,
+				`private targets ${this.settings.allowPrivate ? "allowed" : "refused"}, retries at ${this.settings.retryScheduleMs.length} offsets, ` +
+				`location events dropped after ${this.settings.locationTtlMs} ms`,
 		);
 		this.requestTick();
 	},

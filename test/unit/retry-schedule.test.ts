@@ -100,4 +100,12 @@ describe("what a finished try means for its event", () => {
 		expect(afterAttempt(late)).toEqual({ state: "expired" });
 		expect(afterAttempt({ ...base, kind: "location", outcome: "HTTP_5XX", roundAttemptsBefore: 2, firstAttemptAt: t0 })).toEqual({ state: "expired" });
 	});
+
+	it("takes the location lifetime from the setting when one is given (WEBHOOK_LOCATION_TTL_MS)", () => {
+		// Made 1.5 s ago, next try in 1 s: inside a 120 s lifetime, past a 2 s one.
+		const event = { ...base, kind: "location" as const, outcome: "HTTP_5XX" as const, eventCreatedAt: t0 - 1_500 };
+		expect(afterAttempt(event)).toEqual({ state: "pending", nextAttemptAt: t0 + 1_000 });
+		expect(afterAttempt({ ...event, locationTtlMs: 2_000 })).toEqual({ state: "expired" });
+		expect(afterAttempt({ ...event, locationTtlMs: 3_000 })).toEqual({ state: "pending", nextAttemptAt: t0 + 1_000 });
+	});
 });
