@@ -114,7 +114,8 @@ function classifyV6(ip: ipaddr.IPv6, policy: AddressPolicy): string | undefined 
 	if (METADATA_ADDRESSES.has(ip.toString()) || METADATA_ADDRESSES.has(text)) return "cloud metadata address";
 	const range = ip.range();
 	// Forms that carry an IPv4 address: the packet really goes to that IPv4 address.
-	if (range === "ipv4Mapped" || range === "rfc6145") return classifyV4(ip.toIPv4Address(), policy);
+	// (toIPv4Address() only takes ::ffff:a.b.c.d and throws on the SIIT form ::ffff:0:a.b.c.d, so read the last four bytes.)
+	if (range === "ipv4Mapped" || range === "rfc6145") return classifyV4(new ipaddr.IPv4(ip.toByteArray().slice(12)), policy);
 	if (range === "rfc6052" && ip.match(ipaddr.IPv6.parse("64:ff9b::"), 96)) {
 		return classifyV4(new ipaddr.IPv4(ip.toByteArray().slice(12)), policy);
 	}
@@ -133,7 +134,13 @@ function classifyV6(ip: ipaddr.IPv6, policy: AddressPolicy): string | undefined 
 export function classifyAddress(address: string, policy: AddressPolicy): AddressVerdict {
 	const ip = parseIpLiteral(address);
 	if (!ip) return { allowed: false, address, reason: "not an IP address" };
-	const reason = ip.kind() === "ipv4" ? classifyV4(ip as ipaddr.IPv4, policy) : classifyV6(ip as ipaddr.IPv6, policy);
+	let reason: string | undefined;
+	try {
+		reason = ip.kind() === "ipv4" ? classifyV4(ip as ipaddr.IPv4, policy) : classifyV6(ip as ipaddr.IPv6, policy);
+	} catch {
+		// A form the rules above cannot read is refused, never an internal error (create-order answers 400).
+		reason = "unreadable address";
+	}
 	return reason === undefined ? { allowed: true, address } : { allowed: false, address, reason };
 }
 

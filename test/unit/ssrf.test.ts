@@ -65,6 +65,16 @@ describe("address classification", () => {
 		for (const a of ["169.254.169.254", "fd00:ec2::254", "100.100.100.200", "224.0.0.1", "0.0.0.0", "::"]) expect(classifyAddress(a, dev).allowed).toBe(false);
 	});
 
+	it("judges the SIIT form (::ffff:0:a.b.c.d, RFC 6145) by the IPv4 address it carries, and never throws", () => {
+		for (const a of ["::ffff:0:7f00:1", "::ffff:0:a9fe:a9fe", "::ffff:0:a00:1"]) expect(classifyAddress(a, strict).allowed).toBe(false);
+		expect(classifyAddress("::ffff:0:a9fe:a9fe", dev).allowed).toBe(false); // metadata, even in dev
+		expect(classifyAddress("::ffff:0:808:808", strict).allowed).toBe(true);
+	});
+
+	it("answers a SIIT-form webhook URL with 400 INVALID_WEBHOOK_URL, not an internal error", async () => {
+		await expect(assertWebhookUrlAllowed("http://[::ffff:0:7f00:1]/hooks", strict)).rejects.toMatchObject({ code: 400, type: "INVALID_WEBHOOK_URL" });
+	});
+
 	it("reads the legacy IPv4 forms inet_aton accepts", () => {
 		for (const form of ["2130706433", "0177.0.0.1", "0x7f.1", "0x7f000001", "127.1", "017700000001", "0x7f.0.0.0x1"]) {
 			expect(parseIpLiteral(form)?.toString()).toBe("127.0.0.1");
