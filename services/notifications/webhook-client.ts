@@ -105,8 +105,10 @@ export function createWebhookClient(opts: WebhookClientOptions): WebhookClient {
 						...headers,
 					},
 				});
+				// The status line arrived within the deadline, so it decides the try (any 2xx in time is
+				// delivered; a 429/503 keeps its Retry-After). A body still coming at the deadline is cut
+				// short by the abort and only shortens the snippet we keep.
 				const snippet = await readCapped(res.data, keepBytes, maxReadBytes, controller.signal);
-				if (timedOut) return { outcome: "TIMEOUT", status: res.status, durationMs: Date.now() - started, snippet };
 				const status = res.status;
 				const outcome: AttemptOutcome =
 					status >= 200 && status < 300 ? "delivered" : status >= 500 ? "HTTP_5XX" : status >= 400 ? "HTTP_4XX" : "HTTP_3XX";
