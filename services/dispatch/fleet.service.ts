@@ -2,6 +2,7 @@ import type { Context, Service, ServiceSchema } from "moleculer";
 import { readFleetSettings, SERVICE_TYPES, type FleetSettings } from "./dispatch.settings";
 import { offerStep, reportIntervalMs, rideStep, seedDriver, spawnDriver, type SeedDriver, type SimStep } from "./simulation";
 import type { DriverView, SimRide, SimulatedWork } from "./types";
+import { CoalescedPass } from "./coalesced-pass";
 
 /**
  * The simulated fleet (`FLEET_MODE=simulated`, the default): seeded drivers of
@@ -22,8 +23,8 @@ import type { DriverView, SimRide, SimulatedWork } from "./types";
 interface FleetLocal {
 	cfg: FleetSettings;
 	timers: NodeJS.Timeout[];
-	tickRunning: Promise<void> | null;
-	tickAgain: boolean;
+	/** The tick: one at a time, a kick while it runs makes it run once more. */
+	ticker: CoalescedPass;
 	seeding: Promise<void> | null;
 	seeded: number;
 	stopping: boolean;
@@ -41,6 +42,7 @@ interface FleetMethods {
 	trouble(message: string): void;
 	kick(): void;
 	tick(): Promise<void>;
+	tickPass(): Promise<void>;
 	runPass(): Promise<void>;
 	seed(): Promise<number>;
 	seedLoop(): Promise<void>;
@@ -121,36 +123,21 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 		},
 
 		kick(this: FleetThis) {
-			if (this.stopping || this.cfg.fleetMode !== "simulated") return;
-			if (this.tickRunning) {
-				this.tickAgain = true;
-				return;
-			}
-			setImmediate(() => {
-				if (!this.stopping && !this.tickRunning) void this.tick();
-			});
+			if (this.cfg.fleetMode !== "simulated") return;
+			this.ticker.kick();
 		},
 
 		async tick(this: FleetThis) {
-			if (this.tickRunning) {
-				this.tickAgain = true;
-				return this.tickRunning;
-			}
-			this.tickRunning = (async () => {
-				do {
-					this.tickAgain = false;
-					try {
-						await this.runPass();
-					} catch (err) {
-						// Dispatch not reachable yet (starting, restarting): the next pass tries again.
-						this.logger.debug(`Fleet pass: ${shortError(err)}`);
-					}
-				} while (this.tickAgain && !this.stopping);
-			})();
+			return this.ticker.run();
+		},
+
+		/** One pass of a tick; a failed pass is only noted (the next one tries again). */
+		async tickPass(this: FleetThis) {
 			try {
-				await this.tickRunning;
-			} finally {
-				this.tickRunning = null;
+				await this.runPass();
+			} catch (err) {
+				// Dispatch not reachable yet (starting, restarting): the next pass tries again.
+				this.logger.debug(`Fleet pass: ${shortError(err)}`);
 			}
 		},
 
@@ -307,8 +294,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 	created(this: FleetThis) {
 		this.cfg = readFleetSettings(process.env);
 		this.timers = [];
-		this.tickRunning = null;
-		this.tickAgain = false;
+		this.ticker = new CoalescedPass(() => this.tickPass(), () => this.stopping);
 		this.seeding = null;
 		this.seeded = 0;
 		this.stopping = false;
@@ -336,7 +322,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 		this.stopping = true;
 		for (const timer of this.timers) clearInterval(timer);
 		this.timers = [];
-		await Promise.allSettled([this.tickRunning, this.seeding].filter(Boolean));
+		await Promise.allSettled([this.ticker.current, this.seeding].filter(Boolean));
 	},
 };
 
