@@ -8,6 +8,7 @@ import { bearingDegrees, haversineMeters, type LatLng } from "../../lib/geo";
 import { migrations } from "./migrations";
 import { readDispatchSettings, SERVICE_TYPES, type DispatchSettings, type ServiceType } from "./dispatch.settings";
 import { CellIndex } from "./spatial-index";
+import { CoalescedPass } from "./coalesced-pass";
 import {
 	etaBetween,
 	etaSeconds,
@@ -72,6 +73,7 @@ interface OrderView {
 	metadata: Record<string, unknown> | null;
 	location?: { lat: number; lng: number; heading?: number } | null;
 	version: number;
+	createdAt: string;
 	updatedAt: string;
 }
 
@@ -194,6 +196,10 @@ interface OrderIdParams {
 	orderId: string;
 }
 
+/** The steps a driver moves its ride by itself: accepted → arrived → started → dropped. */
+type DriverMoveFrom = "accepted" | "arrived" | "started";
+type DriverMoveTo = "arrived" | "started" | "dropped";
+
 // ---------- Service types ----------
 
 interface DispatchLocal {
@@ -202,8 +208,8 @@ interface DispatchLocal {
 	driverRevs: Map<string, number>;
 	demand: Record<ServiceType, CellIndex<DemandItem>>;
 	timers: NodeJS.Timeout[];
-	tickRunning: Promise<void> | null;
-	tickAgain: boolean;
+	/** The tick: one at a time, a kick while it runs makes it run once more. */
+	ticker: CoalescedPass;
 	sweepRunning: Promise<void> | null;
 	refreshRunning: Promise<void> | null;
 	/** Database time of the last index refresh; the next one re-reads drivers changed since (with overlap). */
@@ -211,6 +217,8 @@ interface DispatchLocal {
 	stopping: boolean;
 	startedAt: number;
 	fleetWarnedAt: number;
+	/** Metrics are on in this broker (METRICS_PORT > 0): count, else skip. */
+	metricsOn: boolean;
 }
 
 interface DispatchMethods {
@@ -231,20 +239,35 @@ interface DispatchMethods {
 	afterRefusal(orderId: string, err: unknown): Promise<void>;
 	declineOffer(driverId: string, orderId: string, excludeReason: "declined" | "expired" | "cancelled"): Promise<boolean>;
 	requireOnRide(driverId: string, orderId: string, location?: LocationParam): Promise<{ driver: DriverRow; ride: RideRow }>;
+	moveRide(ctx: Context<RideActionParams>, from: DriverMoveFrom, to: DriverMoveTo, otp?: string): Promise<DriverJob>;
 	etaFor(driver: DriverRow, ride: RideRow, status: string): number | undefined;
 	kick(): void;
 	tick(): Promise<void>;
+	tickSteps(): Promise<void>;
 	expireOffers(): Promise<void>;
 	matchRides(): Promise<void>;
 	matchRide(orderId: string): Promise<void>;
 	endRide(orderId: string): Promise<void>;
 	sendLocations(): Promise<void>;
 	sweep(): Promise<void>;
+	updateDriverGauges(): Promise<void>;
 	supplyDemandAt(point: LatLng): SupplyDemandReply;
 	candidates(pickup: LatLng, serviceType: ServiceType, excluded: Set<string>, t: Transaction): Promise<Array<{ driverId: string }>>;
 }
 
 type DispatchThis = Service<Record<string, never>> & DispatchMethods & DispatchLocal & DbThis;
+
+// ---------- Metrics (docs/OPERATIONS.md, "Metrics") ----------
+
+const METRIC_OFFERS_MADE = "dispatch.offers.made.total";
+const METRIC_OFFERS_ENDED = "dispatch.offers.ended.total";
+const METRIC_MATCHED = "dispatch.rides.matched.total";
+const METRIC_NO_DRIVER = "dispatch.rides.no_driver_found.total";
+const METRIC_MATCH_TIME = "dispatch.match.time";
+const METRIC_DRIVERS = "dispatch.drivers.count";
+const METRIC_WRONG_OTP = "dispatch.otp.wrong.total";
+
+const DRIVER_STATUSES: DriverStatus[] = ["offline", "available", "offered", "on_trip"];
 
 // ---------- Helpers ----------
 
@@ -479,6 +502,7 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 				}
 				this.publishDrivers([claimed.driver]);
 				const { driver, ride } = claimed;
+				if (this.metricsOn) this.broker.metrics.increment(METRIC_OFFERS_ENDED, { outcome: "accepted", service_type: ride.service_type });
 				const location = locationOf(driver) ?? undefined;
 				let order: OrderView;
 				try {
@@ -502,6 +526,11 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 					// No answer: the transition may or may not have happened. The lease
 					// runs out and the sweep settles it with the order's truth.
 					throw err;
+				}
+				if (this.metricsOn) {
+					this.broker.metrics.increment(METRIC_MATCHED, { service_type: ride.service_type });
+					const waitedS = (Date.now() - Date.parse(order.createdAt)) / 1000;
+					if (Number.isFinite(waitedS)) this.broker.metrics.observe(METRIC_MATCH_TIME, Math.max(0, waitedS), { service_type: ride.service_type });
 				}
 				await this.applyOrder(order, { abandonInFlight: true });
 				return {
@@ -539,17 +568,7 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 			access: "internal",
 			params: { driverId: driverIdSchema, orderId: orderIdSchema, location: { ...locationSchema, optional: true } },
 			async handler(this: DispatchThis, ctx: Context<RideActionParams>): Promise<DriverJob> {
-				const { driverId, orderId } = ctx.params;
-				const { driver, ride } = await this.requireOnRide(driverId, orderId, ctx.params.location);
-				let order: OrderView;
-				try {
-					order = await this.transition({ orderId, from: "accepted", to: "arrived", location: locationOf(driver) ?? undefined, eta: 0 }, ctx);
-				} catch (err) {
-					if (isDefinitiveRefusal(err)) await this.afterRefusal(orderId, err);
-					throw err;
-				}
-				await this.applyOrder(order);
-				return { driver: toDriverView(await this.loadDriver(driverId)), offer: null, ride: { orderId, status: order.status, pickup: pickupOf(ride), drop: dropOf(ride) } };
+				return this.moveRide(ctx, "accepted", "arrived");
 			},
 		},
 
@@ -563,25 +582,7 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 			access: "internal",
 			params: { driverId: driverIdSchema, orderId: orderIdSchema, otp: { type: "string", min: 1, max: 16, convert: true }, location: { ...locationSchema, optional: true } },
 			async handler(this: DispatchThis, ctx: Context<StartParams>): Promise<DriverJob> {
-				const { driverId, orderId, otp } = ctx.params;
-				const { driver, ride } = await this.requireOnRide(driverId, orderId, ctx.params.location);
-				let order: OrderView;
-				try {
-					order = await this.transition(
-						{ orderId, from: "arrived", to: "started", otp, location: locationOf(driver) ?? undefined, eta: this.etaFor(driver, ride, "started") },
-						ctx,
-					);
-				} catch (err) {
-					if (errorType(err) === "INVALID_OTP") {
-						await this.q("UPDATE drivers SET wrong_otp_count = wrong_otp_count + 1 WHERE id = $1", [driverId]);
-						this.logger.info(`Wrong OTP from driver ${driverId} for ${orderId}`);
-					} else if (isDefinitiveRefusal(err)) {
-						await this.afterRefusal(orderId, err);
-					}
-					throw err;
-				}
-				await this.applyOrder(order);
-				return { driver: toDriverView(await this.loadDriver(driverId)), offer: null, ride: { orderId, status: order.status, pickup: pickupOf(ride), drop: dropOf(ride) } };
+				return this.moveRide(ctx, "arrived", "started", ctx.params.otp);
 			},
 		},
 
@@ -594,17 +595,7 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 			access: "internal",
 			params: { driverId: driverIdSchema, orderId: orderIdSchema, location: { ...locationSchema, optional: true } },
 			async handler(this: DispatchThis, ctx: Context<RideActionParams>): Promise<DriverJob> {
-				const { driverId, orderId } = ctx.params;
-				const { driver, ride } = await this.requireOnRide(driverId, orderId, ctx.params.location);
-				let order: OrderView;
-				try {
-					order = await this.transition({ orderId, from: "started", to: "dropped", location: locationOf(driver) ?? undefined, eta: 0 }, ctx);
-				} catch (err) {
-					if (isDefinitiveRefusal(err)) await this.afterRefusal(orderId, err);
-					throw err;
-				}
-				await this.applyOrder(order);
-				return { driver: toDriverView(await this.loadDriver(driverId)), offer: null, ride: { orderId, status: order.status, pickup: pickupOf(ride), drop: dropOf(ride) } };
+				return this.moveRide(ctx, "started", "dropped");
 			},
 		},
 
@@ -1181,7 +1172,7 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 		/** Ends a pending offer without a ride for the driver; the ride goes to the next driver. */
 		async declineOffer(this: DispatchThis, driverId: string, orderId: string, how: "declined" | "expired" | "cancelled"): Promise<boolean> {
 			const released = await this.tx(async (t) => {
-				await this.q("SELECT order_id FROM dispatch_rides WHERE order_id = $1 FOR UPDATE", [orderId], t);
+				const [ride] = await this.q<{ service_type: ServiceType }>("SELECT order_id, service_type FROM dispatch_rides WHERE order_id = $1 FOR UPDATE", [orderId], t);
 				const offers = await this.q<{ id: string }>(
 					"UPDATE dispatch_offers SET state = $3, responded_at = now() WHERE order_id = $1 AND driver_id = $2 AND state = 'pending' RETURNING id",
 					[orderId, driverId, how],
@@ -1201,10 +1192,11 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 					[orderId, driverId],
 					t,
 				);
-				return drivers;
+				return { drivers, serviceType: ride?.service_type };
 			});
 			if (!released) return false;
-			this.publishDrivers(released);
+			if (this.metricsOn && released.serviceType) this.broker.metrics.increment(METRIC_OFFERS_ENDED, { outcome: how, service_type: released.serviceType });
+			this.publishDrivers(released.drivers);
 			this.kick();
 			return true;
 		},
@@ -1225,6 +1217,34 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 				return { driver, ride: settled };
 			}
 			return { driver, ride };
+		},
+
+		/**
+		 * A driver action that moves its ride one step (arrive, start, drop):
+		 * the driver must hold the ride; orders decides. On a definitive refusal
+		 * dispatch takes the order's truth; a wrong OTP (only `started` carries
+		 * one) is counted on the driver instead.
+		 */
+		async moveRide(this: DispatchThis, ctx: Context<RideActionParams>, from: DriverMoveFrom, to: DriverMoveTo, otp?: string): Promise<DriverJob> {
+			const { driverId, orderId } = ctx.params;
+			const { driver, ride } = await this.requireOnRide(driverId, orderId, ctx.params.location);
+			// At the pickup or the drop the driver is there (eta 0); once started, the eta is to the drop.
+			const eta = to === "started" ? this.etaFor(driver, ride, to) : 0;
+			let order: OrderView;
+			try {
+				order = await this.transition({ orderId, from, to, otp, location: locationOf(driver) ?? undefined, eta }, ctx);
+			} catch (err) {
+				if (otp !== undefined && errorType(err) === "INVALID_OTP") {
+					await this.q("UPDATE drivers SET wrong_otp_count = wrong_otp_count + 1 WHERE id = $1", [driverId]);
+					this.logger.info(`Wrong OTP from driver ${driverId} for ${orderId}`);
+					if (this.metricsOn) this.broker.metrics.increment(METRIC_WRONG_OTP, { service_type: ride.service_type });
+				} else if (isDefinitiveRefusal(err)) {
+					await this.afterRefusal(orderId, err);
+				}
+				throw err;
+			}
+			await this.applyOrder(order);
+			return { driver: toDriverView(await this.loadDriver(driverId)), offer: null, ride: { orderId, status: order.status, pickup: pickupOf(ride), drop: dropOf(ride) } };
 		},
 
 		/** Seconds from the driver to where it is heading in `status`. */
@@ -1272,39 +1292,23 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 
 		/** Runs a tick soon (a new ride, a decline, a driver coming online). */
 		kick(this: DispatchThis) {
-			if (this.stopping) return;
-			if (this.tickRunning) {
-				this.tickAgain = true;
-				return;
-			}
-			setImmediate(() => {
-				if (!this.stopping && !this.tickRunning) void this.tick();
-			});
+			this.ticker.kick();
 		},
 
-		/** One pass over due work: expired offers, rides to match or end, location events. */
+		/** One pass over due work now (or one more after the running one). */
 		async tick(this: DispatchThis) {
-			if (this.tickRunning) {
-				this.tickAgain = true;
-				return this.tickRunning;
-			}
-			this.tickRunning = (async () => {
-				do {
-					this.tickAgain = false;
-					for (const step of [this.expireOffers, this.matchRides, this.sendLocations]) {
-						if (this.stopping) return;
-						try {
-							await step.call(this);
-						} catch (err) {
-							this.trouble(`Dispatch tick (${step.name}): ${shortError(err)}`);
-						}
-					}
-				} while (this.tickAgain && !this.stopping);
-			})();
-			try {
-				await this.tickRunning;
-			} finally {
-				this.tickRunning = null;
+			return this.ticker.run();
+		},
+
+		/** The steps of one tick: expired offers, rides to match or end, location events. */
+		async tickSteps(this: DispatchThis) {
+			for (const step of [this.expireOffers, this.matchRides, this.sendLocations]) {
+				if (this.stopping) return;
+				try {
+					await step.call(this);
+				} catch (err) {
+					this.trouble(`Dispatch tick (${step.name}): ${shortError(err)}`);
+				}
 			}
 		},
 
@@ -1402,6 +1406,7 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 				return;
 			}
 			this.publishDrivers([result.driver]);
+			if (this.metricsOn) this.broker.metrics.increment(METRIC_OFFERS_MADE, { service_type: result.driver.service_type });
 			this.broker
 				.broadcast("dispatch.offerCreated", { orderId, driverId: result.driver.id, simulated: result.driver.simulated, expiresAt: new Date(result.expiresAt).toISOString() })
 				.catch(() => undefined);
@@ -1411,6 +1416,7 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 		async endRide(this: DispatchThis, orderId: string) {
 			try {
 				const order = await this.transition({ orderId, from: "searching", to: "no_driver_found", reason: "no driver accepted within the dispatch timeout" });
+				if (this.metricsOn) this.broker.metrics.increment(METRIC_NO_DRIVER, { service_type: order.serviceType });
 				await this.applyOrder(order, { abandonInFlight: true });
 			} catch (err) {
 				if (isDefinitiveRefusal(err)) await this.afterRefusal(orderId, err);
@@ -1447,6 +1453,19 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 				}
 			};
 			for (let i = 0; i < work.length; i += 20) await Promise.all(work.slice(i, i + 20).map(send));
+		},
+
+		/** Drivers by status and type, from the table (the index only knows available drivers). Every pair is set, so a drained one reads 0. */
+		async updateDriverGauges(this: DispatchThis) {
+			const rows = await this.q<{ status: DriverStatus; service_type: ServiceType; n: number }>(
+				"SELECT status, service_type, count(*)::int AS n FROM drivers GROUP BY status, service_type",
+			);
+			for (const type of SERVICE_TYPES) {
+				for (const status of DRIVER_STATUSES) {
+					const row = rows.find((r) => r.status === status && r.service_type === type);
+					this.broker.metrics.set(METRIC_DRIVERS, row?.n ?? 0, { status, service_type: type });
+				}
+			}
 		},
 
 		/**
@@ -1526,14 +1545,39 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 		this.demand = { scooty: new CellIndex<DemandItem>(this.cfg.h3Resolution), cab: new CellIndex<DemandItem>(this.cfg.h3Resolution) };
 		this.driverRevs = new Map();
 		this.timers = [];
-		this.tickRunning = null;
-		this.tickAgain = false;
+		this.ticker = new CoalescedPass(() => this.tickSteps(), () => this.stopping);
 		this.sweepRunning = null;
 		this.refreshRunning = null;
 		this.refreshedUpTo = null;
 		this.stopping = false;
 		this.startedAt = Date.now();
 		this.fleetWarnedAt = 0;
+
+		this.metricsOn = this.broker.isMetricsEnabled();
+		if (this.metricsOn) {
+			const m = this.broker.metrics;
+			if (!m.hasMetric(METRIC_OFFERS_MADE)) {
+				m.register({ type: "counter", name: METRIC_OFFERS_MADE, labelNames: ["service_type"], description: "Offers made to drivers" });
+				m.register({
+					type: "counter",
+					name: METRIC_OFFERS_ENDED,
+					labelNames: ["outcome", "service_type"],
+					description: "Offers answered or timed out: accepted, declined (by the driver or going offline), expired",
+				});
+				m.register({ type: "counter", name: METRIC_MATCHED, labelNames: ["service_type"], description: "Rides that got a driver (searching → accepted, again after a drop-out)" });
+				m.register({ type: "counter", name: METRIC_NO_DRIVER, labelNames: ["service_type"], description: "Rides ended as no_driver_found" });
+				m.register({
+					type: "histogram",
+					name: METRIC_MATCH_TIME,
+					labelNames: ["service_type"],
+					unit: "second",
+					buckets: [1, 2, 5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600],
+					description: "Order created → accepted by a driver",
+				});
+				m.register({ type: "gauge", name: METRIC_DRIVERS, labelNames: ["status", "service_type"], description: "Drivers by status and service type" });
+				m.register({ type: "counter", name: METRIC_WRONG_OTP, labelNames: ["service_type"], description: "Ride starts refused for a wrong rider OTP" });
+			}
+		}
 	},
 
 	async started(this: DispatchThis) {
@@ -1564,6 +1608,10 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 				this.refreshRunning = null;
 			}
 		});
+		if (this.metricsOn) {
+			await this.updateDriverGauges().catch((err: unknown) => this.trouble(`Driver gauges: ${shortError(err)}`));
+			every(this.cfg.indexRefreshMs, () => this.updateDriverGauges());
+		}
 		this.logger.info(
 			`Dispatch ready (fleet ${this.cfg.fleetMode}, offer timeout ${this.cfg.offerTimeoutMs} ms, dispatch timeout ${this.cfg.dispatchTimeoutMs} ms, location every ${this.cfg.locationIntervalMs} ms)`,
 		);
@@ -1574,7 +1622,7 @@ const DispatchService: ServiceSchema<Record<string, never>, DispatchMethods, Dis
 		for (const timer of this.timers) clearTimeout(timer);
 		this.timers = [];
 		// Let running passes finish before the pool closes (the DB mixin's stopped runs after this).
-		await Promise.allSettled([this.tickRunning, this.sweepRunning, this.refreshRunning].filter(Boolean));
+		await Promise.allSettled([this.ticker.current, this.sweepRunning, this.refreshRunning].filter(Boolean));
 	},
 };
 
