@@ -7,6 +7,7 @@ import { ApiError, orderNotFound, validationError } from "../../lib/errors";
 import { newId } from "../../lib/ids";
 import { readSettings } from "../../lib/settings";
 import { assertWebhookUrlAllowed, type WebhookUrlPolicy } from "../../lib/webhook-url";
+import { bindLogContext } from "../../mixins/observability.middleware";
 import { migrations } from "./migrations";
 import {
 	ACTIVE_STATUSES,
@@ -660,6 +661,8 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 					claim,
 				);
 				if (row) {
+					// From here on this handler's logs (and the calls and events it makes) carry the new order's id.
+					bindLogContext({ orderId: row.id });
 					this.hint("orders.created", { orderId: row.id, partnerId, serviceType: row.service_type, pickup: row.pickup } satisfies OrderCreatedEvent);
 					return { status: 201, body: toOrder(row) };
 				}
@@ -667,6 +670,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 				// insert committed): answer that one.
 				const existing = await this.findActiveForRider(rider.riderId, partnerId);
 				if (existing) {
+					bindLogContext({ orderId: existing.id });
 					const body: CreateOrderResult = { code: "USER_HAVE_ACTIVE_RIDE", ...toOrder(existing) };
 					if (claim && !(await this.finishKey(claim, 200, body))) {
 						throw new ApiError(409, "IDEMPOTENCY_KEY_IN_USE", "This Idempotency-Key was taken over by another call", { retryAfter: 1 });
