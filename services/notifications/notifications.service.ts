@@ -351,11 +351,14 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 						break;
 					}
 					for (const row of rows) {
-						const promise = this.deliver(row, token).finally(() => {
-							this.inFlight.delete(row.event_id);
-							// A finished try may unblock the ride's next event: look again at once.
-							this.requestTick();
-						});
+						const promise = this.deliver(row, token)
+							// Never an unhandled rejection: whatever went wrong, the lease runs out and the event is tried again.
+							.catch((err: unknown) => this.warnThrottled("deliver", `Delivery of ${row.event_id} failed unexpectedly; it will be retried after its lease`, err))
+							.finally(() => {
+								this.inFlight.delete(row.event_id);
+								// A finished try may unblock the ride's next event: look again at once.
+								this.requestTick();
+							});
 						this.inFlight.set(row.event_id, { promise });
 					}
 					if (rows.length < free) break;
