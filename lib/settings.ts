@@ -41,10 +41,16 @@ function bool(value: string | undefined, fallback: boolean): boolean {
 	return ["1", "true", "yes", "on"].includes(value.toLowerCase());
 }
 
-function num(name: string, value: string | undefined, fallback: number): number {
-	if (value === undefined || value === "") return fallback;
-	const n = Number(value);
-	if (!Number.isFinite(n)) throw new Error(`${name} must be a number`);
+/**
+ * A numeric setting: `fallback` when unset or blank; otherwise it must be a
+ * finite number passing `check`, or start-up stops with a message naming the
+ * setting and the rule (`rule` reads after "must be").
+ */
+export function envNumber(env: Env, name: string, fallback: number, check: (n: number) => boolean = () => true, rule = "a number"): number {
+	const raw = env[name];
+	if (raw === undefined || raw.trim() === "") return fallback;
+	const n = Number(raw);
+	if (!Number.isFinite(n) || !check(n)) throw new Error(`${name} must be ${rule}, got "${raw}"`);
 	return n;
 }
 
@@ -77,12 +83,12 @@ export function readSettings(env: Env): RuntimeSettings {
 		? env.SERVICES.split(",").map((s) => s.trim()).filter(Boolean)
 		: undefined;
 	return {
-		port: num("PORT", env.PORT, 3000),
+		port: envNumber(env, "PORT", 3000),
 		databaseUrl: env.DATABASE_URL || undefined,
 		transporter: env.TRANSPORTER || undefined,
 		services: services && services.length > 0 && !services.includes("all") ? services : undefined,
 		fleetMode,
-		simSpeed: num("SIM_SPEED", env.SIM_SPEED, 1),
+		simSpeed: envNumber(env, "SIM_SPEED", 1),
 		simCities: parseCities(env.SIM_CITIES),
 		bootstrapPartnerKey: env.BOOTSTRAP_PARTNER_KEY || undefined,
 		bootstrapWebhookSecret: env.BOOTSTRAP_WEBHOOK_SECRET || undefined,
@@ -90,7 +96,7 @@ export function readSettings(env: Env): RuntimeSettings {
 		namespace: env.NAMESPACE ?? "",
 		logLevel: env.LOGLEVEL || "info",
 		production,
-		metricsPort: num("METRICS_PORT", env.METRICS_PORT, 3030),
+		metricsPort: envNumber(env, "METRICS_PORT", 3030),
 		webhookRetryScheduleMs: parseSchedule(env.WEBHOOK_RETRY_SCHEDULE_MS),
 		dataDir: env.DATA_DIR || "./data",
 		tracing: bool(env.TRACING, false),

@@ -1,4 +1,4 @@
-import { readSettings, type Env, type Point } from "../../lib/settings";
+import { envNumber, readSettings, type Env, type Point } from "../../lib/settings";
 
 /**
  * Dispatch and simulated-fleet configuration from the environment. Pure:
@@ -71,21 +71,14 @@ export interface FleetSettings {
 	fastLegMs: number;
 }
 
-function num(env: Env, name: string, fallback: number, check: (n: number) => boolean, rule: string): number {
-	const raw = env[name];
-	if (raw === undefined || raw.trim() === "") return fallback;
-	const n = Number(raw);
-	if (!Number.isFinite(n) || !check(n)) throw new Error(`${name} must be ${rule}, got "${raw}"`);
-	return n;
-}
 
 const positive = (n: number): boolean => n > 0;
 const nonNegative = (n: number): boolean => n >= 0;
 
 function speeds(env: Env): Record<ServiceType, number> {
 	return {
-		scooty: num(env, "SPEED_KMH_SCOOTY", 24, (n) => n > 0 && n <= 200, "0..200 km/h"),
-		cab: num(env, "SPEED_KMH_CAB", 20, (n) => n > 0 && n <= 200, "0..200 km/h"),
+		scooty: envNumber(env, "SPEED_KMH_SCOOTY", 24, (n) => n > 0 && n <= 200, "0..200 km/h"),
+		cab: envNumber(env, "SPEED_KMH_CAB", 20, (n) => n > 0 && n <= 200, "0..200 km/h"),
 	};
 }
 
@@ -103,7 +96,7 @@ export function readDispatchSettings(env: Env): DispatchSettings {
 	const base = readSettings(env);
 	if (!(base.simSpeed > 0)) throw new Error("SIM_SPEED must be a positive number");
 	const locationIntervalMs = effectiveLocationIntervalMs(
-		num(env, "LOCATION_INTERVAL_MS", 5000, (n) => n >= 50, "at least 50"),
+		envNumber(env, "LOCATION_INTERVAL_MS", 5000, (n) => n >= 50, "at least 50"),
 		base.fleetMode,
 		base.simSpeed,
 	);
@@ -111,21 +104,21 @@ export function readDispatchSettings(env: Env): DispatchSettings {
 		fleetMode: base.fleetMode,
 		simSpeed: base.simSpeed,
 		simCities: base.simCities,
-		h3Resolution: num(env, "DISPATCH_H3_RESOLUTION", 8, (n) => Number.isInteger(n) && n >= 5 && n <= 10, "an integer 5..10"),
-		searchRadiusM: num(env, "DISPATCH_SEARCH_RADIUS_M", 5000, positive, "positive"),
-		supplyRadiusM: num(env, "DISPATCH_SUPPLY_RADIUS_M", 3000, positive, "positive"),
-		offerTimeoutMs: num(env, "DISPATCH_OFFER_TIMEOUT_MS", 15_000, (n) => n >= 100, "at least 100"),
-		dispatchTimeoutMs: num(env, "DISPATCH_TIMEOUT_MS", 120_000, (n) => n >= 100, "at least 100"),
-		retryMatchMs: num(env, "DISPATCH_RETRY_MS", 1000, (n) => n >= 10, "at least 10"),
+		h3Resolution: envNumber(env, "DISPATCH_H3_RESOLUTION", 8, (n) => Number.isInteger(n) && n >= 5 && n <= 10, "an integer 5..10"),
+		searchRadiusM: envNumber(env, "DISPATCH_SEARCH_RADIUS_M", 5000, positive, "positive"),
+		supplyRadiusM: envNumber(env, "DISPATCH_SUPPLY_RADIUS_M", 3000, positive, "positive"),
+		offerTimeoutMs: envNumber(env, "DISPATCH_OFFER_TIMEOUT_MS", 15_000, (n) => n >= 100, "at least 100"),
+		dispatchTimeoutMs: envNumber(env, "DISPATCH_TIMEOUT_MS", 120_000, (n) => n >= 100, "at least 100"),
+		retryMatchMs: envNumber(env, "DISPATCH_RETRY_MS", 1000, (n) => n >= 10, "at least 10"),
 		locationIntervalMs,
-		tickMs: num(env, "DISPATCH_TICK_MS", Math.max(50, Math.min(500, Math.round(locationIntervalMs / 4))), (n) => n >= 10, "at least 10"),
-		sweepMs: num(env, "DISPATCH_SWEEP_MS", 5000, (n) => n >= 100, "at least 100"),
-		indexRefreshMs: num(env, "DISPATCH_INDEX_REFRESH_MS", 5000, (n) => n >= 100, "at least 100"),
-		demandWindowMs: num(env, "DISPATCH_DEMAND_WINDOW_MS", 5 * 60_000, nonNegative, "non-negative"),
-		transitionLeaseMs: num(env, "DISPATCH_TRANSITION_LEASE_MS", 20_000, (n) => n >= 1000, "at least 1000"),
-		roadFactor: num(env, "ROAD_FACTOR", 1.3, (n) => n >= 1 && n <= 5, "1..5"),
+		tickMs: envNumber(env, "DISPATCH_TICK_MS", Math.max(50, Math.min(500, Math.round(locationIntervalMs / 4))), (n) => n >= 10, "at least 10"),
+		sweepMs: envNumber(env, "DISPATCH_SWEEP_MS", 5000, (n) => n >= 100, "at least 100"),
+		indexRefreshMs: envNumber(env, "DISPATCH_INDEX_REFRESH_MS", 5000, (n) => n >= 100, "at least 100"),
+		demandWindowMs: envNumber(env, "DISPATCH_DEMAND_WINDOW_MS", 5 * 60_000, nonNegative, "non-negative"),
+		transitionLeaseMs: envNumber(env, "DISPATCH_TRANSITION_LEASE_MS", 20_000, (n) => n >= 1000, "at least 1000"),
+		roadFactor: envNumber(env, "ROAD_FACTOR", 1.3, (n) => n >= 1 && n <= 5, "1..5"),
 		speedsKmh: speeds(env),
-		candidatesPerAttempt: num(env, "DISPATCH_CANDIDATES", 5, (n) => Number.isInteger(n) && n >= 1 && n <= 50, "an integer 1..50"),
+		candidatesPerAttempt: envNumber(env, "DISPATCH_CANDIDATES", 5, (n) => Number.isInteger(n) && n >= 1 && n <= 50, "an integer 1..50"),
 	};
 }
 
@@ -136,16 +129,16 @@ export function readFleetSettings(env: Env): FleetSettings {
 		fleetMode: base.fleetMode,
 		simSpeed: base.simSpeed,
 		simCities: base.simCities,
-		driversPerCity: num(env, "FLEET_DRIVERS_PER_CITY", 10, (n) => Number.isInteger(n) && n >= 0 && n <= 100_000, "an integer 0..100000"),
-		seedRadiusM: num(env, "FLEET_SEED_RADIUS_M", 4000, positive, "positive"),
-		spawnRadiusM: num(env, "FLEET_SPAWN_RADIUS_M", 3000, positive, "positive"),
-		tickMs: num(env, "FLEET_TICK_MS", 200, (n) => n >= 10, "at least 10"),
-		acceptDelayMs: num(env, "FLEET_ACCEPT_DELAY_MS", 5000, nonNegative, "non-negative"),
-		boardingDelayMs: num(env, "FLEET_BOARDING_DELAY_MS", 60_000, nonNegative, "non-negative"),
-		reportIntervalMs: num(env, "FLEET_REPORT_INTERVAL_MS", 5000, positive, "positive"),
-		minReportIntervalMs: num(env, "FLEET_MIN_REPORT_INTERVAL_MS", 200, positive, "positive"),
-		roadFactor: num(env, "ROAD_FACTOR", 1.3, (n) => n >= 1 && n <= 5, "1..5"),
+		driversPerCity: envNumber(env, "FLEET_DRIVERS_PER_CITY", 10, (n) => Number.isInteger(n) && n >= 0 && n <= 100_000, "an integer 0..100000"),
+		seedRadiusM: envNumber(env, "FLEET_SEED_RADIUS_M", 4000, positive, "positive"),
+		spawnRadiusM: envNumber(env, "FLEET_SPAWN_RADIUS_M", 3000, positive, "positive"),
+		tickMs: envNumber(env, "FLEET_TICK_MS", 200, (n) => n >= 10, "at least 10"),
+		acceptDelayMs: envNumber(env, "FLEET_ACCEPT_DELAY_MS", 5000, nonNegative, "non-negative"),
+		boardingDelayMs: envNumber(env, "FLEET_BOARDING_DELAY_MS", 60_000, nonNegative, "non-negative"),
+		reportIntervalMs: envNumber(env, "FLEET_REPORT_INTERVAL_MS", 5000, positive, "positive"),
+		minReportIntervalMs: envNumber(env, "FLEET_MIN_REPORT_INTERVAL_MS", 200, positive, "positive"),
+		roadFactor: envNumber(env, "ROAD_FACTOR", 1.3, (n) => n >= 1 && n <= 5, "1..5"),
 		speedsKmh: speeds(env),
-		fastLegMs: num(env, "FLEET_FAST_LEG_MS", 1500, positive, "positive"),
+		fastLegMs: envNumber(env, "FLEET_FAST_LEG_MS", 1500, positive, "positive"),
 	};
 }

@@ -1,4 +1,4 @@
-import { readSettings, type Env } from "../../lib/settings";
+import { envNumber, readSettings, type Env } from "../../lib/settings";
 
 /**
  * Gateway settings from the environment. Pure: pass any env object. Read when
@@ -34,23 +34,20 @@ export function parseByteSize(name: string, value: string | undefined, fallback:
 	return bytes;
 }
 
-function nonNegative(name: string, value: string | undefined, fallback: number): number {
-	if (value === undefined || value.trim() === "") return fallback;
-	const n = Number(value);
-	if (!Number.isFinite(n) || n < 0) throw new Error(`${name} must be a non-negative number`);
-	return n;
+function nonNegative(env: Env, name: string, fallback: number): number {
+	return envNumber(env, name, fallback, (n) => n >= 0, "a non-negative number");
 }
 
 export function readGatewayConfig(env: Env): GatewayConfig {
-	const rateLimitPerMinute = nonNegative("RATE_LIMIT_PER_MINUTE", env.RATE_LIMIT_PER_MINUTE, DEFAULT_RATE_LIMIT_PER_MINUTE);
+	const rateLimitPerMinute = nonNegative(env, "RATE_LIMIT_PER_MINUTE", DEFAULT_RATE_LIMIT_PER_MINUTE);
 	// Default burst: one minute's worth, so a partner can spend its minute at once but no more.
-	const burst = nonNegative("RATE_LIMIT_BURST", env.RATE_LIMIT_BURST, rateLimitPerMinute);
+	const burst = nonNegative(env, "RATE_LIMIT_BURST", rateLimitPerMinute);
 	return {
 		port: readSettings(env).port,
 		bodyLimitBytes: parseByteSize("BODY_LIMIT", env.BODY_LIMIT, DEFAULT_BODY_LIMIT_BYTES),
 		rateLimitPerMinute,
 		rateLimitBurst: Math.max(1, Math.floor(burst)),
 		unavailableRetryAfterSeconds: 5,
-		readyCheckTimeoutMs: nonNegative("READY_CHECK_TIMEOUT_MS", env.READY_CHECK_TIMEOUT_MS, 3000),
+		readyCheckTimeoutMs: nonNegative(env, "READY_CHECK_TIMEOUT_MS", 3000),
 	};
 }

@@ -1,3 +1,4 @@
+import { envNumber, type Env } from "../../lib/settings";
 import { SERVICE_TYPES, toPaise, type ServiceType, type Tariff, type Tariffs } from "./fare";
 
 /**
@@ -7,7 +8,7 @@ import { SERVICE_TYPES, toPaise, type ServiceType, type Tariff, type Tariffs } f
  * from the `pricing_secrets` table).
  */
 
-export type Env = Record<string, string | undefined>;
+export type { Env };
 
 export interface PricingSettings {
 	tariffs: Tariffs;
@@ -54,13 +55,6 @@ export const DEFAULT_SPEEDS_KMH: Record<ServiceType, number> = { scooty: 24, cab
 /** Secrets shorter than this are refused: an HMAC key must not be guessable. */
 export const MIN_SECRET_LENGTH = 32;
 
-function num(env: Env, name: string, fallback: number, check: (n: number) => boolean, rule: string): number {
-	const raw = env[name];
-	if (raw === undefined || raw.trim() === "") return fallback;
-	const n = Number(raw);
-	if (!Number.isFinite(n) || !check(n)) throw new Error(`${name} must be ${rule}, got "${raw}"`);
-	return n;
-}
 
 function tariffFrom(type: ServiceType, cfg: Required<TariffConfig>): Tariff {
 	const where = `TARIFFS_JSON.${type}`;
@@ -120,7 +114,7 @@ export function readPricingSettings(env: Env): PricingSettings {
 	const routing = (env.ROUTING || "greatcircle").toLowerCase();
 	if (routing !== "greatcircle" && routing !== "osrm") throw new Error(`ROUTING must be "greatcircle" or "osrm", got "${env.ROUTING}"`);
 
-	const surgeMax = num(env, "SURGE_MAX", 2, (n) => n >= 1 && n <= 10 && Math.abs(n * 10 - Math.round(n * 10)) < 1e-9, "1..10 in steps of 0.1");
+	const surgeMax = envNumber(env, "SURGE_MAX", 2, (n) => n >= 1 && n <= 10 && Math.abs(n * 10 - Math.round(n * 10)) < 1e-9, "1..10 in steps of 0.1");
 	const secret = env.QUOTE_SIGNING_SECRET || undefined;
 	if (secret !== undefined && secret.length < MIN_SECRET_LENGTH) throw new Error(`QUOTE_SIGNING_SECRET must be at least ${MIN_SECRET_LENGTH} characters`);
 	const previous = (env.QUOTE_SIGNING_PREVIOUS_SECRETS || "").split(",").map((s) => s.trim()).filter(Boolean);
@@ -131,20 +125,20 @@ export function readPricingSettings(env: Env): PricingSettings {
 		tariffs: parseTariffs(env.TARIFFS_JSON),
 		routing,
 		osrmUrl: env.OSRM_URL || undefined,
-		roadFactor: num(env, "ROAD_FACTOR", 1.3, (n) => n >= 1 && n <= 5, "1..5"),
+		roadFactor: envNumber(env, "ROAD_FACTOR", 1.3, (n) => n >= 1 && n <= 5, "1..5"),
 		speedsKmh: {
-			scooty: num(env, "SPEED_KMH_SCOOTY", DEFAULT_SPEEDS_KMH.scooty, (n) => n > 0 && n <= 200, "0..200 km/h"),
-			cab: num(env, "SPEED_KMH_CAB", DEFAULT_SPEEDS_KMH.cab, (n) => n > 0 && n <= 200, "0..200 km/h"),
+			scooty: envNumber(env, "SPEED_KMH_SCOOTY", DEFAULT_SPEEDS_KMH.scooty, (n) => n > 0 && n <= 200, "0..200 km/h"),
+			cab: envNumber(env, "SPEED_KMH_CAB", DEFAULT_SPEEDS_KMH.cab, (n) => n > 0 && n <= 200, "0..200 km/h"),
 		},
 		surgeMaxTenths: Math.round(surgeMax * 10),
-		surgeSensitivity: num(env, "SURGE_SENSITIVITY", 0.5, (n) => n >= 0 && n <= 10, "0..10"),
-		maxTripMetres: Math.round(num(env, "MAX_TRIP_KM", 100, positive, "a positive number of km") * 1000),
-		minTripMetres: num(env, "MIN_TRIP_METRES", 20, (n) => n >= 0 && n <= 1000, "0..1000"),
-		quoteTtlSeconds: num(env, "QUOTE_TTL_SECONDS", 300, (n) => Number.isInteger(n) && n > 0 && n <= 86_400, "an integer 1..86400"),
+		surgeSensitivity: envNumber(env, "SURGE_SENSITIVITY", 0.5, (n) => n >= 0 && n <= 10, "0..10"),
+		maxTripMetres: Math.round(envNumber(env, "MAX_TRIP_KM", 100, positive, "a positive number of km") * 1000),
+		minTripMetres: envNumber(env, "MIN_TRIP_METRES", 20, (n) => n >= 0 && n <= 1000, "0..1000"),
+		quoteTtlSeconds: envNumber(env, "QUOTE_TTL_SECONDS", 300, (n) => Number.isInteger(n) && n > 0 && n <= 86_400, "an integer 1..86400"),
 		quoteMatchRadiusMetres: 200,
 		signingSecret: secret,
 		previousSigningSecrets: previous,
-		supplyTimeoutMs: num(env, "SUPPLY_DEMAND_TIMEOUT_MS", 300, (n) => Number.isInteger(n) && n > 0 && n <= 10_000, "an integer 1..10000"),
-		supplyCacheMs: num(env, "SUPPLY_DEMAND_CACHE_MS", 2000, (n) => Number.isInteger(n) && n >= 0 && n <= 60_000, "an integer 0..60000"),
+		supplyTimeoutMs: envNumber(env, "SUPPLY_DEMAND_TIMEOUT_MS", 300, (n) => Number.isInteger(n) && n > 0 && n <= 10_000, "an integer 1..10000"),
+		supplyCacheMs: envNumber(env, "SUPPLY_DEMAND_CACHE_MS", 2000, (n) => Number.isInteger(n) && n >= 0 && n <= 60_000, "an integer 0..60000"),
 	};
 }
