@@ -1,5 +1,3 @@
-import { existsSync } from "node:fs";
-import { join } from "node:path";
 import { randomInt } from "node:crypto";
 import axios from "axios";
 import type { Client } from "pg";
@@ -13,9 +11,8 @@ import type { ServiceName } from "../../services";
  * every race, so exactly one caller wins and nothing is written twice.
  */
 
-// ORDERS_TEST_VIA=broker runs the same checks on the actions alone (e.g. while the gateway is being changed).
-const HAS_GATEWAY = existsSync(join(__dirname, "../../services/gateway/gateway.service.ts")) && process.env.ORDERS_TEST_VIA !== "broker";
-const SERVICES: ServiceName[] = ["partners", "riders", "pricing", "orders", ...(HAS_GATEWAY ? (["gateway"] as ServiceName[]) : [])];
+// Partner races go through the real gateway over HTTP, as partners send them.
+const SERVICES: ServiceName[] = ["partners", "riders", "pricing", "orders", "gateway"];
 
 interface Partner {
 	partnerId: string;
@@ -31,30 +28,13 @@ let node: TestNode;
 let pg: Client;
 let partner: Partner;
 
-const PATH_TO_ACTION: Record<string, string> = {
-	"/ride/create-order": "orders.create",
-	"/ride/cancel": "orders.cancel",
-	"/ride/feedback": "orders.feedback",
-};
-
-/** A partner request: over HTTP through the gateway when it exists, else the same action over the broker. */
+/** A partner request over HTTP through the gateway. */
 async function post<T = any>(path: string, body: unknown, idempotencyKey?: string): Promise<Answer<T>> {
-	if (HAS_GATEWAY) {
-		const res = await axios.post(`${node.baseUrl}${path}`, body, {
-			headers: { Authorization: `Bearer ${partner.apiKey}`, ...(idempotencyKey !== undefined ? { "Idempotency-Key": idempotencyKey } : {}) },
-			validateStatus: () => true,
-		});
-		return { status: res.status, body: res.data };
-	}
-	const meta: Record<string, unknown> = { partnerId: partner.partnerId };
-	if (idempotencyKey !== undefined) meta.idempotencyKey = idempotencyKey;
-	try {
-		const result = await node.broker.call<T, unknown>(PATH_TO_ACTION[path]!, body, { meta });
-		return { status: (meta.$statusCode as number | undefined) ?? 200, body: result };
-	} catch (err) {
-		const e = err as { code: number; type: string };
-		return { status: typeof e.code === "number" ? e.code : 500, body: { code: e.type } as T };
-	}
+	const res = await axios.post(`${node.baseUrl}${path}`, body, {
+		headers: { Authorization: `Bearer ${partner.apiKey}`, ...(idempotencyKey !== undefined ? { "Idempotency-Key": idempotencyKey } : {}) },
+		validateStatus: () => true,
+	});
+	return { status: res.status, body: res.data };
 }
 
 async function internal<T = any>(action: string, params: unknown): Promise<Answer<T>> {
