@@ -36,9 +36,34 @@ export const DEFAULT_CITIES: Point[] = [
 	{ lat: 19.076, lng: 72.8777 }, // Mumbai
 ];
 
-function bool(value: string | undefined, fallback: boolean): boolean {
-	if (value === undefined || value === "") return fallback;
-	return ["1", "true", "yes", "on"].includes(value.toLowerCase());
+/**
+ * One policy for every setting of every service: unset or blank means the
+ * default (defined once, where the setting is read); any other value must be
+ * valid, or start-up stops with a message naming the setting and the rule.
+ */
+export class SettingError extends Error {
+	constructor(name: string, rule: string, raw: string) {
+		super(`${name} must be ${rule}, got "${raw}"`);
+		this.name = "SettingError";
+	}
+}
+
+function rawOf(env: Env, name: string): string | undefined {
+	const raw = env[name];
+	return raw === undefined || raw.trim() === "" ? undefined : raw.trim();
+}
+
+const TRUE_WORDS = ["1", "true", "yes", "on"];
+const FALSE_WORDS = ["0", "false", "no", "off"];
+
+/** A yes/no setting: 1/true/yes/on or 0/false/no/off (any case). */
+export function envBool(env: Env, name: string, fallback: boolean): boolean {
+	const raw = rawOf(env, name);
+	if (raw === undefined) return fallback;
+	const word = raw.toLowerCase();
+	if (TRUE_WORDS.includes(word)) return true;
+	if (FALSE_WORDS.includes(word)) return false;
+	throw new SettingError(name, "one of true/false (1/0, yes/no, on/off)", raw);
 }
 
 /**
@@ -47,11 +72,36 @@ function bool(value: string | undefined, fallback: boolean): boolean {
  * setting and the rule (`rule` reads after "must be").
  */
 export function envNumber(env: Env, name: string, fallback: number, check: (n: number) => boolean = () => true, rule = "a number"): number {
-	const raw = env[name];
-	if (raw === undefined || raw.trim() === "") return fallback;
+	const raw = rawOf(env, name);
+	if (raw === undefined) return fallback;
 	const n = Number(raw);
-	if (!Number.isFinite(n) || !check(n)) throw new Error(`${name} must be ${rule}, got "${raw}"`);
+	if (!Number.isFinite(n) || !check(n)) throw new SettingError(name, rule, raw);
 	return n;
+}
+
+/** A whole number of at least `min` (milliseconds, counts, sizes). */
+export function envInt(env: Env, name: string, fallback: number, min = 0): number {
+	return envNumber(env, name, fallback, (n) => Number.isInteger(n) && n >= min, `a whole number >= ${min}`);
+}
+
+/** A number greater than zero. */
+export function envPositive(env: Env, name: string, fallback: number): number {
+	return envNumber(env, name, fallback, (n) => n > 0, "a number greater than 0");
+}
+
+/** One of a fixed set of words. */
+export function envEnum<T extends string>(env: Env, name: string, values: readonly T[], fallback: T): T {
+	const raw = rawOf(env, name);
+	if (raw === undefined) return fallback;
+	if (!(values as readonly string[]).includes(raw)) throw new SettingError(name, `one of ${values.join(", ")}`, raw);
+	return raw as T;
+}
+
+/** Free text, or `fallback` when unset or blank. */
+export function envString(env: Env, name: string): string | undefined;
+export function envString(env: Env, name: string, fallback: string): string;
+export function envString(env: Env, name: string, fallback?: string): string | undefined {
+	return rawOf(env, name) ?? fallback;
 }
 
 /** "12.97,77.59;28.61,77.20" → points. */
@@ -77,8 +127,7 @@ export function parseSchedule(value: string | undefined): number[] | undefined {
 
 export function readSettings(env: Env): RuntimeSettings {
 	const production = env.NODE_ENV === "production";
-	const fleetMode = (env.FLEET_MODE ?? "simulated") as RuntimeSettings["fleetMode"];
-	if (fleetMode !== "simulated" && fleetMode !== "live") throw new Error("FLEET_MODE must be simulated or live");
+	const fleetMode = envEnum(env, "FLEET_MODE", ["simulated", "live"] as const, "simulated");
 	const services = env.SERVICES
 		? env.SERVICES.split(",").map((s) => s.trim()).filter(Boolean)
 		: undefined;
@@ -92,13 +141,13 @@ export function readSettings(env: Env): RuntimeSettings {
 		simCities: parseCities(env.SIM_CITIES),
 		bootstrapPartnerKey: env.BOOTSTRAP_PARTNER_KEY || undefined,
 		bootstrapWebhookSecret: env.BOOTSTRAP_WEBHOOK_SECRET || undefined,
-		webhookAllowPrivate: bool(env.WEBHOOK_ALLOW_PRIVATE, !production),
+		webhookAllowPrivate: envBool(env, "WEBHOOK_ALLOW_PRIVATE", !production),
 		namespace: env.NAMESPACE ?? "",
 		logLevel: env.LOGLEVEL || "info",
 		production,
 		metricsPort: envNumber(env, "METRICS_PORT", 3030),
 		webhookRetryScheduleMs: parseSchedule(env.WEBHOOK_RETRY_SCHEDULE_MS),
 		dataDir: env.DATA_DIR || "./data",
-		tracing: bool(env.TRACING, false),
+		tracing: envBool(env, "TRACING", false),
 	};
 }
