@@ -160,21 +160,8 @@ export async function startPartnerEndpoint(secret: string): Promise<PartnerEndpo
 	};
 }
 
-/** Polls `check` until it returns a truthy value (bounded). */
-export async function waitFor<T>(what: string, check: () => Promise<T> | T, timeoutMs = 20_000, everyMs = 50): Promise<T> {
-	const deadline = Date.now() + timeoutMs;
-	let last: unknown;
-	for (;;) {
-		try {
-			const value = await check();
-			if (value) return value;
-		} catch (err) {
-			last = err;
-		}
-		if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ""}`);
-		await new Promise((resolve) => setTimeout(resolve, everyMs));
-	}
-}
+/** Kept here for the suites that import it with the endpoint; the one definition is in wait.ts. */
+export { waitFor } from "./wait";
 
 export interface TestPartner {
 	partnerId: string;
