@@ -4,34 +4,20 @@ import { DbMixin, type DbThis } from "../../mixins/db.mixin";
 import { ApiError } from "../../lib/errors";
 import { newId } from "../../lib/ids";
 import { hashApiKey, isWebhookSecret, newApiKey, newWebhookSecret } from "../../lib/secrets";
+import {
+	authenticateParams,
+	createPartnerParams,
+	signingSecretParams,
+	type AuthenticateParams,
+	type AuthenticatedPartner,
+	type CreatedPartner,
+	type CreatePartnerParams,
+	type PartnerSigning,
+	type SigningSecretParams,
+} from "../../contracts/partners";
 import { migrations } from "./migrations";
 
 /** Partners: who may call the API, and the secret their webhooks are signed with. */
-
-export interface CreatePartnerParams {
-	name: string;
-	apiKey?: string;
-	webhookSecret?: string;
-}
-export interface CreatedPartner {
-	partnerId: string;
-	apiKey: string;
-	webhookSecret: string;
-}
-export interface AuthenticateParams {
-	apiKey: string;
-}
-export interface AuthenticatedPartner {
-	partnerId: string;
-	name: string;
-}
-export interface PartnerIdParams {
-	partnerId: string;
-}
-export interface PartnerSigning {
-	partnerId: string;
-	webhookSecret: string;
-}
 
 interface PartnerRow {
 	id: string;
@@ -65,11 +51,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 		/** Creates a partner; the API key is returned only here. REPL: `call partners.create --name Acme` */
 		create: {
 			access: "internal",
-			params: {
-				name: { type: "string", min: 1, max: 200, trim: true },
-				apiKey: { type: "string", min: 24, max: 200, optional: true },
-				webhookSecret: { type: "string", optional: true },
-			},
+			params: createPartnerParams,
 			async handler(this: PartnersThis, ctx: Context<CreatePartnerParams>): Promise<CreatedPartner> {
 				const apiKey = ctx.params.apiKey ?? newApiKey();
 				const webhookSecret = ctx.params.webhookSecret ?? newWebhookSecret();
@@ -87,7 +69,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 		/** Resolves an API key to its partner, or null. Called by the gateway on every request. */
 		authenticate: {
 			access: "internal",
-			params: { apiKey: { type: "string", min: 1, max: 500 } },
+			params: authenticateParams,
 			async handler(this: PartnersThis, ctx: Context<AuthenticateParams>): Promise<AuthenticatedPartner | null> {
 				const hash = hashApiKey(ctx.params.apiKey);
 				const now = Date.now();
@@ -107,8 +89,8 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 		/** The partner's webhook signing secret (notifications signs every delivery with it). */
 		signingSecret: {
 			access: "internal",
-			params: { partnerId: { type: "string", min: 1 } },
-			async handler(this: PartnersThis, ctx: Context<PartnerIdParams>): Promise<PartnerSigning> {
+			params: signingSecretParams,
+			async handler(this: PartnersThis, ctx: Context<SigningSecretParams>): Promise<PartnerSigning> {
 				const rows = await this.sequelize.query<PartnerRow>("SELECT id, webhook_secret FROM partners WHERE id = $1", {
 					bind: [ctx.params.partnerId],
 					type: QueryTypes.SELECT,

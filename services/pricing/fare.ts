@@ -5,8 +5,8 @@
  * denominator so no floating-point error creeps in.
  */
 
-export const SERVICE_TYPES = ["scooty", "cab"] as const;
-export type ServiceType = (typeof SERVICE_TYPES)[number];
+import type { ServiceType } from "../../contracts/common";
+import type { FareBreakdown } from "../../contracts/pricing";
 
 /** One service type's tariff, all money in integer minor units (paise). */
 export interface Tariff {
@@ -35,14 +35,6 @@ export interface FarePaise {
 	minimumApplied: boolean;
 }
 
-/** The breakdown partners see (API.md), major units with ≤ 2 decimals. */
-export interface FareBreakdown {
-	baseFare: number;
-	distanceFare: number;
-	timeFare: number;
-	surgeMultiplier: number;
-	tax: number;
-}
 
 // Common denominator: metres→km (1000) × seconds→minutes (60) × surge tenths (10) × basis points (10 000).
 const KM = 1000n;

@@ -5,11 +5,24 @@ import { DbMixin, type DbThis } from "../../mixins/db.mixin";
 import type { PartnerMeta } from "../../mixins/access.middleware";
 import { ApiError, type ErrorDetail } from "../../lib/errors";
 import type { LatLng } from "../../lib/geo";
-import { SERVICE_TYPES, breakdownOf, computeFare, surgeTenths, toMajor, type FareBreakdown, type ServiceType, type SurgePolicy } from "./fare";
+import { SERVICE_TYPES, type ServiceType } from "../../contracts/common";
+import {
+	estimateParams,
+	quoteParams,
+	verifyQuoteParams,
+	type EstimateParams,
+	type EstimateResult,
+	type PricedTrip,
+	type Quote,
+	type QuoteParams,
+	type SupplyDemandReply,
+	type VerifyQuoteParams,
+} from "../../contracts/pricing";
+import { breakdownOf, computeFare, surgeTenths, toMajor, type SurgePolicy } from "./fare";
 import { readPricingSettings, type PricingSettings } from "./pricing.settings";
 import { createRouteEstimator, type RouteEstimate, type RouteEstimator } from "./routing";
 import { encodeQuote, verifyQuote, QuoteKeyring, type QuotedFare } from "./quote-token";
-import { fetchSupplyDemand, SupplyCache, UNKNOWN_REPLY, type SupplyDemandReply } from "./supply";
+import { fetchSupplyDemand, SupplyCache, UNKNOWN_REPLY } from "./supply";
 import { routedDistanceProblems, straightLineProblems } from "./trip";
 import { migrations } from "./migrations";
 
@@ -18,73 +31,6 @@ import { migrations } from "./migrations";
  * written per request (quote ids are signed tokens) and nothing is read from
  * the database per request (the signing secret is loaded once at start).
  */
-
-export interface Place extends LatLng {
-	address?: string;
-}
-
-export interface EstimateParams {
-	pickup: Place;
-	drop: Place;
-	serviceType?: ServiceType;
-}
-
-export interface Quote {
-	quoteId: string;
-	serviceType: ServiceType;
-	totalAmount: number;
-	currency: string;
-	eta: number | null;
-	expiresAt: string;
-	fareBreakdown: FareBreakdown;
-	/** This type's own trip distance/duration (the top-level ones are the first quote's). */
-	distance: number;
-	duration: number;
-}
-
-export interface EstimateResult {
-	distance: number;
-	duration: number;
-	quotes: Quote[];
-}
-
-export interface VerifyQuoteParams {
-	quoteId: string;
-	serviceType: ServiceType;
-	pickup: Place;
-	drop: Place;
-}
-
-export interface QuoteTripParams {
-	serviceType: ServiceType;
-	pickup: Place;
-	drop: Place;
-}
-
-/** A trip with its price, as create-order stores it. */
-export interface PricedTrip {
-	serviceType: ServiceType;
-	/** Major units, ≤ 2 decimals. */
-	totalAmount: number;
-	/** The same amount in integer minor units (what the database stores). */
-	totalAmountPaise: number;
-	currency: string;
-	fareBreakdown: FareBreakdown;
-	distance: number;
-	duration: number;
-	/** Present when the price comes from a verified quote. */
-	quoteId?: string;
-}
-
-const POINT = {
-	type: "object",
-	props: {
-		lat: { type: "number", min: -90, max: 90, finite: true },
-		lng: { type: "number", min: -180, max: 180, finite: true },
-		address: { type: "string", max: 500, optional: true },
-	},
-} as const;
-const SERVICE_TYPE = { type: "enum", values: [...SERVICE_TYPES] } as const;
 
 const SUPPLY_DEMAND_ACTION = "dispatch.supplyDemand";
 type EndpointList = { hasAvailable(): boolean };
@@ -129,11 +75,7 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 		/** POST /ride/fare-estimate: one signed quote per service type (scooty first). */
 		estimate: {
 			access: "partner",
-			params: {
-				pickup: POINT,
-				drop: POINT,
-				serviceType: { ...SERVICE_TYPE, optional: true },
-			},
+			params: estimateParams,
 			async handler(this: PricingThis, ctx: Context<EstimateParams, PartnerMeta>): Promise<EstimateResult> {
 				const partnerId = ctx.meta.partnerId!;
 				const { pickup, drop } = ctx.params;
@@ -173,12 +115,7 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 		 */
 		verifyQuote: {
 			access: "partner",
-			params: {
-				quoteId: { type: "string", min: 1 },
-				serviceType: SERVICE_TYPE,
-				pickup: POINT,
-				drop: POINT,
-			},
+			params: verifyQuoteParams,
 			handler(this: PricingThis, ctx: Context<VerifyQuoteParams, PartnerMeta>): PricedTrip {
 				const { quoteId, serviceType, pickup, drop } = ctx.params;
 				const check = verifyQuote(quoteId, { partnerId: ctx.meta.partnerId!, serviceType, pickup, drop }, keyringOf(this), this.now(), this.cfg.quoteMatchRadiusMetres);
@@ -193,12 +130,8 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 		/** create-order without a quoteId: the trip at the current price. */
 		quote: {
 			access: "internal",
-			params: {
-				serviceType: SERVICE_TYPE,
-				pickup: POINT,
-				drop: POINT,
-			},
-			async handler(this: PricingThis, ctx: Context<QuoteTripParams>): Promise<PricedTrip> {
+			params: quoteParams,
+			async handler(this: PricingThis, ctx: Context<QuoteParams>): Promise<PricedTrip> {
 				const { serviceType, pickup, drop } = ctx.params;
 				this.checkTrip(pickup, drop);
 				const [route, supply] = await Promise.all([this.route(pickup, drop, serviceType), this.supplyNear(ctx, pickup)]);

@@ -1,5 +1,6 @@
 import { envNumber, type Env } from "../../lib/settings";
-import { SERVICE_TYPES, toPaise, type ServiceType, type Tariff, type Tariffs } from "./fare";
+import { SERVICE_TYPES, type ServiceType } from "../../contracts/common";
+import { toPaise, type Tariff, type Tariffs } from "./fare";
 
 /**
  * Pricing configuration from the environment. Pure: pass any env object.

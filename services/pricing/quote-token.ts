@@ -1,6 +1,7 @@
 import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { haversineMeters, isValidPoint, roundCoordinate, type LatLng } from "../../lib/geo";
-import { SERVICE_TYPES, type FarePaise, type ServiceType } from "./fare";
+import { SERVICE_TYPES, type ServiceType } from "../../contracts/common";
+import type { FarePaise } from "./fare";
 
 /**
  * Quote ids are self-contained signed tokens, so fare-estimate writes nothing:

@@ -1,5 +1,5 @@
 import { haversineMeters, type LatLng } from "../../lib/geo";
-import type { ServiceType } from "./fare";
+import type { ServiceType } from "../../contracts/common";
 import type { PricingSettings } from "./pricing.settings";
 
 /** A trip's road distance (metres, integer) and duration (seconds, integer). */

@@ -1,18 +1,11 @@
 import type { LatLng } from "../../lib/geo";
-import { SERVICE_TYPES, type ServiceType } from "./fare";
+import { SERVICE_TYPES } from "../../contracts/common";
+import type { SupplyDemand, SupplyDemandReply } from "../../contracts/pricing";
 
-/**
+/*
  * What pricing needs from dispatch near a pickup, per service type:
  * `dispatch.supplyDemand { point }` → `{ scooty: SupplyDemand, cab: SupplyDemand }`.
  */
-export interface SupplyDemand {
-	/** Seconds until the nearest available driver reaches the pickup, or null. */
-	eta: number | null;
-	available: number;
-	demand: number;
-}
-
-export type SupplyDemandReply = Record<ServiceType, SupplyDemand>;
 
 /** What we assume when dispatch cannot tell: no ETA, no surge. */
 export const UNKNOWN_SUPPLY: SupplyDemand = Object.freeze({ eta: null, available: 0, demand: 0 });

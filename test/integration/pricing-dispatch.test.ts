@@ -1,7 +1,7 @@
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 import { startTestNode, type TestNode } from "../helpers/node";
 import { destinationPoint } from "../../lib/geo";
-import type { EstimateResult, PricedTrip } from "../../services/pricing/pricing.service";
+import type { EstimateResult, PricedTrip } from "../../contracts/pricing";
 
 /**
  * ETA and surge from the real dispatch service: drivers come online through

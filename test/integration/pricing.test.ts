@@ -5,7 +5,7 @@ import { destinationPoint } from "../../lib/geo";
 import { encodeQuote, QuoteKeyring } from "../../services/pricing/quote-token";
 import { computeFare } from "../../services/pricing/fare";
 import { parseTariffs } from "../../services/pricing/pricing.settings";
-import type { EstimateResult, PricedTrip } from "../../services/pricing/pricing.service";
+import type { EstimateResult, PricedTrip } from "../../contracts/pricing";
 
 /**
  * pricing on a real broker and a real PostgreSQL: estimate shapes, validation,

@@ -1,0 +1,127 @@
+/**
+ * The pricing service's contract: the params of its actions (the
+ * fastest-validator schemas the actions use, and the OpenAPI generator
+ * reads), the types they validate into, and its replies. Type-only plus plain
+ * data: no service code, no I/O.
+ */
+import { placeRule, serviceTypeRule, type Place, type ServiceType } from "./common";
+
+/** `pricing.estimate` (partner; POST /ride/fare-estimate): one quote per service type, or only the one asked for. */
+export const estimateParams = {
+	pickup: placeRule,
+	drop: placeRule,
+	serviceType: { ...serviceTypeRule, optional: true },
+} as const;
+
+export interface EstimateParams {
+	pickup: Place;
+	drop: Place;
+	serviceType?: ServiceType;
+}
+
+/** `pricing.verifyQuote` (partner; create-order with a quoteId): the quoted price, if the quote still holds. */
+export const verifyQuoteParams = {
+	quoteId: { type: "string", min: 1 },
+	serviceType: serviceTypeRule,
+	pickup: placeRule,
+	drop: placeRule,
+} as const;
+
+export interface VerifyQuoteParams {
+	quoteId: string;
+	serviceType: ServiceType;
+	pickup: Place;
+	drop: Place;
+}
+
+/** `pricing.quote` (internal; create-order without a quoteId): the trip at the current price. */
+export const quoteParams = {
+	serviceType: serviceTypeRule,
+	pickup: placeRule,
+	drop: placeRule,
+} as const;
+
+export interface QuoteParams {
+	serviceType: ServiceType;
+	pickup: Place;
+	drop: Place;
+}
+
+/** The fare breakdown partners see, in major units with ≤ 2 decimals. */
+export interface FareBreakdown {
+	baseFare: number;
+	distanceFare: number;
+	timeFare: number;
+	surgeMultiplier: number;
+	tax: number;
+}
+
+/** One entry of the fare-estimate body. */
+export interface Quote {
+	/** A signed token (`qt_…`), not a database row. */
+	quoteId: string;
+	serviceType: ServiceType;
+	totalAmount: number;
+	currency: string;
+	/** Seconds until the nearest available driver reaches the pickup; null when unknown. */
+	eta: number | null;
+	/** ISO 8601. */
+	expiresAt: string;
+	fareBreakdown: FareBreakdown;
+	/** This type's own trip distance/duration (the top-level ones are the first quote's). */
+	distance: number;
+	duration: number;
+}
+
+/** `pricing.estimate`'s reply: the fare-estimate body. */
+export interface EstimateResult {
+	distance: number;
+	duration: number;
+	quotes: Quote[];
+}
+
+/** `pricing.verifyQuote` / `pricing.quote`'s reply: a trip with its price, as create-order stores it. */
+export interface PricedTrip {
+	serviceType: ServiceType;
+	/** Major units, ≤ 2 decimals. */
+	totalAmount: number;
+	/** The same amount in integer minor units (what the database stores). */
+	totalAmountPaise: number;
+	currency: string;
+	fareBreakdown: FareBreakdown;
+	distance: number;
+	duration: number;
+	/** Present when the price comes from a verified quote. */
+	quoteId?: string;
+}
+
+/** One service type's tariff as operators read it (major units). */
+export interface TariffView {
+	currency: string;
+	baseFare: number;
+	perKm: number;
+	perMinute: number;
+	minimumFare: number;
+	taxPercent: number;
+}
+
+/** `pricing.tariffs`' reply (operators). */
+export interface TariffsReply {
+	tariffs: Record<ServiceType, TariffView>;
+	surgeMax: number;
+	quoteTtlSeconds: number;
+	maxTripKm: number;
+}
+
+// TODO(contracts): from contracts/dispatch.ts (dispatch.supplyDemand's reply, as pricing consumes it).
+/** What pricing needs from dispatch near a pickup, per service type. */
+export interface SupplyDemand {
+	/** Seconds until the nearest available driver reaches the pickup, or null. */
+	eta: number | null;
+	available: number;
+	demand: number;
+}
+
+// TODO(contracts): from contracts/dispatch.ts
+/** `dispatch.supplyDemand { point }` → one SupplyDemand per service type. */
+export type SupplyDemandReply = Record<ServiceType, SupplyDemand>;
