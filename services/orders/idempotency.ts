@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { IDEMPOTENCY_KEY_MAX_LENGTH, IDEMPOTENCY_TTL_MS } from "../../contracts/orders";
 
 /**
  * Idempotency-Key rules for create-order (API.md): the same key and body
@@ -8,9 +9,6 @@ import { createHash } from "node:crypto";
  * these pure helpers decide what a found claim means.
  */
 
-export const IDEMPOTENCY_KEY_MAX_LENGTH = 255;
-/** How long a finished response is replayed. */
-export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 /**
  * A claim still "running" after this long belongs to a process that died
  * mid-call (the broker's request timeout is 15 s): the key is free again.

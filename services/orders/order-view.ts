@@ -1,44 +1,12 @@
 import { randomInt } from "node:crypto";
-import type { RideStatus } from "./ride-state";
+import type { DriverInfo, DriverView, InternalOrder, Order, RideEventPayload, RideStatus } from "../../contracts/orders";
+import type { DriverLocation, Place, ServiceType } from "../../contracts/common";
 
 /**
- * Pure shapes of the orders service: the database row, the public Order of
- * the contract (API.md, "POST /ride/create-order"), the InternalOrder other
- * services get (docs/ARCHITECTURE.md), and the webhook body stored in
- * `ride_events.payload`.
+ * Pure views of an order: the database row turned into the contract's Order
+ * (create-order, status), the InternalOrder other services get, and the
+ * webhook body stored in `ride_events.payload` (shapes in contracts/orders.ts).
  */
-
-export type ServiceType = "scooty" | "cab";
-
-export interface Point {
-	lat: number;
-	lng: number;
-}
-
-export interface Place extends Point {
-	address?: string;
-}
-
-export interface DriverLocation extends Point {
-	heading?: number;
-}
-
-/** The driver as stored on the order (`orders.driver`); the location lives in `driver_location`. */
-export interface DriverInfo {
-	id: string;
-	name: string;
-	phone: string;
-	vehicleNumber: string;
-}
-
-export interface DriverView extends DriverInfo {
-	location: DriverLocation | null;
-}
-
-export interface Fare {
-	totalAmount: number;
-	currency: string;
-}
 
 /** One row of `orders`, as PostgreSQL returns it. */
 export interface OrderRow {
@@ -65,51 +33,6 @@ export interface OrderRow {
 	cancel_reason: string | null;
 	created_at: Date | string;
 	updated_at: Date | string;
-}
-
-/** The contract's Order (create-order, status). */
-export interface Order {
-	orderId: string;
-	otp: string;
-	status: RideStatus;
-	serviceType: ServiceType;
-	pickup: Place;
-	drop: Place;
-	fare: Fare;
-	distance: number;
-	duration: number;
-	driver: DriverView | null;
-	metadata: Record<string, unknown> | null;
-	createdAt: string;
-	updatedAt: string;
-}
-
-/** What services (dispatch, operators) see: every field but the OTP, plus ownership and version. */
-export interface InternalOrder extends Omit<Order, "otp"> {
-	partnerId: string;
-	riderId: string;
-	version: number;
-	/** Last known driver location (also inside `driver`), null before a driver is assigned. */
-	location: DriverLocation | null;
-	/** Seconds to the pickup (before arrived) or to the drop (after started), as dispatch last reported. */
-	eta: number | null;
-	webhookURL: string;
-	quoteId: string | null;
-	fareBreakdown: Record<string, unknown> | null;
-	cancelReason: string | null;
-}
-
-/** The webhook body (API.md, "Webhooks"), stored verbatim in `ride_events.payload`. */
-export interface RideEventPayload {
-	eventId: string;
-	orderId: string;
-	status: RideStatus | "location_updated";
-	sequence: number;
-	occurredAt: string;
-	driver?: DriverView;
-	location?: DriverLocation;
-	eta?: number;
-	metadata: Record<string, unknown> | null;
 }
 
 /** 4 digits from a cryptographic random source, leading zeros kept. */
@@ -218,4 +141,3 @@ export function serialisedBytes(value: unknown): number {
 	return Buffer.byteLength(JSON.stringify(value) ?? "", "utf8");
 }
 
-export const METADATA_MAX_BYTES = 4096;

@@ -2,7 +2,6 @@ import { randomUUID } from "node:crypto";
 import type { Context, Service, ServiceSchema } from "moleculer";
 import { QueryTypes, type Transaction } from "sequelize";
 import { DbMixin, isUniqueViolation, type DbThis } from "../../mixins/db.mixin";
-import type { PartnerMeta } from "../../mixins/access.middleware";
 import { ApiError, orderNotFound, validationError } from "../../lib/errors";
 import { newId } from "../../lib/ids";
 import { readSettings } from "../../lib/settings";
@@ -12,32 +11,42 @@ import { migrations } from "./migrations";
 import {
 	ACTIVE_STATUSES,
 	MOVING_STATUSES,
-	RIDE_STATUSES,
-	canTransition,
-	defaultActorFor,
-	emitsEvent,
-	isActive,
-	type Actor,
-	type RideStatus,
-} from "./ride-state";
-import {
 	METADATA_MAX_BYTES,
-	buildEventPayload,
-	generateOtp,
-	majorToPaise,
-	serialisedBytes,
-	toInternalOrder,
-	toOrder,
+	cancelParams,
+	createOrderParams,
+	eventsParams,
+	feedbackParams,
+	getOrderParams,
+	listActiveParams,
+	recordLocationParams,
+	riderOtpParams,
+	statusParams,
+	transitionParams,
+	type CancelParams,
+	type CancelResult,
+	type CreateOrderParams,
+	type CreateOrderResult,
+	type DeliveryState,
 	type DriverInfo,
-	type DriverLocation,
+	type EventsResult,
+	type FeedbackParams,
+	type FeedbackResult,
 	type InternalOrder,
+	type ListActiveParams,
 	type Order,
-	type OrderRow,
-	type Place,
-	type Point,
+	type OrderCreatedEvent,
+	type OrderIdParams,
+	type OrdersMeta,
+	type RecordLocationParams,
 	type RideEventPayload,
-	type ServiceType,
-} from "./order-view";
+	type RideEventRecordedEvent,
+	type RideStatus,
+	type StatusChangedEvent,
+	type TransitionParams,
+} from "../../contracts/orders";
+import type { DriverLocation, Place, Point, ServiceType } from "../../contracts/common";
+import { canTransition, defaultActorFor, emitsEvent, isActive } from "./ride-state";
+import { buildEventPayload, generateOtp, majorToPaise, serialisedBytes, toInternalOrder, toOrder, type OrderRow } from "./order-view";
 import { DEFAULT_RUNNING_TIMEOUT_MS, checkIdempotencyKey, judgeClaim, requestHash, type StoredClaim } from "./idempotency";
 
 /**
@@ -47,113 +56,6 @@ import { DEFAULT_RUNNING_TIMEOUT_MS, checkIdempotencyKey, judgeClaim, requestHas
  * sequence is the order's version after that update, so sequence order is
  * commit order.
  */
-
-// ---- action parameters and results -------------------------------------------------
-
-export interface CreateOrderParams {
-	user: { name: string; phone: string; email?: string };
-	serviceType: ServiceType;
-	pickup: Place;
-	drop: Place;
-	webhookURL: string;
-	quoteId?: string;
-	metadata?: Record<string, unknown>;
-}
-export type CreateOrderResult = Order | (Order & { code: "USER_HAVE_ACTIVE_RIDE" });
-
-export interface OrderIdParams {
-	orderId: string;
-}
-export interface CancelParams extends OrderIdParams {
-	reason?: string;
-}
-export interface CancelResult {
-	code: "RIDE_CANCELLED";
-	orderId: string;
-	status: "customer_cancelled";
-}
-export interface FeedbackParams extends OrderIdParams {
-	rating: number;
-	comment?: string;
-	tags?: string[];
-}
-export interface FeedbackResult {
-	code: "FEEDBACK_SUBMITTED";
-	orderId: string;
-}
-export type DeliveryStateName = "pending" | "delivered" | "failed" | string;
-export interface DeliveryState {
-	state: DeliveryStateName;
-	attempts: number;
-	lastStatus: number | null;
-	lastError: string | null;
-}
-export interface RideEventView {
-	eventId: string;
-	sequence: number;
-	status: RideEventPayload["status"];
-	occurredAt: string;
-	payload: RideEventPayload;
-	delivery: DeliveryState;
-}
-export interface EventsResult {
-	events: RideEventView[];
-}
-
-export interface TransitionDriver {
-	id: string;
-	name?: string;
-	phone?: string;
-	vehicleNumber?: string;
-	location?: DriverLocation;
-}
-export interface TransitionParams {
-	orderId: string;
-	to: RideStatus;
-	from?: RideStatus;
-	/** Who asks; by default the driver, except `no_driver_found`, which is the platform's (see ride-state.ts). */
-	actor?: Exclude<Actor, "partner">;
-	driver?: TransitionDriver;
-	location?: DriverLocation;
-	eta?: number | null;
-	otp?: string;
-	reason?: string;
-}
-export interface RecordLocationParams {
-	orderId: string;
-	location: DriverLocation;
-	eta?: number | null;
-}
-export interface ListActiveParams {
-	status?: (typeof ACTIVE_STATUSES)[number];
-	limit?: number;
-}
-
-/** Meta the gateway sets: the partner, the Idempotency-Key header, and the HTTP status it relays. */
-export interface OrdersMeta extends PartnerMeta {
-	idempotencyKey?: string;
-	$statusCode?: number;
-}
-
-/** Broker events (hints only: the tables are the truth). */
-export interface OrderCreatedEvent {
-	orderId: string;
-	partnerId: string;
-	serviceType: ServiceType;
-	pickup: Place;
-}
-export interface StatusChangedEvent {
-	orderId: string;
-	partnerId: string;
-	from: RideStatus;
-	to: RideStatus;
-	driverId: string | null;
-}
-export interface RideEventRecordedEvent {
-	orderId: string;
-	eventId: string;
-	kind: "status" | "location";
-}
 
 /** What the other services answer (docs/ARCHITECTURE.md). */
 interface RiderResult {
@@ -170,21 +72,6 @@ interface PricedTrip {
 	duration: number;
 	quoteId?: string;
 }
-
-// ---- validation schemas ------------------------------------------------------------
-
-const latitude = { type: "number", min: -90, max: 90, finite: true } as const;
-const longitude = { type: "number", min: -180, max: 180, finite: true } as const;
-const placeSchema = {
-	type: "object",
-	props: { lat: latitude, lng: longitude, address: { type: "string", max: 500, optional: true } },
-} as const;
-const locationSchema = {
-	type: "object",
-	props: { lat: latitude, lng: longitude, heading: { type: "number", min: 0, max: 360, optional: true } },
-} as const;
-const orderIdSchema = { type: "string", min: 1, max: 100 } as const;
-const etaSchema = { type: "number", integer: true, min: 0, optional: true, nullable: true } as const;
 
 // ---- service -----------------------------------------------------------------------
 
@@ -273,22 +160,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		/** POST /ride/create-order */
 		create: {
 			access: "partner",
-			params: {
-				user: {
-					type: "object",
-					props: {
-						name: { type: "string", trim: true, min: 1, max: 200 },
-						phone: { type: "string", pattern: /^\+[1-9][0-9]{6,14}$/, messages: { stringPattern: "user.phone must be an E.164 number such as +919812345678" } },
-						email: { type: "email", mode: "precise", max: 254, optional: true },
-					},
-				},
-				serviceType: { type: "enum", values: ["scooty", "cab"] },
-				pickup: placeSchema,
-				drop: placeSchema,
-				webhookURL: { type: "string", min: 1, max: 2048 },
-				quoteId: { type: "string", min: 1, max: 2048, optional: true },
-				metadata: { type: "object", optional: true },
-			},
+			params: createOrderParams,
 			async handler(this: OrdersThis, ctx: Context<CreateOrderParams, OrdersMeta>): Promise<CreateOrderResult> {
 				const partnerId = ctx.meta.partnerId!;
 				const keyCheck = checkIdempotencyKey(ctx.meta.idempotencyKey);
@@ -324,10 +196,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		/** POST /ride/cancel */
 		cancel: {
 			access: "partner",
-			params: {
-				orderId: orderIdSchema,
-				reason: { type: "string", max: 200, optional: true },
-			},
+			params: cancelParams,
 			async handler(this: OrdersThis, ctx: Context<CancelParams, OrdersMeta>): Promise<CancelResult> {
 				const partnerId = ctx.meta.partnerId!;
 				const answer: CancelResult = { code: "RIDE_CANCELLED", orderId: ctx.params.orderId, status: "customer_cancelled" };
@@ -353,12 +222,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		/** POST /ride/feedback */
 		feedback: {
 			access: "partner",
-			params: {
-				orderId: orderIdSchema,
-				rating: { type: "number", integer: true, min: 1, max: 5 },
-				comment: { type: "string", max: 1000, optional: true },
-				tags: { type: "array", items: { type: "string", max: 100 }, max: 50, optional: true },
-			},
+			params: feedbackParams,
 			async handler(this: OrdersThis, ctx: Context<FeedbackParams, OrdersMeta>): Promise<FeedbackResult> {
 				const partnerId = ctx.meta.partnerId!;
 				const row = await this.findOrder(ctx.params.orderId, partnerId);
@@ -378,7 +242,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		/** POST /ride/status */
 		status: {
 			access: "partner",
-			params: { orderId: orderIdSchema },
+			params: statusParams,
 			async handler(this: OrdersThis, ctx: Context<OrderIdParams, OrdersMeta>): Promise<Order> {
 				const row = await this.findOrder(ctx.params.orderId, ctx.meta.partnerId!);
 				if (!row) throw orderNotFound();
@@ -389,7 +253,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		/** POST /ride/events: the ride's webhook events in sequence order with their delivery state. */
 		events: {
 			access: "partner",
-			params: { orderId: orderIdSchema },
+			params: eventsParams,
 			async handler(this: OrdersThis, ctx: Context<OrderIdParams, OrdersMeta>): Promise<EventsResult> {
 				const row = await this.findOrder(ctx.params.orderId, ctx.meta.partnerId!);
 				if (!row) throw orderNotFound();
@@ -437,7 +301,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		/** One order as services see it (no OTP). */
 		get: {
 			access: "internal",
-			params: { orderId: orderIdSchema },
+			params: getOrderParams,
 			async handler(this: OrdersThis, ctx: Context<OrderIdParams>): Promise<InternalOrder> {
 				const row = await this.findOrder(ctx.params.orderId);
 				if (!row) throw orderNotFound();
@@ -451,7 +315,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		 */
 		riderOtp: {
 			access: "internal",
-			params: { orderId: orderIdSchema },
+			params: riderOtpParams,
 			async handler(this: OrdersThis, ctx: Context<OrderIdParams>): Promise<{ orderId: string; otp: string }> {
 				// Only the simulated fleet may read an OTP: in live mode the rider tells it to the driver.
 				if (readSettings(process.env).fleetMode !== "simulated") {
@@ -470,27 +334,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		 */
 		transition: {
 			access: "internal",
-			params: {
-				orderId: orderIdSchema,
-				to: { type: "enum", values: [...RIDE_STATUSES] },
-				from: { type: "enum", values: [...RIDE_STATUSES], optional: true },
-				actor: { type: "enum", values: ["driver", "system"], optional: true },
-				driver: {
-					type: "object",
-					optional: true,
-					props: {
-						id: { type: "string", min: 1, max: 100 },
-						name: { type: "string", min: 1, max: 200, optional: true },
-						phone: { type: "string", min: 1, max: 32, optional: true },
-						vehicleNumber: { type: "string", min: 1, max: 32, optional: true },
-						location: { ...locationSchema, optional: true },
-					},
-				},
-				location: { ...locationSchema, optional: true },
-				eta: etaSchema,
-				otp: { type: "string", max: 16, optional: true },
-				reason: { type: "string", max: 200, optional: true },
-			},
+			params: transitionParams,
 			async handler(this: OrdersThis, ctx: Context<TransitionParams>): Promise<InternalOrder> {
 				const p = ctx.params;
 				const row = await this.findOrder(p.orderId);
@@ -546,11 +390,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		/** The driver's position while the ride moves: updates the order and appends a location_updated event. */
 		recordLocation: {
 			access: "internal",
-			params: {
-				orderId: orderIdSchema,
-				location: locationSchema,
-				eta: etaSchema,
-			},
+			params: recordLocationParams,
 			async handler(this: OrdersThis, ctx: Context<RecordLocationParams>): Promise<InternalOrder> {
 				const p = ctx.params;
 				const location: DriverLocation = { lat: p.location.lat, lng: p.location.lng };
@@ -585,10 +425,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		/** Active rides (dispatch's reconciliation sweep), oldest first. */
 		listActive: {
 			access: "internal",
-			params: {
-				status: { type: "enum", values: [...ACTIVE_STATUSES], optional: true },
-				limit: { type: "number", integer: true, min: 1, max: 10_000, optional: true },
-			},
+			params: listActiveParams,
 			async handler(this: OrdersThis, ctx: Context<ListActiveParams>): Promise<InternalOrder[]> {
 				const statuses = ctx.params.status ? [ctx.params.status] : [...ACTIVE_STATUSES];
 				const rows = await this.sequelize.query<OrderRow>(

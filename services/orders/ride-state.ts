@@ -10,24 +10,7 @@
  *   accepted, arrived ──► searching                                       (the driver drops out)
  */
 
-export const RIDE_STATUSES = [
-	"searching",
-	"accepted",
-	"arrived",
-	"started",
-	"dropped",
-	"customer_cancelled",
-	"no_driver_found",
-] as const;
-export type RideStatus = (typeof RIDE_STATUSES)[number];
-
-/** Who asks for a move: the partner (cancel), the driver (via dispatch) or the platform itself (dispatch timeouts). */
-export type Actor = "partner" | "driver" | "system";
-
-export const ACTIVE_STATUSES = ["searching", "accepted", "arrived", "started"] as const satisfies readonly RideStatus[];
-export const TERMINAL_STATUSES = ["dropped", "customer_cancelled", "no_driver_found"] as const satisfies readonly RideStatus[];
-export type ActiveStatus = (typeof ACTIVE_STATUSES)[number];
-export type TerminalStatus = (typeof TERMINAL_STATUSES)[number];
+import { ACTIVE_STATUSES, RIDE_STATUSES, TERMINAL_STATUSES, type ActiveStatus, type Actor, type InternalActor, type RideStatus, type TerminalStatus } from "../../contracts/orders";
 
 export function isRideStatus(value: unknown): value is RideStatus {
 	return typeof value === "string" && (RIDE_STATUSES as readonly string[]).includes(value);
@@ -80,7 +63,7 @@ export function canTransition(from: RideStatus, to: RideStatus, actor: Actor): b
  * decision; every other move is made on a driver's behalf. Never the partner:
  * partners cancel through orders.cancel only.
  */
-export function defaultActorFor(to: RideStatus): Exclude<Actor, "partner"> {
+export function defaultActorFor(to: RideStatus): InternalActor {
 	return to === "no_driver_found" ? "system" : "driver";
 }
 
@@ -92,6 +75,3 @@ export function defaultActorFor(to: RideStatus): Exclude<Actor, "partner"> {
 export function emitsEvent(to: RideStatus): boolean {
 	return to !== "searching";
 }
-
-/** Statuses in which the driver's location is tracked and location events go out. */
-export const MOVING_STATUSES = ["accepted", "arrived", "started"] as const satisfies readonly RideStatus[];

@@ -1,9 +1,9 @@
+import { E164_PATTERN } from "../../contracts/riders";
+
 /**
- * Rider field rules, shared by the riders service schema and its tests.
- * Phones are E.164 ("+" then 7..15 digits, no leading zero), the key that
+ * Rider field rules. Phones are E.164 (contracts/riders.ts), the key that
  * identifies a rider within a partner, so they are stored exactly as given.
  */
-export const E164_PATTERN = /^\+[1-9]\d{6,14}$/;
 
 export function isE164(phone: unknown): phone is string {
 	return typeof phone === "string" && E164_PATTERN.test(phone);

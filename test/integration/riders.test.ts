@@ -2,7 +2,7 @@ import { Errors } from "moleculer";
 import type { Client } from "pg";
 import { createTestDatabase, connect, type TestDatabase } from "../helpers/db";
 import { startTestNode, type TestNode } from "../helpers/node";
-import type { Rider } from "../../services/riders/riders.service";
+import type { Rider } from "../../contracts/riders";
 
 /** riders on a real broker and the server PostgreSQL (real concurrency). */
 

@@ -1,6 +1,6 @@
+import { IDEMPOTENCY_TTL_MS } from "../../contracts/orders";
 import {
 	DEFAULT_RUNNING_TIMEOUT_MS,
-	IDEMPOTENCY_TTL_MS,
 	canonicalJson,
 	checkIdempotencyKey,
 	judgeClaim,

@@ -1,5 +1,5 @@
+import { METADATA_MAX_BYTES } from "../../contracts/orders";
 import {
-	METADATA_MAX_BYTES,
 	buildEventPayload,
 	generateOtp,
 	majorToPaise,

@@ -1,15 +1,11 @@
+import { ACTIVE_STATUSES, RIDE_STATUSES, TERMINAL_STATUSES, type Actor, type RideStatus } from "../../contracts/orders";
 import {
-	ACTIVE_STATUSES,
-	RIDE_STATUSES,
-	TERMINAL_STATUSES,
 	canTransition,
 	defaultActorFor,
 	emitsEvent,
 	isActive,
 	isRideStatus,
 	isTerminal,
-	type Actor,
-	type RideStatus,
 } from "../../services/orders/ride-state";
 
 /** The contract's diagram (API.md, "Ride states"), written out as the full list of legal moves. */

@@ -1,0 +1,326 @@
+/**
+ * The orders service's contract: the params of its actions (the exact
+ * fastest-validator schemas the actions use, and the OpenAPI document is
+ * generated from), the types they validate into, its replies, the webhook
+ * body it stores, the broker events it emits, and the ride statuses.
+ * Type-only plus plain data: no service code, no I/O.
+ */
+import {
+	etaRule,
+	locationRule,
+	orderIdRule,
+	placeRule,
+	serviceTypeRule,
+	type DriverLocation,
+	type Place,
+	type ServiceType,
+} from "./common";
+import { E164_PATTERN } from "./riders";
+
+// ---- ride statuses (API.md, "Ride states") -----------------------------------------
+
+export const RIDE_STATUSES = [
+	"searching",
+	"accepted",
+	"arrived",
+	"started",
+	"dropped",
+	"customer_cancelled",
+	"no_driver_found",
+] as const;
+export type RideStatus = (typeof RIDE_STATUSES)[number];
+
+export const ACTIVE_STATUSES = ["searching", "accepted", "arrived", "started"] as const satisfies readonly RideStatus[];
+export const TERMINAL_STATUSES = ["dropped", "customer_cancelled", "no_driver_found"] as const satisfies readonly RideStatus[];
+/** Statuses in which the driver's location is tracked and location events go out. */
+export const MOVING_STATUSES = ["accepted", "arrived", "started"] as const satisfies readonly RideStatus[];
+export type ActiveStatus = (typeof ACTIVE_STATUSES)[number];
+export type TerminalStatus = (typeof TERMINAL_STATUSES)[number];
+
+/** Who asks for a move: the partner (cancel), the driver (via dispatch) or the platform itself (dispatch timeouts). */
+export type Actor = "partner" | "driver" | "system";
+/** The actors of internal moves (orders.transition); partners cancel through orders.cancel only. */
+export const INTERNAL_ACTORS = ["driver", "system"] as const satisfies readonly Actor[];
+export type InternalActor = (typeof INTERNAL_ACTORS)[number];
+
+/** The webhook statuses: every ride status a partner hears about, plus driver positions. */
+export type WebhookStatus = RideStatus | "location_updated";
+
+// ---- contract constants ------------------------------------------------------------
+
+/** `metadata` is at most this many UTF-8 bytes serialised (API.md: "4 KB serialised"). */
+export const METADATA_MAX_BYTES = 4096;
+export const IDEMPOTENCY_KEY_MAX_LENGTH = 255;
+/** How long a finished create-order response is replayed for its Idempotency-Key. */
+export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+/** Seconds a partner is told to wait (`Retry-After`) after a retryable orders conflict. */
+export const ORDERS_RETRY_AFTER_SECONDS = 1;
+
+// ---- partner actions (the /ride/* bodies) ------------------------------------------
+
+/** POST /ride/create-order (orders.create). */
+export const createOrderParams = {
+	user: {
+		type: "object",
+		props: {
+			name: { type: "string", trim: true, min: 1, max: 200 },
+			phone: { type: "string", pattern: E164_PATTERN, messages: { stringPattern: "user.phone must be an E.164 number such as +919812345678" } },
+			email: { type: "email", mode: "precise", max: 254, optional: true },
+		},
+	},
+	serviceType: serviceTypeRule,
+	pickup: placeRule,
+	drop: placeRule,
+	webhookURL: { type: "string", min: 1, max: 2048 },
+	quoteId: { type: "string", min: 1, max: 2048, optional: true },
+	metadata: { type: "object", optional: true },
+} as const;
+export interface CreateOrderParams {
+	user: { name: string; phone: string; email?: string };
+	serviceType: ServiceType;
+	pickup: Place;
+	drop: Place;
+	webhookURL: string;
+	quoteId?: string;
+	metadata?: Record<string, unknown>;
+}
+
+/** POST /ride/cancel (orders.cancel). */
+export const cancelParams = {
+	orderId: orderIdRule,
+	reason: { type: "string", max: 200, optional: true },
+} as const;
+export interface CancelParams extends OrderIdParams {
+	reason?: string;
+}
+
+/** POST /ride/feedback (orders.feedback). */
+export const feedbackParams = {
+	orderId: orderIdRule,
+	rating: { type: "number", integer: true, min: 1, max: 5 },
+	comment: { type: "string", max: 1000, optional: true },
+	tags: { type: "array", items: { type: "string", max: 100 }, max: 50, optional: true },
+} as const;
+export interface FeedbackParams extends OrderIdParams {
+	rating: number;
+	comment?: string;
+	tags?: string[];
+}
+
+/** POST /ride/status (orders.status). */
+export const statusParams = { orderId: orderIdRule } as const;
+/** POST /ride/events (orders.events). */
+export const eventsParams = { orderId: orderIdRule } as const;
+export interface OrderIdParams {
+	orderId: string;
+}
+
+/** Meta the gateway sets: the partner, the request id, the Idempotency-Key header, and the HTTP status it relays. */
+export interface OrdersMeta {
+	partnerId?: string;
+	requestId?: string;
+	idempotencyKey?: string;
+	$statusCode?: number;
+}
+
+// ---- internal actions (dispatch, the simulated fleet, operators) -------------------
+
+/** orders.get: one order as services see it. */
+export const getOrderParams = { orderId: orderIdRule } as const;
+/** orders.riderOtp: the simulated fleet stands in for the rider telling the driver the OTP. */
+export const riderOtpParams = { orderId: orderIdRule } as const;
+
+/** orders.transition: a ride's status move on a driver's or the platform's behalf. */
+export const transitionParams = {
+	orderId: orderIdRule,
+	to: { type: "enum", values: [...RIDE_STATUSES] },
+	from: { type: "enum", values: [...RIDE_STATUSES], optional: true },
+	actor: { type: "enum", values: [...INTERNAL_ACTORS], optional: true },
+	driver: {
+		type: "object",
+		optional: true,
+		props: {
+			id: { type: "string", min: 1, max: 100 },
+			name: { type: "string", min: 1, max: 200, optional: true },
+			phone: { type: "string", min: 1, max: 32, optional: true },
+			vehicleNumber: { type: "string", min: 1, max: 32, optional: true },
+			location: { ...locationRule, optional: true },
+		},
+	},
+	location: { ...locationRule, optional: true },
+	eta: etaRule,
+	otp: { type: "string", max: 16, optional: true },
+	reason: { type: "string", max: 200, optional: true },
+} as const;
+export interface TransitionDriver {
+	id: string;
+	name?: string;
+	phone?: string;
+	vehicleNumber?: string;
+	location?: DriverLocation;
+}
+export interface TransitionParams {
+	orderId: string;
+	to: RideStatus;
+	from?: RideStatus;
+	/** Who asks; by default the driver, except `no_driver_found`, which is the platform's. */
+	actor?: InternalActor;
+	driver?: TransitionDriver;
+	location?: DriverLocation;
+	eta?: number | null;
+	otp?: string;
+	reason?: string;
+}
+
+/** orders.recordLocation: the driver's position while the ride moves. */
+export const recordLocationParams = {
+	orderId: orderIdRule,
+	location: locationRule,
+	eta: etaRule,
+} as const;
+export interface RecordLocationParams {
+	orderId: string;
+	location: DriverLocation;
+	eta?: number | null;
+}
+
+/** orders.listActive: active rides, oldest first (dispatch's reconciliation sweep). */
+export const listActiveParams = {
+	status: { type: "enum", values: [...ACTIVE_STATUSES], optional: true },
+	limit: { type: "number", integer: true, min: 1, max: 10_000, optional: true },
+} as const;
+export interface ListActiveParams {
+	status?: ActiveStatus;
+	limit?: number;
+}
+
+// ---- replies -----------------------------------------------------------------------
+
+/** The driver as stored on the order; the location is reported beside it. */
+export interface DriverInfo {
+	id: string;
+	name: string;
+	phone: string;
+	vehicleNumber: string;
+}
+export interface DriverView extends DriverInfo {
+	location: DriverLocation | null;
+}
+export interface Fare {
+	totalAmount: number;
+	currency: string;
+}
+
+/** The contract's Order (create-order, status). */
+export interface Order {
+	orderId: string;
+	otp: string;
+	status: RideStatus;
+	serviceType: ServiceType;
+	pickup: Place;
+	drop: Place;
+	fare: Fare;
+	distance: number;
+	duration: number;
+	driver: DriverView | null;
+	metadata: Record<string, unknown> | null;
+	createdAt: string;
+	updatedAt: string;
+}
+
+/** What services (dispatch, operators) get from orders.get/transition/recordLocation/listActive: every field but the OTP, plus ownership and version. */
+export interface InternalOrder extends Omit<Order, "otp"> {
+	partnerId: string;
+	riderId: string;
+	version: number;
+	/** Last known driver location (also inside `driver`), null before a driver is assigned. */
+	location: DriverLocation | null;
+	/** Seconds to the pickup (before arrived) or to the drop (after started), as dispatch last reported. */
+	eta: number | null;
+	webhookURL: string;
+	quoteId: string | null;
+	fareBreakdown: Record<string, unknown> | null;
+	cancelReason: string | null;
+}
+
+/** 201 with the new Order, or 200 with the rider's active ride and this code. */
+export type CreateOrderResult = Order | (Order & { code: "USER_HAVE_ACTIVE_RIDE" });
+
+export interface CancelResult {
+	code: "RIDE_CANCELLED";
+	orderId: string;
+	status: "customer_cancelled";
+}
+
+export interface FeedbackResult {
+	code: "FEEDBACK_SUBMITTED";
+	orderId: string;
+}
+
+export interface RiderOtpResult {
+	orderId: string;
+	otp: string;
+}
+
+/** The webhook body (API.md, "Webhooks"), stored verbatim in `ride_events.payload`. */
+export interface RideEventPayload {
+	eventId: string;
+	orderId: string;
+	status: WebhookStatus;
+	sequence: number;
+	occurredAt: string;
+	driver?: DriverView;
+	location?: DriverLocation;
+	eta?: number;
+	metadata: Record<string, unknown> | null;
+}
+
+/** A webhook event's delivery as notifications reports it (pending until notifications knows better). */
+export type DeliveryStateName = "pending" | "delivered" | "failed" | string;
+export interface DeliveryState {
+	state: DeliveryStateName;
+	attempts: number;
+	lastStatus: number | null;
+	lastError: string | null;
+}
+export interface RideEventView {
+	eventId: string;
+	sequence: number;
+	status: WebhookStatus;
+	occurredAt: string;
+	payload: RideEventPayload;
+	delivery: DeliveryState;
+}
+export interface EventsResult {
+	events: RideEventView[];
+}
+
+// ---- broker events orders emits (hints only: the tables are the truth) -------------
+
+export const ORDER_EVENTS = {
+	created: "orders.created",
+	statusChanged: "orders.statusChanged",
+	rideEventRecorded: "orders.rideEventRecorded",
+} as const;
+
+/** `orders.created`: a new ride is searching. */
+export interface OrderCreatedEvent {
+	orderId: string;
+	partnerId: string;
+	serviceType: ServiceType;
+	pickup: Place;
+}
+/** `orders.statusChanged`: a committed status move (dispatch frees drivers on it). */
+export interface StatusChangedEvent {
+	orderId: string;
+	partnerId: string;
+	from: RideStatus;
+	to: RideStatus;
+	driverId: string | null;
+}
+/** `orders.rideEventRecorded`: a new `ride_events` row (notifications wakes up on it). */
+export interface RideEventRecordedEvent {
+	orderId: string;
+	eventId: string;
+	kind: "status" | "location";
+}
