@@ -6,6 +6,8 @@
 #   docker build -t ride-platform .
 #   docker run --rm -p 3000:3000 ride-platform      # all-in-one, embedded database
 #
+# CI builds and runs it with podman (scripts/container-check.sh), from base
+# images it makes itself under NODE_IMAGE's default name.
 ARG NODE_IMAGE=node:24-bookworm-slim
 
 # --- build: compile TypeScript to dist/ -------------------------------------
@@ -14,13 +16,9 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 # --ignore-scripts: the pinned `node` devDependency would download a second Node; the image has one.
 RUN npm ci --ignore-scripts --no-audit --no-fund
-COPY tsconfig.json tsconfig.build.json moleculer.config.ts ./
-COPY bin ./bin
-COPY lib ./lib
-COPY mixins ./mixins
-COPY runtime ./runtime
-COPY services ./services
-COPY scripts ./scripts
+# The whole context (.dockerignore keeps out tests, docs, data, secrets):
+# tsconfig.build.json decides what is compiled, so new code folders need no edit here.
+COPY . .
 RUN node node_modules/typescript/bin/tsc -p tsconfig.build.json \
 	&& node scripts/copy-build-assets.mjs
 
@@ -38,9 +36,10 @@ ENV NODE_ENV=production \
 	METRICS_PORT=3030 \
 	HEALTH_PORT=8080
 WORKDIR /app
-COPY --from=deps --chown=1000:1000 /app/node_modules ./node_modules
-COPY --from=build --chown=1000:1000 /app/dist ./dist
-COPY --chown=1000:1000 package.json ./
+# Code and dependencies stay root-owned: the process cannot rewrite what it runs.
+COPY --from=deps /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY package.json ./
 # ./data is where the embedded database lives when DATABASE_URL is unset (trying it out).
 RUN mkdir -p /app/data && chown 1000:1000 /app/data
 # The image's `node` user, by number so Kubernetes can verify runAsNonRoot.
@@ -49,5 +48,6 @@ USER 1000:1000
 EXPOSE 3000 3030 8080
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
 	CMD ["node", "dist/bin/healthcheck.js", "ready"]
-# Node as PID 1 gets SIGTERM directly and shuts down gracefully (runtime/shutdown.ts).
+# Exec form: Node is PID 1 and gets SIGTERM itself (no shell in between) and
+# shuts down gracefully (runtime/shutdown.ts).
 CMD ["node", "dist/bin/server.js"]

@@ -1,7 +1,9 @@
 import { mkdirSync } from "node:fs";
 import { resolve } from "node:path";
-import { PGlite } from "@electric-sql/pglite";
-import { PGLiteSocketServer } from "@electric-sql/pglite-socket";
+// Types only: PGlite (≈ 10 MB of WebAssembly) is loaded when the embedded
+// database is actually started, never by a process that has DATABASE_URL.
+import type * as PGliteModule from "@electric-sql/pglite";
+import type * as PGliteSocketModule from "@electric-sql/pglite-socket";
 
 export interface EmbeddedPostgres {
 	url: string;
@@ -14,6 +16,10 @@ export interface EmbeddedPostgres {
  * it exactly as they reach a server. One process per data directory.
  */
 export async function startEmbeddedPostgres(dataDir: string, maxConnections = 64): Promise<EmbeddedPostgres> {
+	/* eslint-disable @typescript-eslint/no-require-imports */
+	const { PGlite } = require("@electric-sql/pglite") as typeof PGliteModule;
+	const { PGLiteSocketServer } = require("@electric-sql/pglite-socket") as typeof PGliteSocketModule;
+	/* eslint-enable @typescript-eslint/no-require-imports */
 	const dir = resolve(dataDir, "pg");
 	mkdirSync(dir, { recursive: true });
 	const db = await PGlite.create(dir);

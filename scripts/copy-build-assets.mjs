@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const dist = join(root, "dist");
-const SOURCE_DIRS = ["services", "lib", "mixins", "runtime", "bin", "docs"];
+const SOURCE_DIRS = ["services", "contracts", "lib", "mixins", "middlewares", "runtime", "bin", "docs"];
 const ASSET_EXT = new Set([".json", ".yaml", ".yml", ".html", ".css", ".sql"]);
 
 let copied = 0;

@@ -170,6 +170,20 @@ describe("docker-compose.yml", () => {
 	});
 });
 
+/** The TypeScript the image compiles (tsconfig.build.json), tests aside. */
+function imageSourceFiles(): string[] {
+	const files: string[] = [];
+	const walk = (dir: string) => {
+		for (const entry of readdirSync(dir)) {
+			const path = join(dir, entry);
+			if (statSync(path).isDirectory()) walk(path);
+			else if (entry.endsWith(".ts") && !entry.endsWith(".test.ts")) files.push(path);
+		}
+	};
+	for (const dir of ["services", "contracts", "lib", "mixins", "middlewares", "runtime", "bin"]) if (existsSync(join(ROOT, dir))) walk(join(ROOT, dir));
+	return files;
+}
+
 describe("Dockerfile", () => {
 	const dockerfile = readFileSync(join(ROOT, "Dockerfile"), "utf8");
 
@@ -185,16 +199,7 @@ describe("Dockerfile", () => {
 
 	test("the code the image runs imports production dependencies only (the image has no devDependencies)", () => {
 		const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { dependencies: Record<string, string> };
-		const files: string[] = [];
-		const walk = (dir: string) => {
-			for (const entry of readdirSync(dir)) {
-				const path = join(dir, entry);
-				if (statSync(path).isDirectory()) walk(path);
-				else if (entry.endsWith(".ts")) files.push(path);
-			}
-		};
-		for (const dir of ["services", "lib", "mixins", "runtime", "bin"]) walk(join(ROOT, dir));
-		files.push(join(ROOT, "moleculer.config.ts"));
+		const files = [...imageSourceFiles(), join(ROOT, "moleculer.config.ts")];
 		const imported = new Set<string>();
 		for (const file of files) {
 			const text = readFileSync(file, "utf8");
@@ -209,6 +214,20 @@ describe("Dockerfile", () => {
 		expect(notProduction).toEqual([]);
 		// moleculer loads these by name at run time (REPL, NATS transporter, validator).
 		for (const name of ["moleculer-repl", "nats", "fastest-validator"]) expect(pkg.dependencies).toHaveProperty(name);
+		// No TypeScript runner or compiler in production: the image runs dist/.
+		for (const name of ["tsx", "ts-node", "typescript"]) expect(pkg.dependencies).not.toHaveProperty(name);
+	});
+
+	test("PGlite is loaded only when the embedded database starts (no static import of it)", () => {
+		for (const path of imageSourceFiles()) {
+			expect([path, /^import\s+(?!type\b)[^"']*from\s*["']@electric-sql\//m.test(readFileSync(path, "utf8"))]).toEqual([path, false]);
+		}
+	});
+
+	test("npm ci works from the committed lock: every optional dependency has an entry", async () => {
+		const r = await runNode(["scripts/lock-placeholders.mjs", "--check"]);
+		expect(r.out).toMatch(/every optional dependency has an entry/);
+		expect(r.code).toBe(0);
 	});
 
 	test("every path it copies exists and every compiled entry point it or the manifests run has a source", () => {
