@@ -1,5 +1,6 @@
 import os from "node:os";
-import type { BrokerOptions, Tracer } from "moleculer";
+import { Validators, type BrokerOptions, type Tracer } from "moleculer";
+import { VALIDATION_MESSAGES } from "./contracts/errors";
 import { readSettings, type Env } from "./lib/settings";
 import { AccessMiddleware } from "./mixins/access.middleware";
 import { ObservabilityMiddleware, jsonLogFormatter } from "./mixins/observability.middleware";
@@ -66,7 +67,8 @@ export function buildBrokerConfig(env: Env = process.env): BrokerOptions {
 		heartbeatInterval: 5,
 		heartbeatTimeout: 15,
 		serializer: "JSON",
-		validator: true,
+		// Partner-readable messages that name the field ("pickup.lat must be a number"), on every node.
+		validator: new Validators.Fastest({ messages: VALIDATION_MESSAGES }),
 		metrics: {
 			enabled: s.metricsPort > 0,
 			reporter: s.metricsPort > 0 ? [{ type: "Prometheus", options: { port: s.metricsPort, path: "/metrics" } }] : [],

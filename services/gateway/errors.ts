@@ -1,5 +1,6 @@
 import { Errors } from "moleculer";
-import type { ErrorDetail, ErrorEnvelope } from "../../lib/errors";
+import { codesForStatus, ERRORS, isErrorCode, type ErrorDetail, type ErrorEnvelope, type ErrorSpec } from "../../contracts/errors";
+import { RATE_LIMITED_RETRY_AFTER_SECONDS } from "../../contracts/constants";
 
 /**
  * The gateway's one error mapping: whatever was thrown (by a service on
@@ -7,9 +8,6 @@ import type { ErrorDetail, ErrorEnvelope } from "../../lib/errors";
  * envelope `{ code, message, details?, retryable }` with the right status.
  * Pure, so every rule is unit-tested without a server.
  */
-
-/** Codes the gateway itself adds to the contract's list (documented in the OpenAPI document). */
-export type GatewayOnlyCode = "UNSUPPORTED_MEDIA_TYPE";
 
 export interface ErrorResponse {
 	status: number;
@@ -76,22 +74,12 @@ const UNAVAILABLE_TYPES = new Set([
 /** Node socket errors: a database or peer that cannot be reached. */
 const UNAVAILABLE_SYSCODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EHOSTUNREACH", "ENOTFOUND", "EAI_AGAIN", "57P01", "57P03"]);
 
-/** Statuses whose contract code does not depend on what the thrower called it. */
-const FIXED_CODES: Record<number, string> = {
-	401: "UNAUTHORIZED",
-	413: "PAYLOAD_TOO_LARGE",
-	415: "UNSUPPORTED_MEDIA_TYPE",
-	429: "RATE_LIMITED",
-};
-/** Fallback codes for client errors that arrive without a usable code. */
-const STATUS_CODES: Record<number, string> = {
-	400: "VALIDATION_ERROR",
-	403: "FORBIDDEN",
-	404: "NOT_FOUND",
-	405: "NOT_FOUND",
-	409: "CONFLICT",
-	422: "VALIDATION_ERROR",
-};
+/** Statuses whose contract code does not depend on what the thrower called it (the error table's `forStatus: "only"`). */
+const FIXED_CODES = codesForStatus("only");
+/** Codes for client errors that arrive without a usable code (`forStatus: "fallback"`). */
+const STATUS_CODES = codesForStatus("fallback");
+/** Statuses the contract does not use, answered as the nearest one it does. */
+const STATUS_ALIASES: Record<number, number> = { 405: 404, 422: 400 };
 
 const CODE_PATTERN = /^[A-Z][A-Z0-9_]{1,63}$/;
 const MAX_MESSAGE = 500;
@@ -125,30 +113,23 @@ export function normaliseField(field: string): string {
 	return f.replace(/^\./, "");
 }
 
-/** fastest-validator's "The 'pickup.lat' field must be a number." → "pickup.lat must be a number". */
-export function rewriteValidatorMessage(message: string, field: string): string {
-	const m = /^The '([^']*)'(?: field)? (.*?)\.?$/s.exec(message);
-	if (m) return `${normaliseField(m[1]) || field || "body"} ${m[2]}`;
-	return message.replace(/'(?:params|body)\.([^']*)'/g, "'$1'");
-}
-
 function clip(text: string, max = MAX_MESSAGE): string {
 	return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
-/** fastest-validator's error list (ValidationError.data) → contract details. */
+/**
+ * fastest-validator's error list (ValidationError.data) → contract details.
+ * The messages already name the field as the partner wrote it: every broker
+ * validator uses the contract's VALIDATION_MESSAGES (moleculer.config.ts).
+ */
 export function validationDetails(data: unknown): ErrorDetail[] {
 	if (!Array.isArray(data)) return [];
 	return data.slice(0, MAX_DETAILS).map((item: unknown) => {
-		const e = asErrorLike(item) as { field?: unknown; message?: unknown; type?: unknown; expected?: unknown };
-		const field = normaliseField(typeof e.field === "string" ? e.field : "");
-		// fastest-validator's enum message reads "value 'scooty, cab' does not match": say what is allowed instead.
-		if (e.type === "enumValue" && e.expected !== undefined) {
-			const allowed = Array.isArray(e.expected) ? e.expected.join(", ") : String(e.expected);
-			return { field, message: clip(`${field || "value"} must be one of: ${allowed}`) };
-		}
-		const raw = typeof e.message === "string" ? e.message : "is invalid";
-		return { field, message: clip(rewriteValidatorMessage(raw, field)) };
+		const e = asErrorLike(item) as { field?: unknown; message?: unknown };
+		return {
+			field: normaliseField(typeof e.field === "string" ? e.field : ""),
+			message: clip(typeof e.message === "string" ? e.message : "is invalid"),
+		};
 	});
 }
 
@@ -219,18 +200,19 @@ export function toErrorResponse(thrown: unknown, opts: ErrorMappingOptions): Err
 	}
 
 	if (status !== undefined && status >= 400 && status < 500) {
-		let code = FIXED_CODES[status] ?? (type && CODE_PATTERN.test(type) ? type : undefined) ?? STATUS_CODES[status] ?? "BAD_REQUEST";
+		let code: string = FIXED_CODES[status] ?? (type && CODE_PATTERN.test(type) ? type : undefined) ?? STATUS_CODES[STATUS_ALIASES[status] ?? status] ?? "BAD_REQUEST";
 		let httpStatus = status;
 		// The contract answers every validation failure with 400, whoever raised it.
 		if (code === "VALIDATION_ERROR") httpStatus = 400;
 		if (code === "NOT_FOUND" && status === 405) httpStatus = 404;
 		const headers: Record<string, string> = {};
 		const retryAfter = retryAfterOf(e.data);
-		if (status === 429) headers["Retry-After"] = String(retryAfter ?? 1);
+		if (status === 429) headers["Retry-After"] = String(retryAfter ?? RATE_LIMITED_RETRY_AFTER_SECONDS);
 		else if (retryAfter !== undefined) headers["Retry-After"] = String(retryAfter);
 		if (status === 401) headers["WWW-Authenticate"] = 'Bearer realm="ride-api"';
 		// Retrying helps when the limit refills, the first call finishes, or the service said when to come back.
-		const retryable = status === 429 || code === "IDEMPOTENCY_KEY_IN_USE" || retryAfter !== undefined;
+		const spec: ErrorSpec | undefined = isErrorCode(code) ? ERRORS[code] : undefined;
+		const retryable = status === 429 || spec?.retryable === true || retryAfter !== undefined;
 		if (!CODE_PATTERN.test(code)) code = "BAD_REQUEST";
 		return {
 			status: httpStatus,

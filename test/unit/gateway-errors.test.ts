@@ -1,11 +1,11 @@
 import { Errors, Validators } from "moleculer";
 import ApiGateway from "moleculer-web";
 import { ApiError } from "../../lib/errors";
+import { VALIDATION_MESSAGES } from "../../contracts/errors";
 import {
 	GatewayError,
 	INTERNAL_ERROR_MESSAGE,
 	normaliseField,
-	rewriteValidatorMessage,
 	toErrorResponse,
 	validationDetails,
 	WrappedError,
@@ -14,13 +14,17 @@ import {
 const opts = { unavailableRetryAfterSeconds: 5 };
 const map = (err: unknown) => toErrorResponse(err, opts);
 
+/** The broker's validator as moleculer.config.ts sets it up. */
+function check(schema: Record<string, unknown>, params: Record<string, unknown>): Array<{ field: string; message: string }> {
+	const validator = new Validators.Fastest({ messages: VALIDATION_MESSAGES });
+	const result = (validator.compile(schema) as (p: unknown) => true | Array<{ field: string; message: string }>)(params);
+	if (result === true) throw new Error("expected the params to be invalid");
+	return result;
+}
+
 /** A ValidationError exactly as the broker's fastest-validator raises it. */
 function realValidationError(schema: Record<string, unknown>, params: Record<string, unknown>): Errors.ValidationError {
-	const validator = new Validators.Fastest();
-	const check = validator.compile(schema) as (p: unknown) => true | unknown[];
-	const result = check(params);
-	if (result === true) throw new Error("expected the params to be invalid");
-	return new Errors.ValidationError("Parameters validation error!", "VALIDATION_ERROR", result);
+	return new Errors.ValidationError("Parameters validation error!", "VALIDATION_ERROR", check(schema, params));
 }
 
 /** An error as it arrives from another node over NATS: Moleculer recreates unknown classes as plain Errors. */
@@ -46,11 +50,14 @@ describe("field names", () => {
 		expect(normaliseField(raw)).toBe(expected);
 	});
 
-	it("rewrites fastest-validator messages to name the body field", () => {
-		expect(rewriteValidatorMessage("The 'params.pickup.lat' field must be less than or equal to 90.", "pickup.lat")).toBe("pickup.lat must be less than or equal to 90");
-		expect(rewriteValidatorMessage("The 'user.name' field is required.", "user.name")).toBe("user.name is required");
-		expect(rewriteValidatorMessage("The 'metadata' must be an Object.", "metadata")).toBe("metadata must be an Object");
-		expect(rewriteValidatorMessage("Something else entirely", "x")).toBe("Something else entirely");
+	it("the validator's messages name the body field", () => {
+		const messages = check(
+			{ pickup: { type: "object", props: { lat: { type: "number", max: 90 } } }, user: { type: "object", props: { name: "string" } }, metadata: "object" },
+			{ pickup: { lat: 91 }, user: {}, metadata: 1 },
+		).map((e) => e.message);
+		expect(messages).toEqual(["pickup.lat must be less than or equal to 90", "user.name is required", "metadata must be an Object"]);
+		// A rule's own message is kept as it is.
+		expect(validationDetails([{ field: "x", message: "Something else entirely" }])).toEqual([{ field: "x", message: "Something else entirely" }]);
 	});
 });
 
@@ -88,7 +95,7 @@ describe("validation errors", () => {
 	});
 
 	it("strips params. prefixes from validator fields", () => {
-		const details = validationDetails([{ type: "number", field: "params.drop.lng", message: "The 'params.drop.lng' field must be a number." }]);
+		const details = validationDetails([{ type: "number", field: "params.drop.lng", message: "drop.lng must be a number" }]);
 		expect(details).toEqual([{ field: "drop.lng", message: "drop.lng must be a number" }]);
 	});
 
