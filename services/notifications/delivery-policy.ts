@@ -1,15 +1,11 @@
+import { LOCATION_TTL_MS, type DeliveryState, type RideEventKind } from "../../contracts/notifications";
 import { nextAttemptAt } from "./retry-schedule";
 import type { AttemptOutcome } from "./webhook-client";
 
 /**
- * What a finished try means for its event. Pure: the service turns the
- * decision into one UPDATE.
+ * What a finished try means for its event. Pure: the delivery loop records
+ * the decision with one statement (notifications.repo.ts, RECORD_SQL).
  */
-
-/** A location event is only worth sending this long after it was made (API.md, "Webhooks"); `WEBHOOK_LOCATION_TTL_MS` overrides it. */
-export const LOCATION_TTL_MS = 120_000;
-
-export type DeliveryState = "pending" | "delivered" | "failed" | "superseded" | "expired";
 
 export type AfterAttempt =
 	| { state: "delivered" }
@@ -17,7 +13,7 @@ export type AfterAttempt =
 	| { state: "failed" | "expired" };
 
 export interface AfterAttemptInput {
-	kind: "status" | "location";
+	kind: RideEventKind;
 	outcome: AttemptOutcome;
 	/** Tries in this round before the one that just finished. */
 	roundAttemptsBefore: number;
@@ -27,7 +23,7 @@ export interface AfterAttemptInput {
 	attemptStartedAt: number;
 	/** When the event row was made (ms); location events expire `locationTtlMs` after. */
 	eventCreatedAt: number;
-	/** Lifetime of a location event (default LOCATION_TTL_MS). */
+	/** Lifetime of a location event (default: the contract's LOCATION_TTL_MS). */
 	locationTtlMs?: number;
 	now: number;
 	schedule: readonly number[];
@@ -53,6 +49,3 @@ export function afterAttempt(input: AfterAttemptInput): AfterAttempt {
 	if (next === null) return { state: "failed" };
 	return { state: "pending", nextAttemptAt: next };
 }
-
-/** The states `notifications.deliveryStates` reports (API.md lists the first three; the others are location-only). */
-export const FINAL_STATES: readonly DeliveryState[] = ["delivered", "failed", "superseded", "expired"];

@@ -1,33 +1,18 @@
+import { WEBHOOK_RETRY_JITTER } from "../../contracts/constants";
+
 /**
- * The webhook retry schedule (API.md, "Webhooks"): the Standard Webhooks
- * schedule, retries at these offsets AFTER THE FIRST TRY, each with up to 10%
- * jitter (later, never earlier), so a partner that is down for a day still
- * gets every event. `WEBHOOK_RETRY_SCHEDULE_MS` replaces the list with the
- * same meaning (offsets from the first try, in ms).
+ * When to try a webhook again (API.md, "Webhooks"): retries at the offsets
+ * of the schedule (contracts/notifications.ts, DEFAULT_RETRY_SCHEDULE_MS, or
+ * `WEBHOOK_RETRY_SCHEDULE_MS`) AFTER THE FIRST TRY, each with up to 10%
+ * jitter (WEBHOOK_RETRY_JITTER; later, never earlier).
  *
  * Pure functions: no clock, no randomness of their own (both are passed in).
  */
 
 const SECOND = 1_000;
-const MINUTE = 60 * SECOND;
-const HOUR = 60 * MINUTE;
-
-export const DEFAULT_RETRY_SCHEDULE_MS: readonly number[] = [
-	5 * SECOND,
-	5 * MINUTE,
-	30 * MINUTE,
-	2 * HOUR,
-	5 * HOUR,
-	10 * HOUR,
-	14 * HOUR,
-	20 * HOUR,
-	24 * HOUR,
-];
-
-export const MAX_JITTER = 0.1;
 
 /** A `Retry-After` beyond this is capped: one day is the whole schedule. */
-export const MAX_RETRY_AFTER_MS = 24 * HOUR;
+export const MAX_RETRY_AFTER_MS = 24 * 60 * 60 * SECOND;
 
 /** Total tries of one event: the first plus one per schedule entry. */
 export function maxAttempts(schedule: readonly number[]): number {
@@ -58,7 +43,7 @@ export function nextAttemptAt(input: NextAttemptInput): number | null {
 	if (!Number.isInteger(attemptsMade) || attemptsMade < 1) throw new RangeError("attemptsMade must be a positive integer");
 	if (attemptsMade >= maxAttempts(schedule)) return null;
 	const offset = schedule[attemptsMade - 1];
-	const jitter = Math.min(Math.max(random, 0), 1) * MAX_JITTER * offset;
+	const jitter = Math.min(Math.max(random, 0), 1) * WEBHOOK_RETRY_JITTER * offset;
 	let at = Math.max(now, firstAttemptAt + offset + jitter);
 	if (retryAfterMs !== undefined && retryAfterMs > 0) at = Math.max(at, now + Math.min(retryAfterMs, MAX_RETRY_AFTER_MS));
 	return Math.round(at);

@@ -16,7 +16,7 @@ import {
 	type TestPartner,
 	type TestRide,
 } from "../helpers/webhooks";
-import type { DeliveryStatesResult, StatsResult } from "../../services/notifications/notifications.service";
+import type { DeliveryStatesResult, StatsResult } from "../../contracts/notifications";
 
 /**
  * Webhook delivery end to end, in one process: real rides moved through

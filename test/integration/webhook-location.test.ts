@@ -13,7 +13,7 @@ import {
 	type TestPartner,
 	type TestRide,
 } from "../helpers/webhooks";
-import type { DeliveryStatesResult } from "../../services/notifications/notifications.service";
+import type { DeliveryStatesResult } from "../../contracts/notifications";
 
 /**
  * Location events end to end (API.md, "Webhooks"): a `location_updated`

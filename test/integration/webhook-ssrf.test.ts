@@ -8,7 +8,7 @@ import { createPartner, createRide, move, startPartnerEndpoint, waitFor, type Pa
 import { createWebhookClient } from "../../services/notifications/webhook-client";
 import type { ResolveAll } from "../../lib/ssrf";
 import { assertWebhookUrlAllowed } from "../../lib/webhook-url";
-import type { DeliveryStatesResult } from "../../services/notifications/notifications.service";
+import type { DeliveryStatesResult } from "../../contracts/notifications";
 
 /**
  * The SSRF guard at both checkpoints with WEBHOOK_ALLOW_PRIVATE=false:

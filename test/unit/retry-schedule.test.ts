@@ -1,5 +1,7 @@
-import { DEFAULT_RETRY_SCHEDULE_MS, MAX_JITTER, maxAttempts, nextAttemptAt, parseRetryAfter } from "../../services/notifications/retry-schedule";
-import { afterAttempt, LOCATION_TTL_MS } from "../../services/notifications/delivery-policy";
+import { DEFAULT_RETRY_SCHEDULE_MS, LOCATION_TTL_MS } from "../../contracts/notifications";
+import { WEBHOOK_RETRY_JITTER as MAX_JITTER } from "../../contracts/constants";
+import { maxAttempts, nextAttemptAt, parseRetryAfter } from "../../services/notifications/retry-schedule";
+import { afterAttempt } from "../../services/notifications/delivery-policy";
 import { parseSchedule } from "../../lib/settings";
 
 const S = 1_000;

@@ -1,8 +1,12 @@
+import { QueryTypes, type Sequelize } from "sequelize";
+import type { DeliveryState, RideEventKind } from "../../contracts/notifications";
+
 /**
- * The statements of webhook delivery, in one place so the design is
+ * Every statement of webhook delivery, in one place so the design is
  * readable (docs/ARCHITECTURE.md, "Webhook delivery"). `ride_events` is
  * orders' table and is only read; `webhook_deliveries`/`webhook_attempts`
- * are ours.
+ * are ours. The statements come first, then NotificationsRepo, which runs
+ * them with typed arguments and rows.
  */
 
 /**
@@ -21,7 +25,7 @@ function locationTtl(n: number): string {
  * already past their lifetime arrive as `expired`.
  * $1 lower bound (exclusive), $2 batch size, $3 location lifetime ms.
  */
-export const INGEST_SQL = `
+const INGEST_SQL = `
 INSERT INTO webhook_deliveries (event_id, order_id, partner_id, kind, sequence, event_position, occurred_at, event_created_at, state, finished_at)
 SELECT e.id, e.order_id, e.partner_id, e.kind, e.sequence, e.position, e.occurred_at, e.created_at,
        CASE WHEN e.kind = 'location' AND e.created_at < now() - ${locationTtl(3)} THEN 'expired' ELSE 'pending' END,
@@ -35,8 +39,8 @@ ON CONFLICT (event_id) DO NOTHING
 RETURNING event_id`;
 
 /** Largest ingested position now, and (start-up seed) the largest one ingested more than $1 ms ago. */
-export const MAX_POSITION_SQL = "SELECT COALESCE(max(event_position), 0) AS max_position FROM webhook_deliveries";
-export const SEED_POSITION_SQL = `
+const MAX_POSITION_SQL = "SELECT COALESCE(max(event_position), 0) AS max_position FROM webhook_deliveries";
+const SEED_POSITION_SQL = `
 SELECT COALESCE(max(event_position), 0) AS max_position FROM webhook_deliveries
 WHERE ingested_at < now() - make_interval(secs => $1::double precision / 1000)`;
 
@@ -48,7 +52,7 @@ WHERE ingested_at < now() - make_interval(secs => $1::double precision / 1000)`;
  * same rules, so nothing depends on this having run.
  * $1 location lifetime ms.
  */
-export const SETTLE_LOCATIONS_SQL = `
+const SETTLE_LOCATIONS_SQL = `
 UPDATE webhook_deliveries d
 SET state = CASE WHEN EXISTS (SELECT 1 FROM ride_events n WHERE n.order_id = d.order_id AND n.sequence > d.sequence)
                  THEN 'superseded' ELSE 'expired' END,
@@ -78,7 +82,7 @@ RETURNING d.event_id, d.state`;
  *
  * $1 batch size, $2 lease token, $3 lease owner, $4 lease ms, $5 location lifetime ms.
  */
-export const CLAIM_SQL = `
+const CLAIM_SQL = `
 WITH due AS (
   SELECT d.event_id
   FROM webhook_deliveries d
@@ -113,7 +117,7 @@ RETURNING w.event_id, w.order_id, w.partner_id, w.kind, w.sequence, w.attempts, 
  * $5 try started, $6 http status, $7 outcome, $8 duration ms, $9 snippet,
  * $10 attempt id, $11 attempt number, $12 instance, $13 first try of the round.
  */
-export const RECORD_SQL = `
+const RECORD_SQL = `
 WITH upd AS (
   UPDATE webhook_deliveries SET
     attempts = attempts + 1,
@@ -146,7 +150,7 @@ WITH upd AS (
 SELECT (SELECT count(*) FROM upd)::int AS updated`;
 
 /** A 2xx is the truth even when our lease was lost meanwhile (the event was delivered). */
-export const MARK_DELIVERED_SQL = `
+const MARK_DELIVERED_SQL = `
 WITH done AS (
   UPDATE webhook_deliveries SET state = 'delivered', delivered_at = now(), finished_at = now(),
     last_status = $2::int, last_error = NULL, last_attempt_at = $3::timestamptz
@@ -159,44 +163,204 @@ WHERE done.kind = 'status' AND f.order_id = done.order_id AND f.sequence > done.
   AND f.state = 'pending' AND f.round_attempts = 0`;
 
 /** Gives a claim back without a try (no signing secret right now, or service stop). */
-export const RELEASE_SQL = `
+const RELEASE_SQL = `
 UPDATE webhook_deliveries SET lease_token = NULL, lease_owner = NULL, lease_until = NULL,
   next_attempt_at = GREATEST(next_attempt_at, now() + make_interval(secs => $3::double precision / 1000))
 WHERE event_id = $1 AND lease_token = $2::uuid`;
 
 /** Service stop: every claim of this instance that did not get its try. */
-export const RELEASE_OWNER_SQL = `
+const RELEASE_OWNER_SQL = `
 UPDATE webhook_deliveries SET lease_token = NULL, lease_owner = NULL, lease_until = NULL
 WHERE lease_owner = $1 AND state = 'pending'
 RETURNING event_id`;
 
 /** Operators: send a status event again from the start of the schedule. */
-export const REPLAY_SQL = `
+const REPLAY_SQL = `
 UPDATE webhook_deliveries SET state = 'pending', round_attempts = 0, first_attempt_at = NULL,
   next_attempt_at = now(), finished_at = NULL
 WHERE event_id = $1 AND kind = 'status' AND state <> 'pending'
 RETURNING event_id`;
 
-export const REPLAY_FAILED_SQL = `
+const REPLAY_FAILED_SQL = `
 UPDATE webhook_deliveries SET state = 'pending', round_attempts = 0, first_attempt_at = NULL,
   next_attempt_at = now(), finished_at = NULL
 WHERE partner_id = $1 AND state = 'failed' AND kind = 'status' AND occurred_at >= $2::timestamptz
 RETURNING event_id`;
 
-export const STATES_SQL = `
+/** The delivery of one event, whatever its state. */
+const DELIVERY_SQL = "SELECT state, kind FROM webhook_deliveries WHERE event_id = $1";
+
+const STATES_SQL = `
 SELECT event_id, state, attempts, last_status, last_error, last_attempt_at
 FROM webhook_deliveries WHERE event_id = ANY($1::text[])`;
 
-export const COUNTS_SQL = `
+const COUNTS_SQL = `
 SELECT state, count(*)::int AS n,
        EXTRACT(EPOCH FROM (now() - min(event_created_at)))::float AS oldest_age_s,
        count(*) FILTER (WHERE lease_until > now())::int AS in_flight
 FROM webhook_deliveries GROUP BY state`;
 
 /** Oldest pending age and pending count for the gauges (the partial index keeps it cheap). */
-export const PENDING_GAUGES_SQL = `
+const PENDING_GAUGES_SQL = `
 SELECT count(*)::int AS pending, COALESCE(EXTRACT(EPOCH FROM (now() - min(event_created_at))), 0)::float AS oldest_age_s
 FROM webhook_deliveries WHERE state = 'pending'`;
 
-export const RECENT_ATTEMPTS_SQL = `
+const RECENT_ATTEMPTS_SQL = `
 SELECT outcome, count(*)::int AS n FROM webhook_attempts WHERE started_at > now() - interval '1 hour' GROUP BY outcome`;
+
+// ---- typed access ------------------------------------------------------------------
+
+/** A leased event as the claim returns it, with what its try needs. */
+export interface ClaimedRow {
+	event_id: string;
+	order_id: string;
+	partner_id: string;
+	kind: RideEventKind;
+	sequence: number;
+	attempts: number;
+	round_attempts: number;
+	first_attempt_at: Date | null;
+	occurred_at: Date;
+	event_created_at: Date;
+	webhook_url: string;
+	payload: Record<string, unknown>;
+}
+
+export interface DeliveryStateRow {
+	event_id: string;
+	state: DeliveryState;
+	attempts: number;
+	last_status: number | null;
+	last_error: string | null;
+	last_attempt_at: Date | null;
+}
+
+export interface StateCountRow {
+	state: DeliveryState;
+	n: number;
+	oldest_age_s: number | null;
+	in_flight: number;
+}
+
+/** One finished try, as RECORD_SQL writes it. */
+export interface AttemptRecord {
+	eventId: string;
+	leaseToken: string;
+	state: DeliveryState;
+	/** ISO time of the next try, or null to keep the current one. */
+	nextAttemptAt: string | null;
+	startedAt: string;
+	httpStatus: number | null;
+	outcome: string;
+	durationMs: number;
+	snippet: string;
+	attemptId: string;
+	attempt: number;
+	instance: string;
+	/** ISO time of the first try of this round. */
+	firstAttemptAt: string;
+}
+
+/** Positions are bigserials: PostgreSQL sends them as strings. */
+function position(rows: Array<{ max_position: string }>): number {
+	return Number(rows[0]?.max_position ?? 0);
+}
+
+export class NotificationsRepo {
+	constructor(private readonly sequelize: Sequelize) {}
+
+	private select<T extends object>(sql: string, bind: unknown[] = []): Promise<T[]> {
+		return this.sequelize.query<T>(sql, { bind, type: QueryTypes.SELECT });
+	}
+
+	private async eventIds(sql: string, bind: unknown[]): Promise<string[]> {
+		const rows = await this.select<{ event_id: string }>(sql, bind);
+		return rows.map((r) => r.event_id);
+	}
+
+	/** INGEST_SQL: how many ride events above `lowerBound` were copied (at most `batch`). */
+	async ingest(lowerBound: number, batch: number, locationTtlMs: number): Promise<number> {
+		return (await this.eventIds(INGEST_SQL, [lowerBound, batch, locationTtlMs])).length;
+	}
+
+	async maxPosition(): Promise<number> {
+		return position(await this.select(MAX_POSITION_SQL));
+	}
+
+	/** Start-up seed of the ingest window: the largest position ingested more than `windowMs` ago. */
+	async seedPosition(windowMs: number): Promise<number> {
+		return position(await this.select(SEED_POSITION_SQL, [windowMs]));
+	}
+
+	async settleLocations(locationTtlMs: number): Promise<void> {
+		await this.sequelize.query(SETTLE_LOCATIONS_SQL, { bind: [locationTtlMs] });
+	}
+
+	claim(limit: number, leaseToken: string, owner: string, leaseMs: number, locationTtlMs: number): Promise<ClaimedRow[]> {
+		return this.select<ClaimedRow>(CLAIM_SQL, [limit, leaseToken, owner, leaseMs, locationTtlMs]);
+	}
+
+	/** RECORD_SQL: 1 when the event's state was updated (the lease was still ours), else 0. */
+	async recordAttempt(a: AttemptRecord): Promise<number> {
+		const rows = await this.select<{ updated: number }>(RECORD_SQL, [
+			a.eventId,
+			a.leaseToken,
+			a.state,
+			a.nextAttemptAt,
+			a.startedAt,
+			a.httpStatus,
+			a.outcome,
+			a.durationMs,
+			a.snippet,
+			a.attemptId,
+			a.attempt,
+			a.instance,
+			a.firstAttemptAt,
+		]);
+		return rows[0]?.updated ?? 0;
+	}
+
+	async markDelivered(eventId: string, httpStatus: number | null, startedAt: string): Promise<void> {
+		await this.sequelize.query(MARK_DELIVERED_SQL, { bind: [eventId, httpStatus, startedAt] });
+	}
+
+	async release(eventId: string, leaseToken: string, delayMs: number): Promise<void> {
+		await this.sequelize.query(RELEASE_SQL, { bind: [eventId, leaseToken, delayMs] });
+	}
+
+	/** Gives back every claim of `owner` still pending; the ids released. */
+	releaseOwner(owner: string): Promise<string[]> {
+		return this.eventIds(RELEASE_OWNER_SQL, [owner]);
+	}
+
+	/** True when the status event was settled and is pending again. */
+	async replay(eventId: string): Promise<boolean> {
+		return (await this.eventIds(REPLAY_SQL, [eventId])).length > 0;
+	}
+
+	/** The failed status events of a partner since `since` (ISO), pending again. */
+	replayFailed(partnerId: string, since: string): Promise<string[]> {
+		return this.eventIds(REPLAY_FAILED_SQL, [partnerId, since]);
+	}
+
+	async delivery(eventId: string): Promise<{ state: DeliveryState; kind: RideEventKind } | undefined> {
+		return (await this.select<{ state: DeliveryState; kind: RideEventKind }>(DELIVERY_SQL, [eventId]))[0];
+	}
+
+	states(eventIds: string[]): Promise<DeliveryStateRow[]> {
+		return this.select<DeliveryStateRow>(STATES_SQL, [eventIds]);
+	}
+
+	countsByState(): Promise<StateCountRow[]> {
+		return this.select<StateCountRow>(COUNTS_SQL);
+	}
+
+	recentAttempts(): Promise<Array<{ outcome: string; n: number }>> {
+		return this.select(RECENT_ATTEMPTS_SQL);
+	}
+
+	async pendingGauges(): Promise<{ pending: number; oldestAgeSeconds: number }> {
+		const row = (await this.select<{ pending: number; oldest_age_s: number }>(PENDING_GAUGES_SQL))[0];
+		return { pending: row?.pending ?? 0, oldestAgeSeconds: row?.oldest_age_s ?? 0 };
+	}
+}

@@ -1,0 +1,291 @@
+import { randomUUID } from "node:crypto";
+import type { Logger } from "moleculer";
+import { newId } from "../../lib/ids";
+import { afterAttempt } from "./delivery-policy";
+import type { DeliveryMetrics } from "./delivery-metrics";
+import { IngestWindow } from "./ingest-window";
+import type { ClaimedRow, NotificationsRepo } from "./notifications.repo";
+import type { NotificationsSettings } from "./notifications.settings";
+import type { OutageWarnings } from "./outage-warnings";
+import { signedHeaders, webhookBody } from "./signing";
+import type { AttemptResult, WebhookClient } from "./webhook-client";
+
+/**
+ * The delivery cycle of one notifications instance: ingest new ride events
+ * into `webhook_deliveries`, claim due ones with a lease, send each (signed),
+ * record the try, and keep the tries in flight so a stop can drain them.
+ * Broker events only wake it up (requestTick); it also polls, so a lost hint
+ * costs latency, never an event. See docs/ARCHITECTURE.md, "Webhook delivery".
+ */
+
+export interface DeliveryLoopDeps {
+	repo: NotificationsRepo;
+	client: WebhookClient;
+	settings: NotificationsSettings;
+	/** Owner of this instance's leases. */
+	instanceId: string;
+	logger: Logger;
+	warnings: OutageWarnings;
+	/** The partner's webhook signing secret (partners.signingSecret). */
+	fetchSigningSecret(partnerId: string): Promise<string>;
+	/** Absent when the broker has metrics off. */
+	metrics?: DeliveryMetrics;
+}
+
+/** Ingest statements per tick at most; the rest waits for the next tick. */
+const INGEST_ROUNDS = 20;
+/** The largest ingested position is observed at most this often (fewer observations only make the window bound more conservative). */
+const OBSERVE_EVERY_MS = 500;
+/** Location housekeeping at most this often; the claim applies the same rules, so nothing depends on it. */
+const SETTLE_EVERY_MS = 2_000;
+/** A claim without a signing secret comes back this much later. */
+const NO_SECRET_DELAY_MS = 5_000;
+/** Cached signing secrets at most; the cache starts over past it. */
+const MAX_CACHED_SECRETS = 10_000;
+/** Snippet bytes kept with an attempt. */
+const SNIPPET_CHARS = 1024;
+/** How long a stop waits for a running tick to end. */
+const STOP_TICK_WAIT_MS = 5_000;
+/** How long a stop waits for tries it cut short to end. */
+const STOP_ABORT_WAIT_MS = 2_000;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export class DeliveryLoop {
+	private window: IngestWindow | undefined;
+	private lastObservedAt = 0;
+	private lastSettleAt = 0;
+	private readonly inFlight = new Map<string, Promise<void>>();
+	private readonly secrets = new Map<string, { secret: string; expires: number }>();
+	private pollTimer?: NodeJS.Timeout;
+	private ticking = false;
+	private tickAgain = false;
+	private tickScheduled = false;
+	private stopping = false;
+	private readonly stopAbort = new AbortController();
+
+	constructor(private readonly deps: DeliveryLoopDeps) {}
+
+	/** Tries of this instance in flight now. */
+	get inFlightCount(): number {
+		return this.inFlight.size;
+	}
+
+	start(): void {
+		this.pollTimer = setInterval(() => this.requestTick(), this.deps.settings.pollMs);
+		this.pollTimer.unref();
+		this.requestTick();
+	}
+
+	/** Coalesces wake-ups: one tick at a time, and one more if asked while running. */
+	requestTick(): void {
+		if (this.stopping) return;
+		if (this.ticking) {
+			this.tickAgain = true;
+			return;
+		}
+		if (this.tickScheduled) return;
+		this.tickScheduled = true;
+		setImmediate(() => {
+			this.tickScheduled = false;
+			void this.tick();
+		});
+	}
+
+	private async tick(): Promise<void> {
+		if (this.stopping || this.ticking) return;
+		const { settings, warnings } = this.deps;
+		this.ticking = true;
+		try {
+			try {
+				await this.ingest();
+			} catch (err) {
+				warnings.warn("ingest", "Ingest of ride events failed (will retry)", err);
+			}
+			if (Date.now() - this.lastSettleAt >= SETTLE_EVERY_MS) {
+				this.lastSettleAt = Date.now();
+				await this.deps.repo.settleLocations(settings.locationTtlMs).catch((err: unknown) => warnings.warn("settle", "Settling location events failed", err));
+			}
+			while (!this.stopping) {
+				const free = settings.concurrency - this.inFlight.size;
+				if (free <= 0) break;
+				let rows: ClaimedRow[];
+				const token = randomUUID();
+				try {
+					// Committed before any HTTP call is made.
+					rows = await this.deps.repo.claim(free, token, this.deps.instanceId, settings.leaseMs, settings.locationTtlMs);
+				} catch (err) {
+					warnings.warn("claim", "Claiming webhook deliveries failed (will retry)", err);
+					break;
+				}
+				for (const row of rows) {
+					const promise = this.deliver(row, token)
+						// Never an unhandled rejection: whatever went wrong, the lease runs out and the event is tried again.
+						.catch((err: unknown) => warnings.warn("deliver", `Delivery of ${row.event_id} failed unexpectedly; it will be retried after its lease`, err))
+						.finally(() => {
+							this.inFlight.delete(row.event_id);
+							// A finished try may unblock the ride's next event: look again at once.
+							this.requestTick();
+						});
+					this.inFlight.set(row.event_id, promise);
+				}
+				if (rows.length < free) break;
+			}
+		} finally {
+			this.ticking = false;
+			if (this.tickAgain) {
+				this.tickAgain = false;
+				this.requestTick();
+			}
+		}
+	}
+
+	/** Copies new ride events into webhook_deliveries (see ingest-window.ts for the window). */
+	private async ingest(): Promise<number> {
+		const { repo, settings } = this.deps;
+		this.window ??= new IngestWindow(settings.ingestWindowMs, await repo.seedPosition(settings.ingestWindowMs));
+		const now = Date.now();
+		const lower = this.window.lowerBound(now);
+		let total = 0;
+		for (let round = 0; round < INGEST_ROUNDS; round++) {
+			const copied = await repo.ingest(lower, settings.ingestBatch, settings.locationTtlMs);
+			total += copied;
+			if (copied < settings.ingestBatch) break;
+		}
+		if (now - this.lastObservedAt >= OBSERVE_EVERY_MS) {
+			this.window.observe(now, await repo.maxPosition());
+			this.lastObservedAt = now;
+		}
+		return total;
+	}
+
+	/** One try of one claimed event: sign, send, record. */
+	private async deliver(row: ClaimedRow, leaseToken: string): Promise<void> {
+		const { repo, warnings } = this.deps;
+		let secret: string;
+		try {
+			secret = await this.signingSecret(row.partner_id);
+		} catch (err) {
+			// Not a try: nothing was sent. Give the claim back and look again shortly.
+			warnings.warn(`secret:${row.partner_id}`, `No signing secret for ${row.partner_id} right now; delivery postponed`, err);
+			await repo.release(row.event_id, leaseToken, NO_SECRET_DELAY_MS).catch(() => undefined);
+			return;
+		}
+		const body = webhookBody(row.payload);
+		const startedAt = Date.now();
+		const headers = signedHeaders(secret, row.event_id, body, startedAt);
+		const result = await this.deps.client.send(row.webhook_url, { ...headers }, body, this.stopAbort.signal);
+		if (this.stopAbort.signal.aborted && result.outcome !== "delivered") {
+			// Cut short by a stop past its grace period: not the partner's fault, not a try.
+			await repo.release(row.event_id, leaseToken, 0).catch(() => undefined);
+			return;
+		}
+		this.deps.metrics?.attempt(row.kind, result.outcome, row.occurred_at);
+		if (result.outcome !== "delivered") {
+			this.deps.logger.debug(`Webhook ${row.event_id} (${row.order_id} #${row.sequence}) try failed: ${result.outcome} ${result.status ?? ""}`);
+		}
+		await this.record(row, leaseToken, result, startedAt);
+	}
+
+	private async signingSecret(partnerId: string): Promise<string> {
+		const now = Date.now();
+		const cached = this.secrets.get(partnerId);
+		if (cached && cached.expires > now) return cached.secret;
+		const secret = await this.deps.fetchSigningSecret(partnerId);
+		if (this.secrets.size > MAX_CACHED_SECRETS) this.secrets.clear();
+		this.secrets.set(partnerId, { secret, expires: now + this.deps.settings.secretCacheMs });
+		return secret;
+	}
+
+	private async record(row: ClaimedRow, leaseToken: string, result: AttemptResult, startedAt: number): Promise<void> {
+		const { repo, settings, warnings } = this.deps;
+		const decision = afterAttempt({
+			kind: row.kind,
+			outcome: result.outcome,
+			roundAttemptsBefore: row.round_attempts,
+			firstAttemptAt: row.first_attempt_at ? new Date(row.first_attempt_at).getTime() : undefined,
+			attemptStartedAt: startedAt,
+			eventCreatedAt: new Date(row.event_created_at).getTime(),
+			locationTtlMs: settings.locationTtlMs,
+			now: Date.now(),
+			schedule: settings.retryScheduleMs,
+			random: Math.random(),
+			retryAfterMs: result.retryAfterMs,
+		});
+		const startedIso = new Date(startedAt).toISOString();
+		const attempt = {
+			eventId: row.event_id,
+			leaseToken,
+			state: decision.state,
+			nextAttemptAt: decision.state === "pending" ? new Date(decision.nextAttemptAt).toISOString() : null,
+			startedAt: startedIso,
+			httpStatus: result.status,
+			outcome: result.outcome,
+			durationMs: Math.round(result.durationMs),
+			snippet: result.snippet.slice(0, SNIPPET_CHARS).replace(/\u0000/g, ""),
+			attemptId: newId("att"),
+			attempt: row.attempts + 1,
+			instance: this.deps.instanceId,
+			firstAttemptAt: row.first_attempt_at ? new Date(row.first_attempt_at).toISOString() : startedIso,
+		};
+		// The database may be briefly away (restart, cut connections): keep trying while the lease is still ours.
+		const updated = await this.withRetries(`recording ${row.event_id}`, () => repo.recordAttempt(attempt), settings.leaseMs - (Date.now() - startedAt) - 1_000).catch(
+			(err: unknown) => {
+				// Unrecorded: the lease runs out and the event is tried again (at least once).
+				warnings.warn("record", `Could not record the try of ${row.event_id}; it will be retried after its lease`, err);
+				return -1;
+			},
+		);
+		if (updated === 0 && decision.state === "delivered") {
+			// A 2xx is the truth even when our lease was lost meanwhile.
+			await repo.markDelivered(row.event_id, result.status, startedIso).catch((err: unknown) => warnings.warn("record", `Could not mark ${row.event_id} delivered`, err));
+		}
+		if (decision.state === "failed") {
+			this.deps.logger.warn(`Webhook ${row.event_id} of ${row.order_id} failed after its last try (${result.outcome}); replay with notifications.replay`);
+		}
+	}
+
+	private async withRetries<T>(what: string, fn: () => Promise<T>, budgetMs: number): Promise<T> {
+		const deadline = Date.now() + Math.max(budgetMs, 0);
+		let wait = 200;
+		for (;;) {
+			try {
+				return await fn();
+			} catch (err) {
+				if (Date.now() + wait > deadline) throw err;
+				this.deps.warnings.warn(`retry:${what}`, `${what} failed, retrying`, err);
+				await sleep(wait);
+				wait = Math.min(wait * 2, 3_000);
+			}
+		}
+	}
+
+	/**
+	 * Graceful stop: no new claims, let tries in flight finish and be recorded
+	 * (bounded by the grace period), cut the rest short, and give back every
+	 * claim that did not get its try.
+	 */
+	async stop(): Promise<void> {
+		const { logger, settings, warnings } = this.deps;
+		this.stopping = true;
+		if (this.pollTimer) clearInterval(this.pollTimer);
+		const waitTicks = Date.now() + STOP_TICK_WAIT_MS;
+		while (this.ticking && Date.now() < waitTicks) await sleep(20);
+		const pending = [...this.inFlight.values()];
+		if (pending.length > 0) {
+			logger.info(`Waiting for ${pending.length} webhook tries in flight`);
+			const grace = sleep(settings.stopGraceMs).then(() => "timeout");
+			const outcome = await Promise.race([Promise.allSettled(pending).then(() => "done"), grace]);
+			if (outcome === "timeout") {
+				this.stopAbort.abort();
+				await Promise.race([Promise.allSettled(pending), sleep(STOP_ABORT_WAIT_MS)]);
+			}
+		}
+		try {
+			const released = await this.deps.repo.releaseOwner(this.deps.instanceId);
+			if (released.length > 0) logger.info(`Released ${released.length} unfinished webhook claim(s)`);
+		} catch (err) {
+			warnings.warn("release", "Could not release claims at stop; their leases will expire", err);
+		}
+	}
+}

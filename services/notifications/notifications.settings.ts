@@ -1,0 +1,55 @@
+import { DEFAULT_RETRY_SCHEDULE_MS, LOCATION_TTL_MS, WEBHOOK_TIMEOUT_MS } from "../../contracts/notifications";
+import { envInt, envPositive, readSettings, type Env } from "../../lib/settings";
+
+/**
+ * Webhook delivery configuration from the environment. Pure: pass any env
+ * object. Same policy as every setting (lib/settings): unset or blank means
+ * the default given where it is read, anything else must be valid or start-up stops with a
+ * message naming the setting. The shared settings (`WEBHOOK_ALLOW_PRIVATE`,
+ * `WEBHOOK_RETRY_SCHEDULE_MS`) come from lib/settings.
+ */
+
+export interface NotificationsSettings {
+	/** Poll interval; broker hints make it faster, never required. */
+	pollMs: number;
+	/** Deliveries in flight per instance. */
+	concurrency: number;
+	/** How long a claim is ours; always outlasts one try (timeout) plus recording it. */
+	leaseMs: number;
+	/** Per-try deadline (contract: 10 s). */
+	timeoutMs: number;
+	/** Ride-event rows read per ingest statement. */
+	ingestBatch: number;
+	/** See ingest-window.ts. */
+	ingestWindowMs: number;
+	/** How long a partner's signing secret is trusted without asking partners again. */
+	secretCacheMs: number;
+	/** How long a stopping instance waits for its tries in flight. */
+	stopGraceMs: number;
+	/** Retry schedule: offsets after the first try. */
+	retryScheduleMs: number[];
+	/** A location event is dropped this long after it was made (contract: 120 s). */
+	locationTtlMs: number;
+	/** Private and loopback webhook targets allowed (dev, tests). */
+	allowPrivate: boolean;
+}
+
+export function readNotificationsSettings(env: Env): NotificationsSettings {
+	const shared = readSettings(env);
+	const timeoutMs = envPositive(env, "WEBHOOK_TIMEOUT_MS", WEBHOOK_TIMEOUT_MS);
+	return {
+		pollMs: envPositive(env, "WEBHOOK_POLL_MS", 1_000),
+		concurrency: envInt(env, "WEBHOOK_CONCURRENCY", 64, 1),
+		// A claim must outlive one try plus its bookkeeping, whatever WEBHOOK_LEASE_MS says.
+		leaseMs: Math.max(envPositive(env, "WEBHOOK_LEASE_MS", 45_000), timeoutMs + 5_000),
+		timeoutMs,
+		ingestBatch: 500,
+		ingestWindowMs: envPositive(env, "WEBHOOK_INGEST_WINDOW_MS", 120_000),
+		secretCacheMs: 60_000,
+		// Long enough for a try that has just started to end and be recorded.
+		stopGraceMs: timeoutMs + 2_000,
+		retryScheduleMs: shared.webhookRetryScheduleMs ?? [...DEFAULT_RETRY_SCHEDULE_MS],
+		locationTtlMs: envPositive(env, "WEBHOOK_LOCATION_TTL_MS", LOCATION_TTL_MS),
+		allowPrivate: shared.webhookAllowPrivate,
+	};
+}
