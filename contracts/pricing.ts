@@ -47,6 +47,12 @@ export interface QuoteParams {
 	drop: Place;
 }
 
+/**
+ * How far (m) create-order's pickup and drop may each be from the quoted ones
+ * for a quote to still hold (farther: 422 QUOTE_INVALID).
+ */
+export const QUOTE_MATCH_RADIUS_METRES = 200;
+
 /** The fare breakdown partners see, in major units with ≤ 2 decimals. */
 export interface FareBreakdown {
 	baseFare: number;

@@ -6,7 +6,7 @@
  */
 
 import type { ServiceType } from "../../contracts/common";
-import type { FareBreakdown } from "../../contracts/pricing";
+import type { FareBreakdown, PricedTrip, TariffView } from "../../contracts/pricing";
 
 /** One service type's tariff, all money in integer minor units (paise). */
 export interface Tariff {
@@ -35,6 +35,9 @@ export interface FarePaise {
 	minimumApplied: boolean;
 }
 
+
+/** A fare as a quote token carries it (whether the minimum applied is not kept). */
+export type QuotedFare = Omit<FarePaise, "minimumApplied">;
 
 // Common denominator: metres→km (1000) × seconds→minutes (60) × surge tenths (10) × basis points (10 000).
 const KM = 1000n;
@@ -109,6 +112,33 @@ export function breakdownOf(fare: Omit<FarePaise, "minimumApplied" | "total" | "
 		timeFare: toMajor(fare.timeFare),
 		surgeMultiplier: fare.surgeTenths / 10,
 		tax: toMajor(fare.tax),
+	};
+}
+
+/** A trip with its price, as create-order stores it; `quoteId` only when the price comes from a verified quote. */
+export function pricedTrip(serviceType: ServiceType, fare: QuotedFare, distance: number, duration: number, quoteId?: string): PricedTrip {
+	const trip: PricedTrip = {
+		serviceType,
+		totalAmount: toMajor(fare.total),
+		totalAmountPaise: fare.total,
+		currency: fare.currency,
+		fareBreakdown: breakdownOf(fare),
+		distance,
+		duration,
+	};
+	if (quoteId !== undefined) trip.quoteId = quoteId;
+	return trip;
+}
+
+/** A tariff as operators read it: major units, tax in percent. */
+export function tariffView(t: Tariff): TariffView {
+	return {
+		currency: t.currency,
+		baseFare: toMajor(t.baseFarePaise),
+		perKm: toMajor(t.perKmPaise),
+		perMinute: toMajor(t.perMinutePaise),
+		minimumFare: toMajor(t.minimumFarePaise),
+		taxPercent: t.taxBasisPoints / 100,
 	};
 }
 

@@ -1,6 +1,5 @@
 import { randomBytes } from "node:crypto";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
-import { QueryTypes } from "sequelize";
 import { DbMixin, type DbThis } from "../../mixins/db.mixin";
 import type { PartnerMeta } from "../../mixins/access.middleware";
 import { ApiError, type ErrorDetail } from "../../lib/errors";
@@ -16,12 +15,14 @@ import {
 	type Quote,
 	type QuoteParams,
 	type SupplyDemandReply,
+	type TariffsReply,
 	type VerifyQuoteParams,
 } from "../../contracts/pricing";
-import { breakdownOf, computeFare, surgeTenths, toMajor, type SurgePolicy } from "./fare";
+import { breakdownOf, computeFare, pricedTrip, surgeTenths, tariffView, toMajor, type FarePaise, type SurgePolicy } from "./fare";
 import { readPricingSettings, type PricingSettings } from "./pricing.settings";
+import { PricingRepo } from "./pricing.repo";
 import { createRouteEstimator, type RouteEstimate, type RouteEstimator } from "./routing";
-import { encodeQuote, verifyQuote, QuoteKeyring, type QuotedFare } from "./quote-token";
+import { encodeQuote, verifyQuote, QuoteKeyring } from "./quote-token";
 import { fetchSupplyDemand, SupplyCache, UNKNOWN_REPLY } from "./supply";
 import { routedDistanceProblems, straightLineProblems } from "./trip";
 import { migrations } from "./migrations";
@@ -41,6 +42,7 @@ const SIGNING_SECRET_NAME = "quote-signing";
 interface PricingMethods {
 	checkTrip(pickup: LatLng, drop: LatLng): void;
 	route(pickup: LatLng, drop: LatLng, serviceType: ServiceType): Promise<RouteEstimate>;
+	fareOf(serviceType: ServiceType, route: RouteEstimate, supply: SupplyDemandReply): FarePaise;
 	supplyNear(ctx: Context, pickup: LatLng): Promise<SupplyDemandReply>;
 	loadSigningSecret(): Promise<string>;
 }
@@ -49,6 +51,7 @@ interface PricingLocal {
 	cfg: PricingSettings;
 	policy: SurgePolicy;
 	router: RouteEstimator;
+	repo: PricingRepo;
 	keyring: QuoteKeyring | undefined;
 	supplyCache: SupplyCache;
 	/** Injectable clock (ms); tests of expiry replace it. */
@@ -86,19 +89,16 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 					Promise.all(types.map((t) => this.route(pickup, drop, t))),
 					this.supplyNear(ctx, pickup),
 				]);
-				const now = this.now();
-				const expiresAt = now + this.cfg.quoteTtlSeconds * 1000;
+				const expiresAt = this.now() + this.cfg.quoteTtlSeconds * 1000;
 				const quotes = types.map((serviceType, i): Quote => {
 					const { distance, duration } = routes[i];
-					const s = supply[serviceType];
-					const fare = computeFare(this.cfg.tariffs[serviceType], distance, duration, surgeTenths(s.demand, s.available, this.policy));
-					const quoteId = encodeQuote({ partnerId, serviceType, pickup, drop, distance, duration, fare, expiresAt }, keyring);
+					const fare = this.fareOf(serviceType, routes[i], supply);
 					return {
-						quoteId,
+						quoteId: encodeQuote({ partnerId, serviceType, pickup, drop, distance, duration, fare, expiresAt }, keyring),
 						serviceType,
 						totalAmount: toMajor(fare.total),
 						currency: fare.currency,
-						eta: s.eta,
+						eta: supply[serviceType].eta,
 						expiresAt: new Date(expiresAt).toISOString(),
 						fareBreakdown: breakdownOf(fare),
 						distance,
@@ -127,37 +127,26 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 			},
 		},
 
-		/** create-order without a quoteId: the trip at the current price. */
+		/** create-order without a quoteId: the trip at the current price. Services only, never the gateway. */
 		quote: {
 			access: "internal",
+			visibility: "public",
 			params: quoteParams,
 			async handler(this: PricingThis, ctx: Context<QuoteParams>): Promise<PricedTrip> {
 				const { serviceType, pickup, drop } = ctx.params;
 				this.checkTrip(pickup, drop);
 				const [route, supply] = await Promise.all([this.route(pickup, drop, serviceType), this.supplyNear(ctx, pickup)]);
-				const s = supply[serviceType];
-				const fare = computeFare(this.cfg.tariffs[serviceType], route.distance, route.duration, surgeTenths(s.demand, s.available, this.policy));
-				return pricedTrip(serviceType, fare, route.distance, route.duration);
+				return pricedTrip(serviceType, this.fareOf(serviceType, route, supply), route.distance, route.duration);
 			},
 		},
 
 		/** Operators: the tariffs in force (major units). REPL: `call pricing.tariffs` */
 		tariffs: {
 			access: "internal",
-			handler(this: PricingThis) {
-				const out: Record<string, unknown> = {};
-				for (const type of SERVICE_TYPES) {
-					const t = this.cfg.tariffs[type];
-					out[type] = {
-						currency: t.currency,
-						baseFare: toMajor(t.baseFarePaise),
-						perKm: toMajor(t.perKmPaise),
-						perMinute: toMajor(t.perMinutePaise),
-						minimumFare: toMajor(t.minimumFarePaise),
-						taxPercent: t.taxBasisPoints / 100,
-					};
-				}
-				return { tariffs: out, surgeMax: this.cfg.surgeMaxTenths / 10, quoteTtlSeconds: this.cfg.quoteTtlSeconds, maxTripKm: this.cfg.maxTripMetres / 1000 };
+			visibility: "public",
+			handler(this: PricingThis): TariffsReply {
+				const tariffs = Object.fromEntries(SERVICE_TYPES.map((type) => [type, tariffView(this.cfg.tariffs[type])])) as TariffsReply["tariffs"];
+				return { tariffs, surgeMax: this.cfg.surgeMaxTenths / 10, quoteTtlSeconds: this.cfg.quoteTtlSeconds, maxTripKm: this.cfg.maxTripMetres / 1000 };
 			},
 		},
 	},
@@ -173,6 +162,12 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 			const problems = routedDistanceProblems(route.distance, this.cfg);
 			if (problems.length > 0) throw validation(problems);
 			return route;
+		},
+
+		/** The tariff's fare for the route, surged by demand vs supply near the pickup. */
+		fareOf(this: PricingThis, serviceType: ServiceType, route: RouteEstimate, supply: SupplyDemandReply): FarePaise {
+			const s = supply[serviceType];
+			return computeFare(this.cfg.tariffs[serviceType], route.distance, route.duration, surgeTenths(s.demand, s.available, this.policy));
 		},
 
 		/**
@@ -204,18 +199,10 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 			return reply;
 		},
 
+		/** QUOTE_SIGNING_SECRET, else the one generated (once, by whichever instance came first) in pricing_secrets. */
 		async loadSigningSecret(this: PricingThis): Promise<string> {
 			if (this.cfg.signingSecret) return this.cfg.signingSecret;
-			// Several instances may start together: the first insert wins and everyone reads the winner.
-			await this.sequelize.query("INSERT INTO pricing_secrets (name, secret) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING", {
-				bind: [SIGNING_SECRET_NAME, randomBytes(32).toString("base64url")],
-			});
-			const rows = await this.sequelize.query<{ secret: string }>("SELECT secret FROM pricing_secrets WHERE name = $1", {
-				bind: [SIGNING_SECRET_NAME],
-				type: QueryTypes.SELECT,
-			});
-			if (!rows[0]) throw new Error("pricing_secrets has no quote signing secret");
-			return rows[0].secret;
+			return this.repo.ensureSecret(SIGNING_SECRET_NAME, randomBytes(32).toString("base64url"));
 		},
 	},
 
@@ -232,24 +219,11 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 
 	async started(this: PricingThis) {
 		// Runs after the DB mixin's `started`, so pricing_secrets exists.
+		this.repo = new PricingRepo(this.sequelize);
 		const secret = await this.loadSigningSecret();
 		this.keyring = new QuoteKeyring(secret, this.cfg.previousSigningSecrets);
 		this.logger.info(`Quote signing key ${this.keyring.currentKid} (${this.cfg.signingSecret ? "QUOTE_SIGNING_SECRET" : "pricing_secrets"})`);
 	},
 };
-
-function pricedTrip(serviceType: ServiceType, fare: QuotedFare, distance: number, duration: number, quoteId?: string): PricedTrip {
-	const trip: PricedTrip = {
-		serviceType,
-		totalAmount: toMajor(fare.total),
-		totalAmountPaise: fare.total,
-		currency: fare.currency,
-		fareBreakdown: breakdownOf(fare),
-		distance,
-		duration,
-	};
-	if (quoteId !== undefined) trip.quoteId = quoteId;
-	return trip;
-}
 
 export default PricingService;

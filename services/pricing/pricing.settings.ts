@@ -1,4 +1,5 @@
-import { envNumber, type Env } from "../../lib/settings";
+import { envEnum, envNumber, envPositive, envString, SettingError, type Env } from "../../lib/settings";
+import { QUOTE_MATCH_RADIUS_METRES } from "../../contracts/pricing";
 import { SERVICE_TYPES, type ServiceType } from "../../contracts/common";
 import { toPaise, type Tariff, type Tariffs } from "./fare";
 
@@ -13,7 +14,7 @@ export type { Env };
 
 export interface PricingSettings {
 	tariffs: Tariffs;
-	routing: "greatcircle" | "osrm";
+	routing: Routing;
 	osrmUrl: string | undefined;
 	/** Road distance ≈ great-circle distance × this (streets are not straight). */
 	roadFactor: number;
@@ -35,6 +36,10 @@ export interface PricingSettings {
 	/** How long one dispatch.supplyDemand answer is reused for nearby pickups. */
 	supplyCacheMs: number;
 }
+
+/** Where trip distance and duration come from (ROUTING, any case). */
+export const ROUTINGS = ["greatcircle", "osrm"] as const;
+export type Routing = (typeof ROUTINGS)[number];
 
 /** Tariffs as configured (major units), e.g. in TARIFFS_JSON. */
 export interface TariffConfig {
@@ -111,34 +116,37 @@ export function parseTariffs(json: string | undefined): Tariffs {
 	return out;
 }
 
+/** An HMAC key shorter than MIN_SECRET_LENGTH stops the start-up, naming the setting (never echoing the secret). */
+function checkedSecret(name: string, secret: string): string {
+	if (secret.length < MIN_SECRET_LENGTH) throw new SettingError(name, `at least ${MIN_SECRET_LENGTH} characters long (each secret)`, "<redacted>");
+	return secret;
+}
+
+const speedKmh = (env: Env, name: string, fallback: number) => envNumber(env, name, fallback, (n) => n > 0 && n <= 200, "0..200 km/h");
+
 export function readPricingSettings(env: Env): PricingSettings {
-	const routing = (env.ROUTING || "greatcircle").toLowerCase();
-	if (routing !== "greatcircle" && routing !== "osrm") throw new Error(`ROUTING must be "greatcircle" or "osrm", got "${env.ROUTING}"`);
-
+	// ROUTING is read in any case ("OSRM" means osrm).
+	const routing = envEnum({ ROUTING: envString(env, "ROUTING")?.toLowerCase() }, "ROUTING", ROUTINGS, "greatcircle");
 	const surgeMax = envNumber(env, "SURGE_MAX", 2, (n) => n >= 1 && n <= 10 && Math.abs(n * 10 - Math.round(n * 10)) < 1e-9, "1..10 in steps of 0.1");
-	const secret = env.QUOTE_SIGNING_SECRET || undefined;
-	if (secret !== undefined && secret.length < MIN_SECRET_LENGTH) throw new Error(`QUOTE_SIGNING_SECRET must be at least ${MIN_SECRET_LENGTH} characters`);
-	const previous = (env.QUOTE_SIGNING_PREVIOUS_SECRETS || "").split(",").map((s) => s.trim()).filter(Boolean);
-	if (previous.some((s) => s.length < MIN_SECRET_LENGTH)) throw new Error(`QUOTE_SIGNING_PREVIOUS_SECRETS: each secret must be at least ${MIN_SECRET_LENGTH} characters`);
-
-	const positive = (n: number) => n > 0;
+	const secret = envString(env, "QUOTE_SIGNING_SECRET");
+	const previous = (envString(env, "QUOTE_SIGNING_PREVIOUS_SECRETS") ?? "").split(",").map((s) => s.trim()).filter(Boolean);
 	return {
-		tariffs: parseTariffs(env.TARIFFS_JSON),
+		tariffs: parseTariffs(envString(env, "TARIFFS_JSON")),
 		routing,
-		osrmUrl: env.OSRM_URL || undefined,
+		osrmUrl: envString(env, "OSRM_URL"),
 		roadFactor: envNumber(env, "ROAD_FACTOR", 1.3, (n) => n >= 1 && n <= 5, "1..5"),
 		speedsKmh: {
-			scooty: envNumber(env, "SPEED_KMH_SCOOTY", DEFAULT_SPEEDS_KMH.scooty, (n) => n > 0 && n <= 200, "0..200 km/h"),
-			cab: envNumber(env, "SPEED_KMH_CAB", DEFAULT_SPEEDS_KMH.cab, (n) => n > 0 && n <= 200, "0..200 km/h"),
+			scooty: speedKmh(env, "SPEED_KMH_SCOOTY", DEFAULT_SPEEDS_KMH.scooty),
+			cab: speedKmh(env, "SPEED_KMH_CAB", DEFAULT_SPEEDS_KMH.cab),
 		},
 		surgeMaxTenths: Math.round(surgeMax * 10),
 		surgeSensitivity: envNumber(env, "SURGE_SENSITIVITY", 0.5, (n) => n >= 0 && n <= 10, "0..10"),
-		maxTripMetres: Math.round(envNumber(env, "MAX_TRIP_KM", 100, positive, "a positive number of km") * 1000),
+		maxTripMetres: Math.round(envPositive(env, "MAX_TRIP_KM", 100) * 1000),
 		minTripMetres: envNumber(env, "MIN_TRIP_METRES", 20, (n) => n >= 0 && n <= 1000, "0..1000"),
 		quoteTtlSeconds: envNumber(env, "QUOTE_TTL_SECONDS", 300, (n) => Number.isInteger(n) && n > 0 && n <= 86_400, "an integer 1..86400"),
-		quoteMatchRadiusMetres: 200,
-		signingSecret: secret,
-		previousSigningSecrets: previous,
+		quoteMatchRadiusMetres: QUOTE_MATCH_RADIUS_METRES,
+		signingSecret: secret === undefined ? undefined : checkedSecret("QUOTE_SIGNING_SECRET", secret),
+		previousSigningSecrets: previous.map((s) => checkedSecret("QUOTE_SIGNING_PREVIOUS_SECRETS", s)),
 		supplyTimeoutMs: envNumber(env, "SUPPLY_DEMAND_TIMEOUT_MS", 300, (n) => Number.isInteger(n) && n > 0 && n <= 10_000, "an integer 1..10000"),
 		supplyCacheMs: envNumber(env, "SUPPLY_DEMAND_CACHE_MS", 2000, (n) => Number.isInteger(n) && n >= 0 && n <= 60_000, "an integer 0..60000"),
 	};

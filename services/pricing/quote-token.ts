@@ -1,7 +1,8 @@
 import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { haversineMeters, isValidPoint, roundCoordinate, type LatLng } from "../../lib/geo";
 import { SERVICE_TYPES, type ServiceType } from "../../contracts/common";
-import type { FarePaise } from "./fare";
+import type { QuotedFare } from "./fare";
+import { QUOTE_MATCH_RADIUS_METRES } from "../../contracts/pricing";
 
 /**
  * Quote ids are self-contained signed tokens, so fare-estimate writes nothing:
@@ -14,8 +15,6 @@ import type { FarePaise } from "./fare";
  * "<payload>.<kid>")). The payload is readable by its partner (it holds only
  * what they were shown plus their own id) but cannot be altered.
  */
-
-export type QuotedFare = Omit<FarePaise, "minimumApplied">;
 
 export interface QuoteClaims {
 	partnerId: string;
@@ -141,7 +140,7 @@ function decodeWire(payload: string): QuoteClaims | undefined {
  * or foreign token never says "expired" (which would confirm it is real), and
  * a foreign partner's quote reads exactly like garbage.
  */
-export function verifyQuote(token: unknown, expect: QuoteExpectation, keyring: QuoteKeyring, nowMs: number, matchRadiusMetres = 200): QuoteCheck {
+export function verifyQuote(token: unknown, expect: QuoteExpectation, keyring: QuoteKeyring, nowMs: number, matchRadiusMetres = QUOTE_MATCH_RADIUS_METRES): QuoteCheck {
 	const invalid: QuoteCheck = { ok: false, code: "QUOTE_INVALID", message: "Quote is invalid", field: "quoteId" };
 	if (typeof token !== "string") return invalid;
 	const m = TOKEN_SHAPE.exec(token);
