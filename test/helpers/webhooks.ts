@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import { randomInt } from "node:crypto";
 import type { ServiceBroker } from "moleculer";
 import { Webhook } from "standardwebhooks";
+import { randomPhone } from "./rides";
 
 /**
  * Test fixtures for webhook delivery: a real partner endpoint (node http
@@ -177,10 +178,6 @@ export interface TestRide {
 	orderId: string;
 	otp: string;
 	status: string;
-}
-
-function randomPhone(): string {
-	return `+9197${String(randomInt(0, 100_000_000)).padStart(8, "0")}`;
 }
 
 /** A real ride through orders.create (as the gateway would call it for the partner). */

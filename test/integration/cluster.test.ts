@@ -1,6 +1,8 @@
-import { createTestDatabase, type TestDatabase } from "../helpers/db";
-import { orderViolations, startPartnerEndpoint, waitFor, type PartnerEndpoint } from "../helpers/webhooks";
-import { Cluster, PartnerApi, freePort, newPartnerSecrets, rideRequest, type ApiAnswer, type ProcessSpec } from "./cluster.support";
+import type { HttpAnswer } from "../helpers/http";
+import { startPlatform, type Platform } from "../helpers/processes";
+import { rideRequest } from "../helpers/rides";
+import { sleep, waitFor } from "../helpers/wait";
+import { orderViolations } from "../helpers/webhooks";
 
 /**
  * Issue 5's cluster test: every service in its own OS process over the real
@@ -22,58 +24,44 @@ interface EventView {
 }
 
 describe("cluster: separate processes, crashes mid-flow, nothing lost", () => {
-	let db: TestDatabase;
-	let cluster: Cluster;
-	let endpoint: PartnerEndpoint;
-	let api: PartnerApi;
-	const partner = newPartnerSecrets();
+	let platform: Platform;
 	const retried503: string[] = [];
 
 	beforeAll(async () => {
-		db = await createTestDatabase("cluster");
-		endpoint = await startPartnerEndpoint(partner.webhookSecret);
-		const gatewayPort = await freePort();
-		cluster = new Cluster("cluster", db.url, {
-			FLEET_MODE: "simulated",
-			// Rides take about half a minute of real time: long enough to crash things mid-ride.
-			SIM_SPEED: "30",
-			SIM_CITIES: "12.9716,77.5946",
-			FLEET_DRIVERS_PER_CITY: "12",
-			// Quick recovery after a crash: claims and leases of a killed process expire in seconds.
-			WEBHOOK_TIMEOUT_MS: "2000",
-			WEBHOOK_LEASE_MS: "7000",
-			WEBHOOK_RETRY_SCHEDULE_MS: "200,500,1000,2000,3000,5000,5000,5000",
-			DISPATCH_TRANSITION_LEASE_MS: "3000",
-			DISPATCH_OFFER_TIMEOUT_MS: "4000",
-			DISPATCH_SWEEP_MS: "1000",
-			DISPATCH_INDEX_REFRESH_MS: "1000",
+		platform = await startPlatform({
+			label: "cluster",
+			env: {
+				FLEET_MODE: "simulated",
+				// Rides take about half a minute of real time: long enough to crash things mid-ride.
+				SIM_SPEED: "30",
+				SIM_CITIES: "12.9716,77.5946",
+				FLEET_DRIVERS_PER_CITY: "12",
+				// Quick recovery after a crash: claims and leases of a killed process expire in seconds.
+				WEBHOOK_TIMEOUT_MS: "2000",
+				WEBHOOK_LEASE_MS: "7000",
+				WEBHOOK_RETRY_SCHEDULE_MS: "200,500,1000,2000,3000,5000,5000,5000",
+				DISPATCH_TRANSITION_LEASE_MS: "3000",
+				DISPATCH_OFFER_TIMEOUT_MS: "4000",
+				DISPATCH_SWEEP_MS: "1000",
+				DISPATCH_INDEX_REFRESH_MS: "1000",
+			},
+			processes: [
+				{ label: "pricing", services: "pricing" },
+				{ label: "riders", services: "riders" },
+				{ label: "orders", services: "orders" },
+				{ label: "dispatch-1", services: "dispatch" },
+				{ label: "dispatch-2", services: "dispatch" },
+				{ label: "notifications-1", services: "notifications" },
+				{ label: "notifications-2", services: "notifications" },
+				{ label: "fleet", services: "fleet" },
+			],
 		});
-		const specs: ProcessSpec[] = [
-			{ label: "gateway", services: "gateway,partners", env: { PORT: String(gatewayPort), BOOTSTRAP_PARTNER_KEY: partner.apiKey, BOOTSTRAP_WEBHOOK_SECRET: partner.webhookSecret } },
-			{ label: "pricing", services: "pricing" },
-			{ label: "riders", services: "riders" },
-			{ label: "orders", services: "orders" },
-			{ label: "dispatch-1", services: "dispatch" },
-			{ label: "dispatch-2", services: "dispatch" },
-			{ label: "notifications-1", services: "notifications" },
-			{ label: "notifications-2", services: "notifications" },
-			{ label: "fleet", services: "fleet" },
-		];
-		// The gateway first: its partners service creates the bootstrap partner before any ride.
-		await cluster.start(specs[0]);
-		await cluster.startAll(specs.slice(1));
-		api = new PartnerApi(`http://127.0.0.1:${gatewayPort}`, partner.apiKey);
-		await waitFor("gateway ready", async () => (await api.get("/health/ready")).status === 200, 60_000, 200);
 	}, 240_000);
 
-	afterAll(async () => {
-		await cluster?.stopAll();
-		await endpoint?.close();
-		await db?.drop();
-	}, 60_000);
+	afterAll(() => platform?.stop(), 60_000);
 
 	async function statusOf(orderId: string): Promise<string> {
-		const r = await api.post<{ status: string }>("/ride/status", { orderId });
+		const r = await platform.api.post<{ status: string }>("/ride/status", { orderId });
 		if (r.status !== 200) throw new Error(`status ${r.status}: ${JSON.stringify(r.body)}`);
 		return r.body.status;
 	}
@@ -85,18 +73,19 @@ describe("cluster: separate processes, crashes mid-flow, nothing lost", () => {
 	 * crash, calls routed to the dead node fail until its peers notice it is
 	 * gone (heartbeat timeout); nothing else may fail.
 	 */
-	async function withRetryOn503<T>(what: string, call: () => Promise<ApiAnswer<T>>): Promise<ApiAnswer<T>> {
+	async function withRetryOn503<T>(what: string, call: () => Promise<HttpAnswer<T>>): Promise<HttpAnswer<T>> {
 		const deadline = Date.now() + 90_000;
 		for (;;) {
 			const answer = await call();
 			if (answer.status !== 503) return answer;
 			retried503.push(what);
 			if (Date.now() > deadline) return answer;
-			await new Promise((r) => setTimeout(r, 500));
+			await sleep(500);
 		}
 	}
 
 	async function createRides(from: number, count: number): Promise<string[]> {
+		const { api, cluster, endpoint } = platform;
 		const ids: string[] = [];
 		for (let n = from; n < from + count; n++) {
 			const req = rideRequest(`${endpoint.url}/hooks/${n}`, n);
@@ -120,11 +109,13 @@ describe("cluster: separate processes, crashes mid-flow, nothing lost", () => {
 	}
 
 	async function crashAndRestart(labels: string[]): Promise<void> {
+		const { cluster } = platform;
 		await Promise.all(labels.map((l) => cluster.kill(l, "SIGKILL")));
 		await Promise.all(labels.map((l) => cluster.restart(l)));
 	}
 
 	test("the full flow to dropped survives a crash of one process of every kind", async () => {
+		const { api, cluster, endpoint } = platform;
 		try {
 			const first = await createRides(0, 6);
 			// Mid-flow: every ride of the first batch has a driver.

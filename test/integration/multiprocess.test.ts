@@ -1,8 +1,7 @@
-import { spawn } from "node:child_process";
-import { resolve } from "node:path";
-import { createTestDatabase, type TestDatabase } from "../helpers/db";
-import { startPartnerEndpoint, waitFor, type PartnerEndpoint } from "../helpers/webhooks";
-import { Cluster, PartnerApi, freePort, newPartnerSecrets, rideRequest } from "./cluster.support";
+import { freePort, httpRequest } from "../helpers/http";
+import { runNodeScript, startPlatform, type Platform } from "../helpers/processes";
+import { rideRequest } from "../helpers/rides";
+import { waitFor } from "../helpers/wait";
 
 /**
  * Issue 2's process test: the gateway (with partners) and every service as
@@ -12,67 +11,37 @@ import { Cluster, PartnerApi, freePort, newPartnerSecrets, rideRequest } from ".
  * (`npm run build` + `npm run start:prod`), the way the container image runs.
  * Every process must then stop cleanly on SIGTERM.
  */
-const ROOT = resolve(__dirname, "../..");
-
-function run(args: string[]): Promise<{ code: number | null; out: string }> {
-	return new Promise((res, rej) => {
-		const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
-		let out = "";
-		child.stdout.on("data", (c: Buffer) => (out += c.toString()));
-		child.stderr.on("data", (c: Buffer) => (out += c.toString()));
-		child.on("error", rej);
-		child.on("exit", (code) => res({ code, out }));
-	});
-}
 
 describe("every service in its own process over NATS", () => {
-	let db: TestDatabase;
-	let cluster: Cluster;
-	let endpoint: PartnerEndpoint;
-	let api: PartnerApi;
-	const partner = newPartnerSecrets();
-	const ports = { gateway: 0, gatewayMetrics: 0, ordersMetrics: 0, ordersHealth: 0, dispatchHealth: 0 };
+	let platform: Platform;
+	const ports = { gatewayMetrics: 0, ordersMetrics: 0, ordersHealth: 0, dispatchHealth: 0 };
 
 	beforeAll(async () => {
 		// The production build (what `npm run build` does), for the compiled process.
-		const build = await run(["node_modules/typescript/bin/tsc", "-p", "tsconfig.build.json"]);
+		const build = await runNodeScript(["node_modules/typescript/bin/tsc", "-p", "tsconfig.build.json"]);
 		if (build.code !== 0) throw new Error(`tsc -p tsconfig.build.json failed:\n${build.out.slice(0, 3000)}`);
-		const assets = await run(["scripts/copy-build-assets.mjs"]);
+		const assets = await runNodeScript(["scripts/copy-build-assets.mjs"]);
 		if (assets.code !== 0) throw new Error(assets.out);
 
-		db = await createTestDatabase("multiproc");
-		endpoint = await startPartnerEndpoint(partner.webhookSecret);
 		for (const k of Object.keys(ports) as Array<keyof typeof ports>) ports[k] = await freePort();
-		cluster = new Cluster("mp", db.url, { FLEET_MODE: "live" });
-		await cluster.startAll([
-			{
-				label: "gateway",
-				services: "gateway,partners",
-				env: {
-					PORT: String(ports.gateway),
-					METRICS_PORT: String(ports.gatewayMetrics),
-					BOOTSTRAP_PARTNER_KEY: partner.apiKey,
-					BOOTSTRAP_WEBHOOK_SECRET: partner.webhookSecret,
-				},
-			},
-			{ label: "pricing", services: "pricing", compiled: true },
-			{ label: "riders", services: "riders" },
-			{ label: "orders", services: "orders", env: { METRICS_PORT: String(ports.ordersMetrics), HEALTH_PORT: String(ports.ordersHealth), LOG_FORMAT: "json" } },
-			{ label: "dispatch", services: "dispatch", env: { HEALTH_PORT: String(ports.dispatchHealth) } },
-			{ label: "notifications", services: "notifications" },
-		]);
-		api = new PartnerApi(`http://127.0.0.1:${ports.gateway}`, partner.apiKey);
-		// Ready = the gateway sees every service it needs, across NATS, and each answers.
-		await waitFor("gateway ready", async () => (await api.get("/health/ready")).status === 200, 60_000, 200);
+		platform = await startPlatform({
+			label: "multiproc",
+			env: { FLEET_MODE: "live" },
+			gatewayEnv: { METRICS_PORT: String(ports.gatewayMetrics) },
+			processes: [
+				{ label: "pricing", services: "pricing", compiled: true },
+				{ label: "riders", services: "riders" },
+				{ label: "orders", services: "orders", env: { METRICS_PORT: String(ports.ordersMetrics), HEALTH_PORT: String(ports.ordersHealth), LOG_FORMAT: "json" } },
+				{ label: "dispatch", services: "dispatch", env: { HEALTH_PORT: String(ports.dispatchHealth) } },
+				{ label: "notifications", services: "notifications" },
+			],
+		});
 	}, 240_000);
 
-	afterAll(async () => {
-		await cluster?.stopAll();
-		await endpoint?.close();
-		await db?.drop();
-	}, 60_000);
+	afterAll(() => platform?.stop(), 60_000);
 
 	test("quote → create → status → cancel through HTTP, with the webhook delivered and verified", async () => {
+		const { api, endpoint } = platform;
 		const request = rideRequest(`${endpoint.url}/hooks`, 1);
 		const estimate = await api.post<{ quotes: Array<{ quoteId: string; serviceType: string; totalAmount: number }> }>("/ride/fare-estimate", {
 			pickup: request.pickup,
@@ -101,7 +70,7 @@ describe("every service in its own process over NATS", () => {
 		const after = await api.post<{ status: string }>("/ride/status", { orderId });
 		expect(after.body.status).toBe("customer_cancelled");
 
-		const hook = (await waitFor("the customer_cancelled webhook", () => endpoint.delivered().find((h) => h.orderId === orderId && h.status === "customer_cancelled"), 30_000))!;
+		const hook = await waitFor("the customer_cancelled webhook", () => endpoint.delivered().find((h) => h.orderId === orderId && h.status === "customer_cancelled"), 30_000);
 		expect(hook.signatureValid).toBe(true);
 		expect(hook.body).toMatchObject({ orderId, status: "customer_cancelled", metadata: { partnerRef: "cluster-1" } });
 
@@ -111,10 +80,11 @@ describe("every service in its own process over NATS", () => {
 			const state = ev?.delivery?.state ?? ev?.state;
 			return state === "delivered" ? r.body.events : null;
 		});
-		expect(events!.length).toBeGreaterThanOrEqual(1);
+		expect(events.length).toBeGreaterThanOrEqual(1);
 	});
 
 	test("each process runs only its own services, and the calls crossed NATS", () => {
+		const { cluster } = platform;
 		const started = (label: string, svc: string) => cluster.get(label).output().includes(`Service '${svc}' started`);
 		expect(started("gateway", "gateway") && started("gateway", "partners")).toBe(true);
 		expect(started("orders", "orders")).toBe(true);
@@ -129,25 +99,25 @@ describe("every service in its own process over NATS", () => {
 
 	test("a non-gateway process serves /health/live, /health/ready and Prometheus metrics with the ride figures", async () => {
 		for (const port of [ports.ordersHealth, ports.dispatchHealth]) {
-			const live = await fetch(`http://127.0.0.1:${port}/health/live`);
+			const live = await httpRequest(`http://127.0.0.1:${port}/health/live`);
 			expect(live.status).toBe(200);
-			const ready = await fetch(`http://127.0.0.1:${port}/health/ready`);
+			const ready = await httpRequest(`http://127.0.0.1:${port}/health/ready`);
 			expect(ready.status).toBe(200);
-			expect(await ready.json()).toMatchObject({ status: "ready" });
+			expect(ready.body).toMatchObject({ status: "ready" });
 		}
-		const metrics = await (await fetch(`http://127.0.0.1:${ports.ordersMetrics}/metrics`)).text();
+		const metrics = (await httpRequest(`http://127.0.0.1:${ports.ordersMetrics}/metrics`)).text;
 		expect(metrics).toMatch(/rides_status_changes_total\{[^}]*status="customer_cancelled"[^}]*\} 1/);
 		expect(metrics).toMatch(/moleculer_request_total\{[^}]*action="orders\.create"/);
 
 		// The gateway counts requests by route and status code (never by raw path).
-		const gatewayMetrics = await (await fetch(`http://127.0.0.1:${ports.gatewayMetrics}/metrics`)).text();
+		const gatewayMetrics = (await httpRequest(`http://127.0.0.1:${ports.gatewayMetrics}/metrics`)).text;
 		expect(gatewayMetrics).toMatch(/http_requests_total\{[^}]*route="POST \/ride\/create-order"[^}]*status="201"[^}]*\} 1/);
 		expect(gatewayMetrics).toMatch(/http_requests_total\{[^}]*route="POST \/ride\/cancel"[^}]*status="200"[^}]*\} 1/);
 		expect(gatewayMetrics).toMatch(/http_request_duration_seconds_bucket\{[^}]*route="POST \/ride\/fare-estimate"/);
 	});
 
 	test("orders logs JSON lines (LOG_FORMAT=json)", () => {
-		const lines = cluster.get("orders").output().split("\n").filter((l) => l.trim().length > 0);
+		const lines = platform.cluster.get("orders").output().split("\n").filter((l) => l.trim().length > 0);
 		const started = lines.find((l) => l.includes("started successfully"));
 		expect(started).toBeDefined();
 		const parsed = JSON.parse(started!) as Record<string, unknown>;
@@ -156,6 +126,7 @@ describe("every service in its own process over NATS", () => {
 	});
 
 	test("every process exits 0 on SIGTERM (graceful shutdown)", async () => {
+		const { cluster } = platform;
 		const codes = await Promise.all([...cluster.procs.keys()].map(async (label) => [label, await cluster.kill(label, "SIGTERM")] as const));
 		expect(codes).toEqual([...cluster.procs.keys()].map((label) => [label, 0]));
 	}, 60_000);

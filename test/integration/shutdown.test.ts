@@ -1,6 +1,7 @@
-import { createTestDatabase, type TestDatabase } from "../helpers/db";
-import { startPartnerEndpoint, waitFor, type PartnerEndpoint } from "../helpers/webhooks";
-import { Cluster, PartnerApi, freePort, newPartnerSecrets, rideRequest, type ApiAnswer } from "./cluster.support";
+import { freePort, httpRequest, type HttpAnswer } from "../helpers/http";
+import { startPlatform, type Platform } from "../helpers/processes";
+import { rideRequest } from "../helpers/rides";
+import { waitFor } from "../helpers/wait";
 
 /**
  * Graceful shutdown under load, every service in its own process over NATS:
@@ -19,63 +20,47 @@ interface Outcome {
 }
 
 describe("SIGTERM during load", () => {
-	let db: TestDatabase;
-	let cluster: Cluster;
-	let endpoint: PartnerEndpoint;
-	let api: PartnerApi;
-	const partner = newPartnerSecrets();
-	const ports = { gateway: 0, gatewayHealth: 0 };
+	let platform: Platform;
+	let healthPort: number;
 
 	beforeAll(async () => {
-		db = await createTestDatabase("shutdown");
-		endpoint = await startPartnerEndpoint(partner.webhookSecret);
-		// Every webhook takes a moment to answer, so some are always in flight when notifications stops.
-		endpoint.behave(() => ({ status: 200, delayMs: 600 }));
-		ports.gateway = await freePort();
-		ports.gatewayHealth = await freePort();
-		cluster = new Cluster("shutdown", db.url, {
-			FLEET_MODE: "live",
-			WEBHOOK_TIMEOUT_MS: "3000",
-			WEBHOOK_LEASE_MS: "8000",
-			WEBHOOK_RETRY_SCHEDULE_MS: "200,500,1000,2000",
-		});
-		await cluster.start({
-			label: "gateway",
-			services: "gateway,partners",
+		healthPort = await freePort();
+		platform = await startPlatform({
+			label: "shutdown",
 			env: {
-				PORT: String(ports.gateway),
-				HEALTH_PORT: String(ports.gatewayHealth),
-				BOOTSTRAP_PARTNER_KEY: partner.apiKey,
-				BOOTSTRAP_WEBHOOK_SECRET: partner.webhookSecret,
+				FLEET_MODE: "live",
+				WEBHOOK_TIMEOUT_MS: "3000",
+				WEBHOOK_LEASE_MS: "8000",
+				WEBHOOK_RETRY_SCHEDULE_MS: "200,500,1000,2000",
+			},
+			gatewayEnv: {
+				HEALTH_PORT: String(healthPort),
 				// As a load balancer would need: keep answering for a moment after readiness fails.
 				SHUTDOWN_DELAY_MS: "1500",
 			},
+			processes: [
+				{ label: "pricing", services: "pricing" },
+				{ label: "riders", services: "riders" },
+				{ label: "orders-1", services: "orders" },
+				{ label: "orders-2", services: "orders" },
+				{ label: "dispatch", services: "dispatch" },
+				{ label: "notifications-1", services: "notifications" },
+				{ label: "notifications-2", services: "notifications" },
+			],
 		});
-		await cluster.startAll([
-			{ label: "pricing", services: "pricing" },
-			{ label: "riders", services: "riders" },
-			{ label: "orders-1", services: "orders" },
-			{ label: "orders-2", services: "orders" },
-			{ label: "dispatch", services: "dispatch" },
-			{ label: "notifications-1", services: "notifications" },
-			{ label: "notifications-2", services: "notifications" },
-		]);
-		api = new PartnerApi(`http://127.0.0.1:${ports.gateway}`, partner.apiKey);
-		await waitFor("gateway ready", async () => (await api.get("/health/ready")).status === 200, 60_000, 200);
+		// Every webhook takes a moment to answer, so some are always in flight when notifications stops.
+		platform.endpoint.behave(() => ({ status: 200, delayMs: 600 }));
 	}, 240_000);
 
-	afterAll(async () => {
-		await cluster?.stopAll();
-		await endpoint?.close();
-		await db?.drop();
-	}, 60_000);
+	afterAll(() => platform?.stop(), 60_000);
 
 	test("no accepted request fails and no webhook is lost while orders and notifications processes stop and restart", async () => {
+		const { api, cluster, endpoint } = platform;
 		const outcomes: Outcome[] = [];
 		const cancelled: string[] = [];
 		let running = true;
 		let rideNo = 0;
-		const record = (what: string, a: ApiAnswer) => {
+		const record = (what: string, a: HttpAnswer) => {
 			outcomes.push({ what, status: a.status, code: (a.body as { code?: string }).code });
 			return a;
 		};
@@ -138,6 +123,7 @@ describe("SIGTERM during load", () => {
 	}, 300_000);
 
 	test("the gateway drains on SIGTERM: readiness fails first, requests keep being answered, then it exits 0", async () => {
+		const { api, cluster, endpoint, gatewayPort } = platform;
 		const created = await api.post<{ orderId: string }>("/ride/create-order", rideRequest(`${endpoint.url}/hooks`, 9999));
 		expect(created.status).toBe(201);
 		const { orderId } = created.body;
@@ -153,10 +139,10 @@ describe("SIGTERM during load", () => {
 			const r = await api.get("/health/ready");
 			return r.status === 503 ? r : null;
 		}, 5_000, 20);
-		expect(drainingReady!.body).toMatchObject({ status: "draining" });
-		const health = await fetch(`http://127.0.0.1:${ports.gatewayHealth}/health/ready`);
+		expect(drainingReady.body).toMatchObject({ status: "draining" });
+		const health = await httpRequest(`http://127.0.0.1:${healthPort}/health/ready`);
 		expect(health.status).toBe(503);
-		expect(await health.json()).toMatchObject({ status: "draining" });
+		expect(health.body).toMatchObject({ status: "draining" });
 		// …while the API still answers (the load balancer is catching up).
 		const during = await api.post<{ status: string }>("/ride/status", { orderId });
 		expect(during.status).toBe(200);
@@ -168,6 +154,6 @@ describe("SIGTERM during load", () => {
 		expect(await gateway.exited).toBe(0);
 		expect(gateway.output()).toMatch(/SIGTERM received, shutting down gracefully/);
 		// Afterwards nothing listens on the port any more.
-		await expect(fetch(`http://127.0.0.1:${ports.gateway}/health/live`)).rejects.toThrow();
+		await expect(fetch(`http://127.0.0.1:${gatewayPort}/health/live`)).rejects.toThrow();
 	}, 60_000);
 });
