@@ -1,7 +1,8 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import { Errors, type Context, type Service, type ServiceSchema, type ServiceSettingSchema } from "moleculer";
 import ApiGateway from "moleculer-web";
-import { readGatewayConfig, type GatewayConfig } from "./config";
+import { UNAVAILABLE_RETRY_AFTER_SECONDS } from "../../contracts/constants";
+import { readGatewaySettings, type GatewaySettings } from "./gateway.settings";
 import { describeForLog, GatewayError, isUnavailableError, toErrorResponse, WrappedError } from "./errors";
 import { buildOpenApiDocument, type OpenApiDocument } from "./openapi";
 import { renderDocsPage } from "./docs-page";
@@ -20,6 +21,11 @@ import { REQUIRED_SERVICES, RIDE_BASE_PATH, rideAliases } from "./routes";
  * Every error, whoever raised it, leaves through `renderError` as the
  * contract's envelope. Health, `/openapi.json` and `/docs` live on a second,
  * unauthenticated route.
+ *
+ * Files: gateway.settings.ts (environment), routes.ts (the route table),
+ * request.ts, rate-limiter.ts, errors.ts (pure rules), openapi/ and
+ * docs-page.ts (the documents). No repo: the gateway owns no tables (API keys
+ * live in the partners service, which it calls).
  */
 
 interface AuthenticatedPartner {
@@ -54,7 +60,7 @@ export interface Readiness {
 	checks: Record<string, "ok" | "unavailable" | "error">;
 }
 
-interface GatewaySettings extends ServiceSettingSchema {
+interface GatewayServiceSettings extends ServiceSettingSchema {
 	port: number;
 	[key: string]: unknown;
 }
@@ -74,7 +80,7 @@ interface GatewayMethods {
 }
 
 interface GatewayLocal {
-	config: GatewayConfig;
+	config: GatewaySettings;
 	limiter: TokenBucketLimiter;
 	/** True once shutdown began: /health/ready answers 503 so load balancers stop sending traffic. */
 	draining: boolean;
@@ -83,7 +89,7 @@ interface GatewayLocal {
 	server: Server;
 }
 
-type GatewayThis = Service<GatewaySettings> & GatewayMethods & GatewayLocal;
+type GatewayThis = Service<GatewayServiceSettings> & GatewayMethods & GatewayLocal;
 
 function unauthorized(message: string): GatewayError {
 	return new GatewayError(401, "UNAUTHORIZED", message);
@@ -110,7 +116,7 @@ function opsHandler(fn: (this: GatewayThis, req: GatewayRequest, res: ServerResp
 	};
 }
 
-const GatewayService: ServiceSchema<GatewaySettings, GatewayMethods, GatewayLocal> = {
+const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, GatewayLocal> = {
 	name: "gateway",
 	mixins: [ApiGateway as unknown as Partial<ServiceSchema>],
 
@@ -169,7 +175,7 @@ const GatewayService: ServiceSchema<GatewaySettings, GatewayMethods, GatewayLoca
 					}),
 					"GET /health/ready": opsHandler(async function ready(req, res) {
 						const r = await this.readiness();
-						this.sendJson(res, r.ready ? 200 : 503, { status: r.status, checks: r.checks }, r.ready ? {} : { "Retry-After": "5" });
+						this.sendJson(res, r.ready ? 200 : 503, { status: r.status, checks: r.checks }, r.ready ? {} : { "Retry-After": String(UNAVAILABLE_RETRY_AFTER_SECONDS) });
 					}),
 					"GET /openapi.json": opsHandler(function openapi(req, res) {
 						this.sendJson(res, 200, this.openapi, { "Cache-Control": "no-cache" });
@@ -352,7 +358,7 @@ const GatewayService: ServiceSchema<GatewaySettings, GatewayMethods, GatewayLoca
 	},
 
 	created(this: GatewayThis) {
-		this.config = readGatewayConfig(process.env);
+		this.config = readGatewaySettings(process.env);
 		this.settings.port = this.config.port;
 		this.limiter = new TokenBucketLimiter({ perMinute: this.config.rateLimitPerMinute, burst: this.config.rateLimitBurst });
 		this.draining = false;

@@ -1,4 +1,4 @@
-import type { GatewayConfig } from "./config";
+import type { DocumentedLimits } from "./gateway.settings";
 import { RIDE_BASE_PATH, RIDE_ROUTES } from "./routes";
 
 /**
@@ -567,7 +567,7 @@ function opsPaths(): Record<string, Record<string, unknown>> {
 	};
 }
 
-function describeApi(config: Pick<GatewayConfig, "bodyLimitBytes" | "rateLimitPerMinute" | "rateLimitBurst" | "unavailableRetryAfterSeconds">): string {
+function describeApi(config: DocumentedLimits): string {
 	const kb = config.bodyLimitBytes % 1024 === 0 ? `${config.bodyLimitBytes / 1024} KB` : `${config.bodyLimitBytes} bytes`;
 	const rate = config.rateLimitPerMinute > 0
 		? `${config.rateLimitPerMinute} requests per minute per partner with bursts of up to ${config.rateLimitBurst} (\`RATE_LIMIT_PER_MINUTE\`, \`RATE_LIMIT_BURST\`; defaults 600 and the per-minute value)`
@@ -599,7 +599,7 @@ function describeApi(config: Pick<GatewayConfig, "bodyLimitBytes" | "rateLimitPe
 	].join("\n");
 }
 
-export function buildOpenApiDocument(config: Pick<GatewayConfig, "bodyLimitBytes" | "rateLimitPerMinute" | "rateLimitBurst" | "unavailableRetryAfterSeconds">): OpenApiDocument {
+export function buildOpenApiDocument(config: DocumentedLimits): OpenApiDocument {
 	const webhookPathItem = {
 		post: {
 			summary: "Ride event",

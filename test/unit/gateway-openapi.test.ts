@@ -1,9 +1,9 @@
 import { buildOpenApiDocument, ENDPOINT_ERRORS, ERROR_CODES_BY_STATUS, type OpenApiDocument } from "../../services/gateway/openapi";
 import { renderDocsPage } from "../../services/gateway/docs-page";
 import { RIDE_ROUTES } from "../../services/gateway/routes";
-import { readGatewayConfig } from "../../services/gateway/config";
+import { readGatewaySettings } from "../../services/gateway/gateway.settings";
 
-const doc: OpenApiDocument = buildOpenApiDocument(readGatewayConfig({}));
+const doc: OpenApiDocument = buildOpenApiDocument(readGatewaySettings({}));
 
 function resolve(ref: string): unknown {
 	let node: unknown = doc;
@@ -113,7 +113,7 @@ describe("OpenAPI document", () => {
 	});
 
 	it("states the limits it runs with", () => {
-		const custom = buildOpenApiDocument(readGatewayConfig({ RATE_LIMIT_PER_MINUTE: "120", RATE_LIMIT_BURST: "10", BODY_LIMIT: "32kb" }));
+		const custom = buildOpenApiDocument(readGatewaySettings({ RATE_LIMIT_PER_MINUTE: "120", RATE_LIMIT_BURST: "10", BODY_LIMIT: "32kb" }));
 		const description = String((custom.info as { description: string }).description);
 		expect(description).toContain("120 requests per minute");
 		expect(description).toContain("bursts of up to 10");
@@ -139,7 +139,7 @@ describe("API reference page", () => {
 	});
 
 	it("escapes text from the document", () => {
-		const evil = buildOpenApiDocument(readGatewayConfig({}));
+		const evil = buildOpenApiDocument(readGatewaySettings({}));
 		(evil.info as { title: string }).title = "<script>alert(1)</script>";
 		const page = renderDocsPage(evil);
 		expect(page).not.toContain("<script>alert(1)</script>");

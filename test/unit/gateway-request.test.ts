@@ -1,6 +1,6 @@
 import { Readable } from "node:stream";
 import type { IncomingMessage } from "node:http";
-import { parseByteSize, readGatewayConfig } from "../../services/gateway/config";
+import { envByteSize, readGatewaySettings } from "../../services/gateway/gateway.settings";
 import { idempotencyKeyFrom, jsonMediaTypeProblem, parseBearer, parseJsonObject, readJsonBody, requestIdFrom } from "../../services/gateway/request";
 
 describe("Authorization header", () => {
@@ -104,15 +104,15 @@ describe("JSON body", () => {
 
 describe("gateway settings", () => {
 	it("reads sizes", () => {
-		expect(parseByteSize("BODY_LIMIT", undefined, 65536)).toBe(65536);
-		expect(parseByteSize("BODY_LIMIT", "64kb", 0)).toBe(65536);
-		expect(parseByteSize("BODY_LIMIT", "1mb", 0)).toBe(1048576);
-		expect(parseByteSize("BODY_LIMIT", "1000", 0)).toBe(1000);
-		expect(() => parseByteSize("BODY_LIMIT", "lots", 0)).toThrow(/BODY_LIMIT/);
+		expect(envByteSize({}, "BODY_LIMIT", 65536)).toBe(65536);
+		expect(envByteSize({ BODY_LIMIT: "64kb" }, "BODY_LIMIT", 0)).toBe(65536);
+		expect(envByteSize({ BODY_LIMIT: "1mb" }, "BODY_LIMIT", 0)).toBe(1048576);
+		expect(envByteSize({ BODY_LIMIT: "1000" }, "BODY_LIMIT", 0)).toBe(1000);
+		expect(() => envByteSize({ BODY_LIMIT: "lots" }, "BODY_LIMIT", 0)).toThrow(/BODY_LIMIT/);
 	});
 	it("has contract defaults and takes overrides", () => {
-		expect(readGatewayConfig({})).toMatchObject({ port: 3000, bodyLimitBytes: 65536, rateLimitPerMinute: 600, rateLimitBurst: 600 });
-		expect(readGatewayConfig({ PORT: "0", RATE_LIMIT_PER_MINUTE: "60", RATE_LIMIT_BURST: "5", BODY_LIMIT: "2kb" })).toMatchObject({ port: 0, bodyLimitBytes: 2048, rateLimitPerMinute: 60, rateLimitBurst: 5 });
-		expect(() => readGatewayConfig({ RATE_LIMIT_PER_MINUTE: "-1" })).toThrow(/RATE_LIMIT_PER_MINUTE/);
+		expect(readGatewaySettings({})).toMatchObject({ port: 3000, bodyLimitBytes: 65536, rateLimitPerMinute: 600, rateLimitBurst: 600 });
+		expect(readGatewaySettings({ PORT: "0", RATE_LIMIT_PER_MINUTE: "60", RATE_LIMIT_BURST: "5", BODY_LIMIT: "2kb" })).toMatchObject({ port: 0, bodyLimitBytes: 2048, rateLimitPerMinute: 60, rateLimitBurst: 5 });
+		expect(() => readGatewaySettings({ RATE_LIMIT_PER_MINUTE: "-1" })).toThrow(/RATE_LIMIT_PER_MINUTE/);
 	});
 });
