@@ -1,5 +1,4 @@
-import type { Context, Service, ServiceSchema } from "moleculer";
-import { QueryTypes } from "sequelize";
+import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { DbMixin, type DbThis } from "../../mixins/db.mixin";
 import { ApiError } from "../../lib/errors";
 import { newId } from "../../lib/ids";
@@ -13,51 +12,49 @@ import {
 	type CreatedPartner,
 	type CreatePartnerParams,
 	type PartnerSigning,
+	type PartnerSummary,
 	type SigningSecretParams,
 } from "../../contracts/partners";
+import { AuthCache } from "./auth-cache";
+import { readPartnersSettings, WEBHOOK_SECRET_RULE, type PartnersSettings } from "./partners.settings";
+import { PartnersRepo } from "./partners.repo";
 import { migrations } from "./migrations";
 
-/** Partners: who may call the API, and the secret their webhooks are signed with. */
-
-interface PartnerRow {
-	id: string;
-	name: string;
-	webhook_secret: string;
-	created_at: Date;
-	disabled_at: Date | null;
-}
-
-interface PartnersSettings {
-	/** How long a resolved key is trusted without asking the database again. */
-	authCacheMs: number;
-}
+/**
+ * Partners: who may call the API, and the secret their webhooks are signed
+ * with. Every action is for services and operators (the gateway, notifications,
+ * the REPL and `npm run partner`), never mapped on the gateway.
+ */
 
 interface PartnersMethods {
 	insertPartner(name: string, apiKey: string, webhookSecret: string): Promise<string | null>;
 }
 
 interface PartnersLocal {
-	authCache: Map<string, { value: AuthenticatedPartner | null; expires: number }>;
+	cfg: PartnersSettings;
+	repo: PartnersRepo;
+	authCache: AuthCache<AuthenticatedPartner | null>;
 }
 
-type PartnersThis = Service<PartnersSettings> & PartnersMethods & PartnersLocal & DbThis;
+type PartnersThis = Service & PartnersMethods & PartnersLocal & DbThis;
 
-const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, PartnersLocal & DbThis> = {
+const INTERNAL = { access: "internal", visibility: "public" } as const;
+
+const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, PartnersLocal & DbThis> = {
 	name: "partners",
 	mixins: [DbMixin({ service: "partners", migrations })],
-	settings: { authCacheMs: 30_000 },
 
 	actions: {
 		/** Creates a partner; the API key is returned only here. REPL: `call partners.create --name Acme` */
 		create: {
-			access: "internal",
+			...INTERNAL,
 			params: createPartnerParams,
 			async handler(this: PartnersThis, ctx: Context<CreatePartnerParams>): Promise<CreatedPartner> {
 				const apiKey = ctx.params.apiKey ?? newApiKey();
 				const webhookSecret = ctx.params.webhookSecret ?? newWebhookSecret();
 				if (!isWebhookSecret(webhookSecret)) {
-					throw new ApiError(400, "VALIDATION_ERROR", "webhookSecret must be whsec_ + base64 of at least 24 bytes", {
-						details: [{ field: "webhookSecret", message: "must be whsec_ + base64 of at least 24 bytes" }],
+					throw new ApiError(400, "VALIDATION_ERROR", `webhookSecret must be ${WEBHOOK_SECRET_RULE}`, {
+						details: [{ field: "webhookSecret", message: `must be ${WEBHOOK_SECRET_RULE}` }],
 					});
 				}
 				const partnerId = await this.insertPartner(ctx.params.name, apiKey, webhookSecret);
@@ -68,65 +65,52 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 
 		/** Resolves an API key to its partner, or null. Called by the gateway on every request. */
 		authenticate: {
-			access: "internal",
+			...INTERNAL,
 			params: authenticateParams,
 			async handler(this: PartnersThis, ctx: Context<AuthenticateParams>): Promise<AuthenticatedPartner | null> {
 				const hash = hashApiKey(ctx.params.apiKey);
 				const now = Date.now();
-				const cached = this.authCache.get(hash);
-				if (cached && cached.expires > now) return cached.value;
-				const rows = await this.sequelize.query<PartnerRow>(
-					"SELECT id, name FROM partners WHERE api_key_hash = $1 AND disabled_at IS NULL",
-					{ bind: [hash], type: QueryTypes.SELECT },
-				);
-				const value = rows[0] ? { partnerId: rows[0].id, name: rows[0].name } : null;
-				if (this.authCache.size > 10_000) this.authCache.clear();
-				this.authCache.set(hash, { value, expires: now + this.settings.authCacheMs });
+				const cached = this.authCache.get(hash, now);
+				if (cached) return cached.value;
+				const value = await this.repo.findByKeyHash(hash);
+				this.authCache.set(hash, value, now);
 				return value;
 			},
 		},
 
 		/** The partner's webhook signing secret (notifications signs every delivery with it). */
 		signingSecret: {
-			access: "internal",
+			...INTERNAL,
 			params: signingSecretParams,
 			async handler(this: PartnersThis, ctx: Context<SigningSecretParams>): Promise<PartnerSigning> {
-				const rows = await this.sequelize.query<PartnerRow>("SELECT id, webhook_secret FROM partners WHERE id = $1", {
-					bind: [ctx.params.partnerId],
-					type: QueryTypes.SELECT,
-				});
-				if (!rows[0]) throw new ApiError(404, "NOT_FOUND", "Unknown partner");
-				return { partnerId: rows[0].id, webhookSecret: rows[0].webhook_secret };
+				const signing = await this.repo.signingSecret(ctx.params.partnerId);
+				if (!signing) throw new ApiError(404, "NOT_FOUND", "Unknown partner");
+				return signing;
 			},
 		},
 
 		/** Operators: every partner (never keys or secrets). REPL: `call partners.list` */
 		list: {
-			access: "internal",
-			async handler(this: PartnersThis) {
-				const rows = await this.sequelize.query<PartnerRow>(
-					"SELECT id, name, created_at, disabled_at FROM partners ORDER BY created_at",
-					{ type: QueryTypes.SELECT },
-				);
-				return rows.map((r) => ({ partnerId: r.id, name: r.name, createdAt: r.created_at, disabled: r.disabled_at !== null }));
+			...INTERNAL,
+			handler(this: PartnersThis): Promise<PartnerSummary[]> {
+				return this.repo.list();
 			},
 		},
 	},
 
 	methods: {
-		async insertPartner(this: PartnersThis, name: string, apiKey: string, webhookSecret: string): Promise<string | null> {
-			const id = newId("ptn");
-			const rows = await this.sequelize.query<{ id: string }>(
-				`INSERT INTO partners (id, name, api_key_hash, webhook_secret) VALUES ($1, $2, $3, $4)
-				 ON CONFLICT (api_key_hash) DO NOTHING RETURNING id`,
-				{ bind: [id, name, hashApiKey(apiKey), webhookSecret], type: QueryTypes.SELECT },
-			);
-			return rows[0]?.id ?? null;
+		/** The new partner's id, or null when that API key is already in use. */
+		insertPartner(this: PartnersThis, name: string, apiKey: string, webhookSecret: string): Promise<string | null> {
+			return this.repo.insert(newId("ptn"), name, hashApiKey(apiKey), webhookSecret);
 		},
 	},
 
 	created(this: PartnersThis) {
-		this.authCache = new Map();
+		// Bad settings stop the start-up here, with a message that names the setting.
+		this.cfg = readPartnersSettings(process.env);
+		this.authCache = new AuthCache(this.cfg.authCacheMs);
+		// The DB mixin's `created` ran first and acquired the pool.
+		this.repo = new PartnersRepo(this.sequelize);
 	},
 
 	/**
@@ -134,16 +118,11 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 	 * make sure that partner exists; an explicit secret is kept in step.
 	 */
 	async started(this: PartnersThis) {
-		const key = process.env.BOOTSTRAP_PARTNER_KEY;
+		// Runs after the DB mixin's `started`, so the partners table exists.
+		const { bootstrapPartnerKey: key, bootstrapWebhookSecret: secret } = this.cfg;
 		if (!key) return;
-		const secret = process.env.BOOTSTRAP_WEBHOOK_SECRET;
-		if (secret && !isWebhookSecret(secret)) throw new Error("BOOTSTRAP_WEBHOOK_SECRET must be whsec_ + base64 of at least 24 bytes");
 		const created = await this.insertPartner("Bootstrap partner", key, secret ?? newWebhookSecret());
-		if (!created && secret) {
-			await this.sequelize.query("UPDATE partners SET webhook_secret = $2 WHERE api_key_hash = $1", {
-				bind: [hashApiKey(key), secret],
-			});
-		}
+		if (!created && secret) await this.repo.setWebhookSecretByKeyHash(hashApiKey(key), secret);
 		this.logger.info(created ? `Bootstrap partner ${created} created` : "Bootstrap partner present");
 	},
 };
