@@ -16,7 +16,7 @@ import { performance } from "node:perf_hooks";
 import { haversineMeters, type LatLng } from "../lib/geo";
 import { DEFAULT_CITIES } from "../lib/settings";
 import { CellIndex } from "../services/dispatch/spatial-index";
-import { pointInDisk, seededRandom } from "../services/dispatch/simulation";
+import { pointInDisk, seededRandom } from "../services/fleet/simulation";
 import { connect, createTestDatabase } from "../test/helpers/db";
 import { startTestNode, type TestNode } from "../test/helpers/node";
 

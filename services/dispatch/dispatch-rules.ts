@@ -1,5 +1,7 @@
 import { haversineMeters, type LatLng } from "../../lib/geo";
-import type { ServiceType } from "./dispatch.settings";
+import type { ServiceType } from "../../contracts/common";
+import { SANDBOX_SCENARIOS, type FleetMode, type RidePhase, type SandboxScenario } from "../../contracts/dispatch";
+import { TERMINAL_STATUSES, type RideStatus } from "../../contracts/orders";
 
 /**
  * Dispatch's pure rules: ETAs, which order statuses need a driver or location
@@ -7,13 +9,11 @@ import type { ServiceType } from "./dispatch.settings";
  * the order (the orders service owns the state machine; dispatch mirrors it).
  */
 
-export type OrderStatus = "searching" | "accepted" | "arrived" | "started" | "dropped" | "customer_cancelled" | "no_driver_found";
-
-export const TERMINAL_ORDER_STATUSES: readonly OrderStatus[] = ["dropped", "customer_cancelled", "no_driver_found"];
-export const ASSIGNED_ORDER_STATUSES: readonly OrderStatus[] = ["accepted", "arrived", "started"];
+/** The statuses in which the order has a driver (dispatch holds that driver on the ride). */
+export const ASSIGNED_ORDER_STATUSES: readonly RideStatus[] = ["accepted", "arrived", "started"];
 
 export function isTerminalStatus(status: string): boolean {
-	return (TERMINAL_ORDER_STATUSES as readonly string[]).includes(status);
+	return (TERMINAL_STATUSES as readonly string[]).includes(status);
 }
 
 export function isAssignedStatus(status: string): boolean {
@@ -57,16 +57,12 @@ export function etaBetween(from: LatLng, to: LatLng, serviceType: ServiceType, s
 	return etaSeconds(haversineMeters(from, to), speedsKmh[serviceType], roadFactor);
 }
 
-/** Sandbox directives a partner may put in `metadata.sandbox.scenario` (simulated fleet only). */
-export const SANDBOX_SCENARIOS = ["no_driver_found", "driver_drop_out", "fast"] as const;
-export type SandboxScenario = (typeof SANDBOX_SCENARIOS)[number];
-
 /**
  * The sandbox scenario of an order, or null. Only the simulated fleet obeys
  * directives: in `live` mode they are ignored, so a partner cannot steer
  * real dispatch through metadata. Unknown scenarios are ignored too.
  */
-export function sandboxScenario(metadata: unknown, fleetMode: "simulated" | "live"): SandboxScenario | null {
+export function sandboxScenario(metadata: unknown, fleetMode: FleetMode): SandboxScenario | null {
 	if (fleetMode !== "simulated") return null;
 	if (typeof metadata !== "object" || metadata === null) return null;
 	const sandbox = (metadata as Record<string, unknown>).sandbox;
@@ -74,9 +70,6 @@ export function sandboxScenario(metadata: unknown, fleetMode: "simulated" | "liv
 	if (typeof sandbox === "object" && sandbox !== null) scenario = (sandbox as Record<string, unknown>).scenario;
 	return typeof scenario === "string" && (SANDBOX_SCENARIOS as readonly string[]).includes(scenario) ? (scenario as SandboxScenario) : null;
 }
-
-/** Dispatch's own phase of a ride (`dispatch_rides.state`). */
-export type RidePhase = "searching" | "accepting" | "ending" | "assigned" | "closed";
 
 export interface RideMirror {
 	state: RidePhase;
@@ -124,4 +117,23 @@ export function followOrder(mirror: RideMirror, orderStatus: string, orderDriver
 		return { kind: "assign", driverId: orderDriverId, statusChanged };
 	}
 	return { kind: "none" };
+}
+
+/** Errors of orders that mean "it decided no" (as opposed to "it did not answer"). */
+const DEFINITIVE_ORDER_ERRORS = new Set(["CONFLICT", "INVALID_TRANSITION", "ORDER_NOT_FOUND", "RIDE_NOT_ACTIVE", "INVALID_OTP", "VALIDATION_ERROR"]);
+
+/** Orders refused the call for good: dispatch must take the order's truth (a timeout is not a refusal). */
+export function isDefinitiveRefusal(err: unknown): boolean {
+	const e = err as { code?: number; type?: string };
+	return typeof e?.code === "number" && e.code >= 400 && e.code < 500 && typeof e.type === "string" && DEFINITIVE_ORDER_ERRORS.has(e.type);
+}
+
+export function errorType(err: unknown): string | undefined {
+	return (err as { type?: string })?.type;
+}
+
+/** An error in one line for the logs. */
+export function shortError(err: unknown): string {
+	const e = err as { type?: string; message?: string };
+	return `${e?.type ?? "ERROR"}: ${e?.message ?? String(err)}`;
 }

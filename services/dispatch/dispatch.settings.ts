@@ -1,19 +1,15 @@
-import { envNumber, readSettings, type Env, type Point } from "../../lib/settings";
+import { envNumber, envPositive, type Env } from "../../lib/settings";
+import { readTravelSettings, type TravelSettings } from "../../lib/travel-settings";
+import type { FleetMode } from "../../contracts/dispatch";
 
 /**
- * Dispatch and simulated-fleet configuration from the environment. Pure:
- * pass any env object. The contract's settings (`FLEET_MODE`, `SIM_SPEED`,
- * `SIM_CITIES`) come from lib/settings; the rest are dispatch's own knobs,
- * all optional with sane defaults.
+ * Dispatch configuration from the environment. Pure: pass any env object.
+ * The road world (`FLEET_MODE`, `SIM_SPEED`, `SIM_CITIES`, `ROAD_FACTOR`,
+ * `SPEED_KMH_*`) is read by lib/travel-settings, shared with the simulated
+ * fleet; the rest are dispatch's own knobs, all optional with sane defaults.
+ * An invalid value refuses start-up with a message naming the setting.
  */
-
-export type ServiceType = "scooty" | "cab";
-export const SERVICE_TYPES: readonly ServiceType[] = ["scooty", "cab"];
-
-export interface DispatchSettings {
-	fleetMode: "simulated" | "live";
-	simSpeed: number;
-	simCities: Point[];
+export interface DispatchSettings extends TravelSettings {
 	/** H3 resolution of the nearest-driver index (8 ≈ 460 m hexagon edges). */
 	h3Resolution: number;
 	/** Drivers farther than this (straight line) from the pickup are never offered the ride. */
@@ -38,107 +34,42 @@ export interface DispatchSettings {
 	demandWindowMs: number;
 	/** A transition call in flight longer than this is treated as lost and reconciled. */
 	transitionLeaseMs: number;
-	/** Road distance ≈ great-circle distance × this (same default as pricing's ROAD_FACTOR). */
-	roadFactor: number;
-	/** Average driving speed per service type, km/h (same defaults as pricing's SPEED_KMH_*). */
-	speedsKmh: Record<ServiceType, number>;
 	/** How many candidates one matching attempt tries to claim, nearest first. */
 	candidatesPerAttempt: number;
 }
 
-export interface FleetSettings {
-	fleetMode: "simulated" | "live";
-	simSpeed: number;
-	simCities: Point[];
-	/** Seeded drivers per service type per city. */
-	driversPerCity: number;
-	/** Seeded drivers stand within this radius of their city centre. */
-	seedRadiusM: number;
-	/** A pickup with no simulated driver within this radius gets one spawned nearby. */
-	spawnRadiusM: number;
-	/** How often the simulator looks at its drivers' work (real milliseconds, not compressed). */
-	tickMs: number;
-	/** Simulated-world timings (divided by SIM_SPEED in real time). */
-	acceptDelayMs: number;
-	boardingDelayMs: number;
-	/** How often a moving simulated driver reports its position, simulated-world ms. */
-	reportIntervalMs: number;
-	/** Real-time floor of the report interval, however high SIM_SPEED is. */
-	minReportIntervalMs: number;
-	roadFactor: number;
-	speedsKmh: Record<ServiceType, number>;
-	/** "fast" sandbox rides: real milliseconds per leg, however long it is. */
-	fastLegMs: number;
-}
-
-
-const positive = (n: number): boolean => n > 0;
-const nonNegative = (n: number): boolean => n >= 0;
-
-function speeds(env: Env): Record<ServiceType, number> {
-	return {
-		scooty: envNumber(env, "SPEED_KMH_SCOOTY", 24, (n) => n > 0 && n <= 200, "0..200 km/h"),
-		cab: envNumber(env, "SPEED_KMH_CAB", 20, (n) => n > 0 && n <= 200, "0..200 km/h"),
-	};
-}
+const atLeast = (env: Env, name: string, fallback: number, min: number): number => envNumber(env, name, fallback, (n) => n >= min, `at least ${min}`);
+const intWithin = (env: Env, name: string, fallback: number, min: number, max: number): number =>
+	envNumber(env, name, fallback, (n) => Number.isInteger(n) && n >= min && n <= max, `an integer ${min}..${max}`);
 
 /**
  * The real-time cadence of location events: the contract's interval, and in
  * simulated mode compressed by SIM_SPEED like every other simulated duration
  * (with a floor, so SIM_SPEED=1000 does not flood the outbox).
  */
-export function effectiveLocationIntervalMs(intervalMs: number, fleetMode: "simulated" | "live", simSpeed: number, floorMs = 250): number {
+export function effectiveLocationIntervalMs(intervalMs: number, fleetMode: FleetMode, simSpeed: number, floorMs = 250): number {
 	if (fleetMode !== "simulated" || simSpeed <= 1) return intervalMs;
 	return Math.max(Math.min(floorMs, intervalMs), Math.round(intervalMs / simSpeed));
 }
 
 export function readDispatchSettings(env: Env): DispatchSettings {
-	const base = readSettings(env);
-	if (!(base.simSpeed > 0)) throw new Error("SIM_SPEED must be a positive number");
-	const locationIntervalMs = effectiveLocationIntervalMs(
-		envNumber(env, "LOCATION_INTERVAL_MS", 5000, (n) => n >= 50, "at least 50"),
-		base.fleetMode,
-		base.simSpeed,
-	);
+	const travel = readTravelSettings(env);
+	const locationIntervalMs = effectiveLocationIntervalMs(atLeast(env, "LOCATION_INTERVAL_MS", 5000, 50), travel.fleetMode, travel.simSpeed);
 	return {
-		fleetMode: base.fleetMode,
-		simSpeed: base.simSpeed,
-		simCities: base.simCities,
-		h3Resolution: envNumber(env, "DISPATCH_H3_RESOLUTION", 8, (n) => Number.isInteger(n) && n >= 5 && n <= 10, "an integer 5..10"),
-		searchRadiusM: envNumber(env, "DISPATCH_SEARCH_RADIUS_M", 5000, positive, "positive"),
-		supplyRadiusM: envNumber(env, "DISPATCH_SUPPLY_RADIUS_M", 3000, positive, "positive"),
-		offerTimeoutMs: envNumber(env, "DISPATCH_OFFER_TIMEOUT_MS", 15_000, (n) => n >= 100, "at least 100"),
-		dispatchTimeoutMs: envNumber(env, "DISPATCH_TIMEOUT_MS", 120_000, (n) => n >= 100, "at least 100"),
-		retryMatchMs: envNumber(env, "DISPATCH_RETRY_MS", 1000, (n) => n >= 10, "at least 10"),
+		...travel,
+		h3Resolution: intWithin(env, "DISPATCH_H3_RESOLUTION", 8, 5, 10),
+		searchRadiusM: envPositive(env, "DISPATCH_SEARCH_RADIUS_M", 5000),
+		supplyRadiusM: envPositive(env, "DISPATCH_SUPPLY_RADIUS_M", 3000),
+		offerTimeoutMs: atLeast(env, "DISPATCH_OFFER_TIMEOUT_MS", 15_000, 100),
+		dispatchTimeoutMs: atLeast(env, "DISPATCH_TIMEOUT_MS", 120_000, 100),
+		retryMatchMs: atLeast(env, "DISPATCH_RETRY_MS", 1000, 10),
 		locationIntervalMs,
-		tickMs: envNumber(env, "DISPATCH_TICK_MS", Math.max(50, Math.min(500, Math.round(locationIntervalMs / 4))), (n) => n >= 10, "at least 10"),
-		sweepMs: envNumber(env, "DISPATCH_SWEEP_MS", 5000, (n) => n >= 100, "at least 100"),
-		indexRefreshMs: envNumber(env, "DISPATCH_INDEX_REFRESH_MS", 5000, (n) => n >= 100, "at least 100"),
-		demandWindowMs: envNumber(env, "DISPATCH_DEMAND_WINDOW_MS", 5 * 60_000, nonNegative, "non-negative"),
-		transitionLeaseMs: envNumber(env, "DISPATCH_TRANSITION_LEASE_MS", 20_000, (n) => n >= 1000, "at least 1000"),
-		roadFactor: envNumber(env, "ROAD_FACTOR", 1.3, (n) => n >= 1 && n <= 5, "1..5"),
-		speedsKmh: speeds(env),
-		candidatesPerAttempt: envNumber(env, "DISPATCH_CANDIDATES", 5, (n) => Number.isInteger(n) && n >= 1 && n <= 50, "an integer 1..50"),
-	};
-}
-
-export function readFleetSettings(env: Env): FleetSettings {
-	const base = readSettings(env);
-	if (!(base.simSpeed > 0)) throw new Error("SIM_SPEED must be a positive number");
-	return {
-		fleetMode: base.fleetMode,
-		simSpeed: base.simSpeed,
-		simCities: base.simCities,
-		driversPerCity: envNumber(env, "FLEET_DRIVERS_PER_CITY", 10, (n) => Number.isInteger(n) && n >= 0 && n <= 100_000, "an integer 0..100000"),
-		seedRadiusM: envNumber(env, "FLEET_SEED_RADIUS_M", 4000, positive, "positive"),
-		spawnRadiusM: envNumber(env, "FLEET_SPAWN_RADIUS_M", 3000, positive, "positive"),
-		tickMs: envNumber(env, "FLEET_TICK_MS", 200, (n) => n >= 10, "at least 10"),
-		acceptDelayMs: envNumber(env, "FLEET_ACCEPT_DELAY_MS", 5000, nonNegative, "non-negative"),
-		boardingDelayMs: envNumber(env, "FLEET_BOARDING_DELAY_MS", 60_000, nonNegative, "non-negative"),
-		reportIntervalMs: envNumber(env, "FLEET_REPORT_INTERVAL_MS", 5000, positive, "positive"),
-		minReportIntervalMs: envNumber(env, "FLEET_MIN_REPORT_INTERVAL_MS", 200, positive, "positive"),
-		roadFactor: envNumber(env, "ROAD_FACTOR", 1.3, (n) => n >= 1 && n <= 5, "1..5"),
-		speedsKmh: speeds(env),
-		fastLegMs: envNumber(env, "FLEET_FAST_LEG_MS", 1500, positive, "positive"),
+		// A few ticks per location interval, so location events keep their cadence.
+		tickMs: atLeast(env, "DISPATCH_TICK_MS", Math.max(50, Math.min(500, Math.round(locationIntervalMs / 4))), 10),
+		sweepMs: atLeast(env, "DISPATCH_SWEEP_MS", 5000, 100),
+		indexRefreshMs: atLeast(env, "DISPATCH_INDEX_REFRESH_MS", 5000, 100),
+		demandWindowMs: envNumber(env, "DISPATCH_DEMAND_WINDOW_MS", 5 * 60_000, (n) => n >= 0, "non-negative"),
+		transitionLeaseMs: atLeast(env, "DISPATCH_TRANSITION_LEASE_MS", 20_000, 1000),
+		candidatesPerAttempt: intWithin(env, "DISPATCH_CANDIDATES", 5, 1, 50),
 	};
 }

@@ -3,7 +3,7 @@ import type { Client } from "pg";
 import { connect, createTestDatabase, type TestDatabase } from "../helpers/db";
 import { startTestNode, uniqueNamespace, type TestNode } from "../helpers/node";
 import { destinationPoint, type LatLng } from "../../lib/geo";
-import type { DriverJob, DriverView } from "../../services/dispatch/types";
+import type { DriverJob, DriverView } from "../../contracts/dispatch";
 
 /**
  * Two dispatch instances (separate brokers) over the real NATS on one

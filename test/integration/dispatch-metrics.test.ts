@@ -4,7 +4,7 @@ import { startTestNode, type TestNode } from "../helpers/node";
 import { createPartner, waitFor } from "../helpers/webhooks";
 import { freePort } from "./cluster.support";
 import { destinationPoint, type LatLng } from "../../lib/geo";
-import type { DriverJob, DriverView } from "../../services/dispatch/types";
+import type { DriverJob, DriverView } from "../../contracts/dispatch";
 
 /**
  * Dispatch's Prometheus figures (docs/OPERATIONS.md, "Metrics") move with

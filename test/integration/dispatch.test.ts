@@ -3,7 +3,7 @@ import type { Client } from "pg";
 import { connect, createTestDatabase, type TestDatabase } from "../helpers/db";
 import { startTestNode, type TestNode } from "../helpers/node";
 import { destinationPoint, type LatLng } from "../../lib/geo";
-import type { DriverJob, DriverView, SupplyDemandReply } from "../../services/dispatch/types";
+import type { DriverJob, DriverView, SupplyDemandReply } from "../../contracts/dispatch";
 
 /**
  * Dispatch in `live` mode (nothing moves without driver actions) against the

@@ -1,4 +1,4 @@
-import { CoalescedPass } from "../../services/dispatch/coalesced-pass";
+import { CoalescedPass } from "../../lib/coalesced-pass";
 
 /** A pass that waits for the test to let it finish, counting how often it ran. */
 function controlledPass() {

@@ -1,6 +1,6 @@
 import { CellIndex, ringLowerBoundM } from "../../services/dispatch/spatial-index";
 import { haversineMeters, destinationPoint, type LatLng } from "../../lib/geo";
-import { seededRandom, pointInDisk } from "../../services/dispatch/simulation";
+import { seededRandom, pointInDisk } from "../../services/fleet/simulation";
 
 const BLR: LatLng = { lat: 12.9716, lng: 77.5946 };
 

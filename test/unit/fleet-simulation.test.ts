@@ -1,7 +1,7 @@
-import { compressed, legDurationMs, offerStep, positionOnLeg, reportIntervalMs, rideStep, seedDriver, spawnDriver, seededRandom } from "../../services/dispatch/simulation";
-import { readFleetSettings } from "../../services/dispatch/dispatch.settings";
+import { compressed, legDurationMs, offerStep, positionOnLeg, reportIntervalMs, rideStep, seedDriver, spawnDriver, seededRandom } from "../../services/fleet/simulation";
+import { readFleetSettings } from "../../services/fleet/fleet.settings";
 import { destinationPoint, haversineMeters } from "../../lib/geo";
-import type { SimRide } from "../../services/dispatch/types";
+import type { SimRide } from "../../contracts/dispatch";
 
 const BLR = { lat: 12.9716, lng: 77.5946 };
 

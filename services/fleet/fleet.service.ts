@@ -1,8 +1,22 @@
 import type { Context, Service, ServiceSchema } from "moleculer";
-import { readFleetSettings, SERVICE_TYPES, type FleetSettings } from "./dispatch.settings";
+import { SERVICE_TYPES } from "../../contracts/common";
+import {
+	DISPATCH_EVENTS,
+	type DriverLocationParams,
+	type DriverView,
+	type DropOutParams,
+	type OfferAnswerParams,
+	type OfferCreatedEvent,
+	type RegisterParams,
+	type RideStepParams,
+	type SimRide,
+	type SimulatedWork,
+	type StartRideParams,
+} from "../../contracts/dispatch";
+import { ORDER_EVENTS, type OrderIdParams, type RiderOtpResult } from "../../contracts/orders";
+import { CoalescedPass } from "../../lib/coalesced-pass";
+import { readFleetSettings, type FleetSettings } from "./fleet.settings";
 import { offerStep, reportIntervalMs, rideStep, seedDriver, spawnDriver, type SeedDriver, type SimStep } from "./simulation";
-import type { DriverView, SimRide, SimulatedWork } from "./types";
-import { CoalescedPass } from "./coalesced-pass";
 
 /**
  * The simulated fleet (`FLEET_MODE=simulated`, the default): seeded drivers of
@@ -102,13 +116,13 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 
 	events: {
 		/** An offer to one of ours: answer it without waiting for the next pass. */
-		"dispatch.offerCreated": {
-			handler(this: FleetThis, ctx: Context<{ simulated?: boolean }>) {
+		[DISPATCH_EVENTS.offerCreated]: {
+			handler(this: FleetThis, ctx: Context<Pick<OfferCreatedEvent, "simulated">>) {
 				if (ctx.params.simulated) this.kick();
 			},
 		},
 		/** A new ride may need a spawned driver. */
-		"orders.created": {
+		[ORDER_EVENTS.created]: {
 			handler(this: FleetThis) {
 				this.kick();
 			},
@@ -153,7 +167,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 			for (const offer of work.offers) {
 				if (offerStep(offer, now, this.cfg).kind !== "accept") continue;
 				tasks.push(() =>
-					this.act(offer.driverId, "accept", () => this.broker.call("dispatch.acceptOffer", { driverId: offer.driverId, orderId: offer.orderId })),
+					this.act(offer.driverId, "accept", () => this.broker.call<unknown, OfferAnswerParams>("dispatch.acceptOffer", { driverId: offer.driverId, orderId: offer.orderId })),
 				);
 			}
 
@@ -199,21 +213,21 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 			switch (step.kind) {
 				case "report":
 					this.lastReport.set(ride.driverId, Date.now());
-					return this.act(ride.driverId, "reportLocation", () => this.broker.call("dispatch.reportLocation", { driverId: ride.driverId, location: step.location }));
+					return this.act(ride.driverId, "reportLocation", () => this.broker.call<unknown, DriverLocationParams>("dispatch.reportLocation", { driverId: ride.driverId, location: step.location }));
 				case "arrive":
-					return this.act(ride.driverId, "arrive", () => this.broker.call("dispatch.arrive", { ...base, location: step.location }));
+					return this.act(ride.driverId, "arrive", () => this.broker.call<unknown, RideStepParams>("dispatch.arrive", { ...base, location: step.location }));
 				case "dropOut":
 					return this.act(ride.driverId, "dropOut", () =>
-						this.broker.call("dispatch.dropOut", { ...base, location: step.location, reason: "sandbox: driver_drop_out" }),
+						this.broker.call<unknown, DropOutParams>("dispatch.dropOut", { ...base, location: step.location, reason: "sandbox: driver_drop_out" }),
 					);
 				case "start":
 					return this.act(ride.driverId, "startRide", async () => {
 						// The rider tells a real driver the OTP; the simulator asks orders in the rider's place.
-						const { otp } = await this.broker.call<{ otp: string }, { orderId: string }>("orders.riderOtp", { orderId: ride.orderId });
-						await this.broker.call("dispatch.startRide", { ...base, otp });
+						const { otp } = await this.broker.call<RiderOtpResult, OrderIdParams>("orders.riderOtp", { orderId: ride.orderId });
+						await this.broker.call<unknown, StartRideParams>("dispatch.startRide", { ...base, otp });
 					});
 				case "drop":
-					return this.act(ride.driverId, "dropRide", () => this.broker.call("dispatch.dropRide", { ...base, location: step.location }));
+					return this.act(ride.driverId, "dropRide", () => this.broker.call<unknown, RideStepParams>("dispatch.dropRide", { ...base, location: step.location }));
 				default:
 					void nowMs;
 			}
@@ -235,7 +249,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 
 		/** Registers (idempotent by phone) and, when offline, brings the driver online at its home position. */
 		async bringOnline(this: FleetThis, d: SeedDriver): Promise<DriverView> {
-			const driver = await this.broker.call<DriverView, object>("dispatch.register", {
+			const driver = await this.broker.call<DriverView, RegisterParams>("dispatch.register", {
 				name: d.name,
 				phone: d.phone,
 				vehicleNumber: d.vehicleNumber,
@@ -243,7 +257,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 				simulated: true,
 			});
 			if (driver.status !== "offline") return driver;
-			return this.broker.call<DriverView, object>("dispatch.goOnline", { driverId: driver.driverId, location: { lat: d.home.lat, lng: d.home.lng, heading: 0 } });
+			return this.broker.call<DriverView, DriverLocationParams>("dispatch.goOnline", { driverId: driver.driverId, location: { lat: d.home.lat, lng: d.home.lng, heading: 0 } });
 		},
 
 		/** Seeded drivers: `FLEET_DRIVERS_PER_CITY` of each type around each city centre. */

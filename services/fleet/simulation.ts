@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
 import { bearingDegrees, destinationPoint, haversineMeters, interpolate, type LatLng } from "../../lib/geo";
-import type { FleetSettings, ServiceType } from "./dispatch.settings";
-import type { SandboxScenario } from "./dispatch-rules";
-import type { DriverLocation, SimOffer, SimRide } from "./types";
+import type { ServiceType } from "../../contracts/common";
+import type { DriverPosition, SandboxScenario, SimOffer, SimRide } from "../../contracts/dispatch";
+import type { FleetSettings } from "./fleet.settings";
 
 /**
  * The simulated fleet's pure rules: where seeded drivers stand, how long a
@@ -93,7 +93,7 @@ export function reportIntervalMs(settings: Pick<FleetSettings, "reportIntervalMs
 }
 
 /** Where a driver is on a leg after `fraction` of it, facing the way it drives. */
-export function positionOnLeg(from: LatLng, to: LatLng, fraction: number): DriverLocation {
+export function positionOnLeg(from: LatLng, to: LatLng, fraction: number): DriverPosition {
 	const at = interpolate(from, to, fraction);
 	const heading = Math.round(bearingDegrees(from, to));
 	return { lat: at.lat, lng: at.lng, heading: heading === 360 ? 0 : heading };
@@ -102,11 +102,11 @@ export function positionOnLeg(from: LatLng, to: LatLng, fraction: number): Drive
 export type SimStep =
 	| { kind: "wait" }
 	| { kind: "accept" }
-	| { kind: "report"; location: DriverLocation }
-	| { kind: "arrive"; location: DriverLocation }
-	| { kind: "dropOut"; location: DriverLocation }
+	| { kind: "report"; location: DriverPosition }
+	| { kind: "arrive"; location: DriverPosition }
+	| { kind: "dropOut"; location: DriverPosition }
 	| { kind: "start" }
-	| { kind: "drop"; location: DriverLocation };
+	| { kind: "drop"; location: DriverPosition };
 
 type StepSettings = Pick<FleetSettings, "roadFactor" | "speedsKmh" | "simSpeed" | "fastLegMs" | "acceptDelayMs" | "boardingDelayMs">;
 

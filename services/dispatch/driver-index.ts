@@ -1,0 +1,105 @@
+import { SERVICE_TYPES } from "../../contracts/common";
+import { DISPATCH_EVENTS, type SupplyDemandReply } from "../../contracts/dispatch";
+import { haversineMeters } from "../../lib/geo";
+import { etaSeconds, shortError } from "./dispatch-rules";
+import { pickupOf, toDriverChange } from "./dispatch-views";
+import { CellIndex } from "./spatial-index";
+import type { DemandItem, DispatchPart } from "./dispatch.types";
+
+/**
+ * The driver index: each instance's in-memory H3 cache of the available
+ * drivers (for nearest-driver lookups) and of recent ride requests (demand).
+ * A cache of the driver table, rebuilt at start and kept fresh by
+ * `dispatch.driverChanged` broadcasts plus a periodic re-read of recently
+ * changed drivers; a driver's revision orders its changes.
+ */
+export const driverIndexMethods: DispatchPart<
+	"publishDrivers" | "applyDriverChange" | "rebuildIndex" | "refreshIndex" | "refreshDemand" | "supplyDemandAt" | "nearestDrivers" | "hasCandidate" | "candidates"
+> = {
+	/** Applies driver changes to this instance's index and tells the other instances. */
+	publishDrivers(rows) {
+		for (const row of rows) {
+			const change = toDriverChange(row);
+			this.applyDriverChange(change);
+			this.broker.broadcast(DISPATCH_EVENTS.driverChanged, change).catch((err: unknown) => this.logger.debug(`driverChanged broadcast: ${shortError(err)}`));
+		}
+	},
+
+	applyDriverChange(change) {
+		const known = this.driverRevs.get(change.id);
+		if (known !== undefined && known >= change.rev) return;
+		this.driverRevs.set(change.id, change.rev);
+		const index = this.available[change.serviceType];
+		if (!index) return;
+		if (change.status === "available" && change.lat !== null && change.lng !== null) index.upsert(change.id, { lat: change.lat, lng: change.lng }, null);
+		else index.remove(change.id);
+	},
+
+	async rebuildIndex() {
+		const now = await this.repo.dbNow();
+		const rows = await this.repo.indexDrivers();
+		for (const type of SERVICE_TYPES) this.available[type].clear();
+		this.driverRevs.clear();
+		for (const row of rows) this.applyDriverChange(toDriverChange(row));
+		this.refreshedUpTo = now;
+		this.logger.info(`Driver index built: ${this.available.scooty.size} scooty, ${this.available.cab.size} cab available`);
+	},
+
+	/** Re-reads drivers changed since the last refresh (with overlap for late commits): catches missed broadcasts. */
+	async refreshIndex() {
+		const now = await this.repo.dbNow();
+		const rows = await this.repo.driversChangedSince(this.refreshedUpTo ?? new Date(0));
+		for (const row of rows) this.applyDriverChange(toDriverChange(row));
+		this.refreshedUpTo = now;
+	},
+
+	async refreshDemand() {
+		const rows = await this.repo.demandRides(this.cfg.demandWindowMs);
+		const fresh = { scooty: new CellIndex<DemandItem>(this.cfg.h3Resolution), cab: new CellIndex<DemandItem>(this.cfg.h3Resolution) };
+		for (const r of rows) fresh[r.service_type].upsert(r.order_id, { lat: r.pickup_lat, lng: r.pickup_lng }, { searching: r.state === "searching", createdMs: Number(r.created_ms) });
+		this.demand = fresh;
+	},
+
+	/** Pricing's input: per type, the nearest available driver's ETA and the supply and demand around the point. */
+	supplyDemandAt(point) {
+		const now = Date.now();
+		const out = {} as SupplyDemandReply;
+		for (const type of SERVICE_TYPES) {
+			const nearest = this.available[type].nearest(point, { limit: 1, radiusM: this.cfg.searchRadiusM });
+			out[type] = {
+				eta: nearest[0] ? etaSeconds(nearest[0].distanceM, this.cfg.speedsKmh[type], this.cfg.roadFactor) : null,
+				available: this.available[type].countWithin(point, this.cfg.supplyRadiusM),
+				demand: this.demand[type].countWithin(point, this.cfg.supplyRadiusM, (_id, d) => d.searching || now - d.createdMs <= this.cfg.demandWindowMs),
+			};
+		}
+		return out;
+	},
+
+	nearestDrivers({ point, serviceType, limit, radiusM }) {
+		const found = this.available[serviceType].nearest(point, { limit: limit ?? 5, radiusM: radiusM ?? this.cfg.searchRadiusM });
+		return found.map((n) => ({
+			driverId: n.id,
+			distanceM: Math.round(n.distanceM),
+			eta: etaSeconds(n.distanceM, this.cfg.speedsKmh[serviceType], this.cfg.roadFactor),
+			location: n.point,
+		}));
+	},
+
+	/** Whether some available driver not excluded from the ride is within the search radius. */
+	hasCandidate(ride) {
+		const excluded = new Set(ride.excluded_driver_ids);
+		return this.available[ride.service_type].nearest(pickupOf(ride), { limit: 1, radiusM: this.cfg.searchRadiusM, accept: (id) => !excluded.has(id) }).length > 0;
+	},
+
+	/** Nearest available candidates: the index first; the database when the index has nobody (it may be behind). */
+	async candidates(pickup, serviceType, excluded, t) {
+		const fromIndex = this.available[serviceType].nearest(pickup, {
+			limit: this.cfg.candidatesPerAttempt,
+			radiusM: this.cfg.searchRadiusM,
+			accept: (id) => !excluded.has(id),
+		});
+		if (fromIndex.length > 0) return fromIndex.map((n) => ({ driverId: n.id }));
+		const rows = await this.repo.availableInBox(pickup, serviceType, this.cfg.searchRadiusM, [...excluded], this.cfg.candidatesPerAttempt, t);
+		return rows.filter((r) => haversineMeters(pickup, r) <= this.cfg.searchRadiusM).map((r) => ({ driverId: r.id }));
+	},
+};

@@ -1,0 +1,194 @@
+import type { Context } from "moleculer";
+import type { InternalOrder, ListActiveParams, OrderIdParams, TransitionParams } from "../../contracts/orders";
+import type { LatLng } from "../../lib/geo";
+import { errorType, followOrder, isMovingStatus, isTerminalStatus, sandboxScenario, shortError } from "./dispatch-rules";
+import { isStale } from "./dispatch-views";
+import type { DriverRow, SeenOrder } from "./dispatch.repo";
+import type { DispatchPart } from "./dispatch.types";
+
+/**
+ * The ride mirror: dispatch's own view of each ride (`dispatch_rides`) and
+ * how it follows the order's truth. Every status change goes through
+ * `orders.transition` (orders owns the state machine); dispatch applies the
+ * order it gets back, learns from events, and reconciles with
+ * `orders.listActive` in the sweep, so it survives lost events and restarts.
+ */
+export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyOrder" | "reconcileOrder" | "afterRefusal" | "sweep" | "warnIfNoFleet"> = {
+	async getOrder(orderId: string, ctx?: Context) {
+		try {
+			return await (ctx ?? this.broker).call<InternalOrder, OrderIdParams>("orders.get", { orderId });
+		} catch (err) {
+			if (errorType(err) === "ORDER_NOT_FOUND") return null;
+			throw err;
+		}
+	},
+
+	async transition(params: TransitionParams, ctx?: Context) {
+		const clean: TransitionParams = { ...params };
+		for (const key of Object.keys(clean) as Array<keyof TransitionParams>) if (clean[key] === undefined) delete clean[key];
+		return (ctx ?? this.broker).call<InternalOrder, TransitionParams>("orders.transition", clean);
+	},
+
+	/**
+	 * Makes dispatch's view of a ride (and the drivers holding it) agree with
+	 * the order, under the ride's row lock. Idempotent; an order snapshot
+	 * older than the one already applied is ignored, so events, sweeps and
+	 * driver actions may all call it in any order.
+	 */
+	async applyOrder(order, opts = {}) {
+		const repo = this.repo;
+		const changedDrivers: DriverRow[] = [];
+		let searchAgain = false;
+		await repo.tx(async (t) => {
+			let ride = await repo.lockRide(order.orderId, t);
+			if (!ride) {
+				if (isTerminalStatus(order.status)) {
+					changedDrivers.push(...(await repo.freeDrivers(order.orderId, t)));
+					return;
+				}
+				const sandbox = sandboxScenario(order.metadata, this.cfg.fleetMode);
+				await repo.insertRide({ orderId: order.orderId, serviceType: order.serviceType, pickup: order.pickup, drop: order.drop, sandbox }, t);
+				this.demand[order.serviceType]?.upsert(order.orderId, order.pickup, { searching: true, createdMs: Date.now() });
+				ride = (await repo.lockRide(order.orderId, t))!;
+				searchAgain = true;
+			}
+			if (ride.state === "closed") {
+				// Final. Only make sure nobody still holds the ride.
+				changedDrivers.push(...(await repo.freeDrivers(order.orderId, t)));
+				return;
+			}
+			if (isStale(order, ride)) return;
+			const action = followOrder(
+				{ state: ride.state, orderStatus: ride.order_status, driverId: ride.driver_id, leaseActive: ride.lease_active },
+				order.status,
+				order.driver?.id ?? null,
+				opts.abandonInFlight ?? false,
+			);
+			const seen: SeenOrder = [order.orderId, order.version, order.updatedAt];
+			switch (action.kind) {
+				case "none":
+					await repo.sawOrder(seen, t);
+					return;
+				case "close":
+					await repo.closeRide(order.orderId, t, order);
+					await repo.settleOffers(order.orderId, t);
+					changedDrivers.push(...(await repo.freeDrivers(order.orderId, t)));
+					return;
+				case "research":
+					await repo.settleOffers(order.orderId, t);
+					changedDrivers.push(...(await repo.freeDrivers(order.orderId, t)));
+					await repo.searchAgain(seen, action.formerDriverId, action.droppedOut, t);
+					searchAgain = true;
+					return;
+				case "resume":
+					await repo.resumeSearch(seen, t);
+					searchAgain = true;
+					return;
+				case "assign": {
+					const driverId = action.driverId;
+					await repo.settleOffers(order.orderId, t, driverId);
+					changedDrivers.push(...(await repo.freeDrivers(order.orderId, t, { exceptDriverId: driverId })));
+					let origin: LatLng | null = null;
+					if (driverId) {
+						const held = await repo.holdForRide(driverId, order.orderId, t);
+						changedDrivers.push(...held);
+						const d = held[0] ?? (await repo.driver(driverId, t));
+						if (d && d.lat !== null && d.lng !== null) origin = { lat: d.lat, lng: d.lng };
+						if (d && d.order_id !== order.orderId) this.trouble(`Order ${order.orderId} names driver ${driverId}, who holds ${d.order_id ?? "nothing"}`);
+					}
+					const moving = isMovingStatus(order.status);
+					await repo.assignRide(seen, { driverId, status: order.status, statusChanged: action.statusChanged, moving, locationIntervalMs: this.cfg.locationIntervalMs, origin }, t);
+					return;
+				}
+			}
+		});
+		this.publishDrivers(changedDrivers);
+		if (searchAgain) this.kick();
+	},
+
+	/** Asks orders for the truth about one ride and applies it (a vanished order closes dispatch's view). */
+	async reconcileOrder(orderId, opts = {}) {
+		const order = await this.getOrder(orderId);
+		if (order) {
+			await this.applyOrder(order, opts);
+			return;
+		}
+		const released = await this.repo.tx(async (t) => {
+			await this.repo.closeRide(orderId, t);
+			await this.repo.settleOffers(orderId, t);
+			return this.repo.freeDrivers(orderId, t);
+		});
+		this.publishDrivers(released);
+	},
+
+	/** Orders said no (somebody moved first): take its current truth. */
+	async afterRefusal(orderId, err) {
+		this.logger.debug(`orders refused a move of ${orderId}: ${shortError(err)}`);
+		try {
+			await this.reconcileOrder(orderId, { abandonInFlight: true });
+		} catch (e) {
+			this.trouble(`Reconciling ${orderId} failed: ${shortError(e)} (the sweep will retry)`);
+		}
+	},
+
+	/**
+	 * Reconciliation, so dispatch survives lost broker events and restarts:
+	 * settles in-flight calls whose lease ran out, learns about active rides
+	 * from `orders.listActive`, closes rides orders no longer has active, and
+	 * frees drivers that hold a ride without reason.
+	 */
+	async sweep() {
+		if (this.sweepRunning) return this.sweepRunning;
+		this.sweepRunning = (async () => {
+			for (const { order_id } of await this.repo.staleTransitions()) {
+				await this.reconcileOrder(order_id, { abandonInFlight: true }).catch((err: unknown) => this.trouble(`Settling ${order_id}: ${shortError(err)}`));
+			}
+
+			const limit = 5000;
+			const active = await this.broker.call<InternalOrder[], ListActiveParams>("orders.listActive", { limit });
+			const mirrors = await this.repo.openRides();
+			const byId = new Map(mirrors.map((m) => [m.order_id, m]));
+			for (const order of active) {
+				if (this.stopping) return;
+				const m = byId.get(order.orderId);
+				const agrees = m && m.order_status === order.status && (order.status === "searching" || m.driver_id === (order.driver?.id ?? null));
+				if (!agrees) {
+					// The snapshot may be a moment old: applyOrder ignores it if dispatch already knows better.
+					await this.applyOrder(order).catch((err: unknown) => this.trouble(`Sweep ${order.orderId}: ${shortError(err)}`));
+				}
+			}
+			if (active.length < limit) {
+				const activeIds = new Set(active.map((o) => o.orderId));
+				for (const m of mirrors) {
+					if (this.stopping) return;
+					if (!activeIds.has(m.order_id)) {
+						await this.reconcileOrder(m.order_id).catch((err: unknown) => this.trouble(`Sweep ${m.order_id}: ${shortError(err)}`));
+					}
+				}
+			}
+
+			this.warnIfNoFleet();
+
+			const orphans = await this.repo.freeOrphanDrivers();
+			if (orphans.length > 0) this.trouble(`Freed ${orphans.length} driver(s) holding a ride without reason`);
+			this.publishDrivers(orphans);
+		})();
+		try {
+			await this.sweepRunning;
+		} catch (err) {
+			this.trouble(`Dispatch sweep: ${shortError(err)}`);
+		} finally {
+			this.sweepRunning = null;
+		}
+	},
+
+	/** Simulated mode needs the fleet somewhere in the cluster, or rides only ever time out. */
+	warnIfNoFleet() {
+		if (this.cfg.fleetMode !== "simulated" || Date.now() - this.startedAt <= 30_000 || Date.now() - this.fleetWarnedAt <= 60_000) return;
+		const fleetRuns = this.broker.registry.getServiceList({ onlyAvailable: true }).some((svc: { name: string }) => svc.name === "fleet");
+		if (!fleetRuns) {
+			this.fleetWarnedAt = Date.now();
+			this.trouble("FLEET_MODE=simulated but no fleet service runs in this namespace: add `fleet` to SERVICES (e.g. SERVICES=dispatch,fleet), or set FLEET_MODE=live");
+		}
+	},
+};
