@@ -1,5 +1,5 @@
 import { randomInt } from "node:crypto";
-import type { DriverInfo, DriverView, InternalOrder, Order, RideEventPayload, RideStatus } from "../../contracts/orders";
+import type { DeliveryState, DriverInfo, DriverView, InternalOrder, Order, RideEventPayload, RideEventView, RideStatus, WebhookStatus } from "../../contracts/orders";
 import type { DriverLocation, Place, ServiceType } from "../../contracts/common";
 
 /**
@@ -141,3 +141,41 @@ export function serialisedBytes(value: unknown): number {
 	return Buffer.byteLength(JSON.stringify(value) ?? "", "utf8");
 }
 
+
+/**
+ * The delivery states notifications.deliveryStates answered, by event id.
+ * Accepts either a map keyed by eventId or a list of `{ eventId, … }`.
+ */
+export function deliveryStatesById(answer: unknown): Map<string, Partial<DeliveryState>> {
+	const states = new Map<string, Partial<DeliveryState>>();
+	if (Array.isArray(answer)) {
+		for (const item of answer as Array<Partial<DeliveryState> & { eventId?: string }>) {
+			if (item && typeof item.eventId === "string") states.set(item.eventId, item);
+		}
+	} else if (answer && typeof answer === "object") {
+		for (const [id, item] of Object.entries(answer as Record<string, Partial<DeliveryState>>)) {
+			if (item && typeof item === "object") states.set(id, item);
+		}
+	}
+	return states;
+}
+
+/** One `ride_events` row as /ride/events lists it; an event notifications does not know yet is pending. */
+export function toRideEventView(
+	row: { id: string; sequence: number; status: WebhookStatus; occurred_at: Date | string; payload: RideEventPayload },
+	state: Partial<DeliveryState> | undefined,
+): RideEventView {
+	return {
+		eventId: row.id,
+		sequence: row.sequence,
+		status: row.status,
+		occurredAt: iso(row.occurred_at),
+		payload: row.payload,
+		delivery: {
+			state: state?.state ?? "pending",
+			attempts: state?.attempts ?? 0,
+			lastStatus: state?.lastStatus ?? null,
+			lastError: state?.lastError ?? null,
+		},
+	};
+}

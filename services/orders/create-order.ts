@@ -1,0 +1,136 @@
+import type { Context, Service } from "moleculer";
+import {
+	METADATA_MAX_BYTES,
+	ORDER_EVENTS,
+	ORDERS_RETRY_AFTER_SECONDS,
+	type CreateOrderParams,
+	type CreateOrderResult,
+	type OrderCreatedEvent,
+	type OrdersMeta,
+} from "../../contracts/orders";
+import type { Place, Point } from "../../contracts/common";
+import type { PricedTrip } from "../../contracts/pricing";
+import type { Rider } from "../../contracts/riders";
+import { ApiError, validationError } from "../../lib/errors";
+import { newId } from "../../lib/ids";
+import { assertWebhookUrlAllowed, type WebhookUrlPolicy } from "../../lib/webhook-url";
+import { bindLogContext } from "../../mixins/observability.middleware";
+import { checkIdempotencyKey, requestHash } from "./idempotency";
+import type { IdempotencyClaim, IdempotencyRepo } from "./idempotency.repo";
+import { generateOtp, majorToPaise, serialisedBytes, toOrder } from "./order-view";
+import type { OrdersRepo } from "./orders.repo";
+import { callService } from "./remote-calls";
+
+type Logger = Service["logger"];
+
+/**
+ * The create-order use case: checks, the Idempotency-Key claim, the price
+ * (a verified quote or a fresh one), the rider, and the insert that the
+ * partial unique index judges ("one active ride per rider"): losing that race
+ * answers the rider's active ride with `200 USER_HAVE_ACTIVE_RIDE`.
+ */
+
+/** How often create-order re-reads after losing the active-ride race to a ride that ended meanwhile. */
+const ACTIVE_RIDE_ATTEMPTS = 5;
+
+export interface CreateOrderDeps {
+	orders: OrdersRepo;
+	keys: IdempotencyRepo;
+	webhookPolicy: WebhookUrlPolicy;
+	logger: Logger;
+	/** Fire-and-forget broker event (a hint: the tables are the truth). */
+	hint(event: string, payload: unknown): void;
+}
+
+export interface CreateOrderAnswer {
+	status: number;
+	body: CreateOrderResult;
+}
+
+/** orders.create: the answer and the HTTP status the gateway relays (201 new, 200 active ride or replay). */
+export async function createOrder(deps: CreateOrderDeps, ctx: Context<CreateOrderParams, OrdersMeta>): Promise<CreateOrderAnswer> {
+	const partnerId = ctx.meta.partnerId!;
+	const keyCheck = checkIdempotencyKey(ctx.meta.idempotencyKey);
+	if (!keyCheck.ok) throw validationError(keyCheck.field, keyCheck.message);
+	if (ctx.params.metadata !== undefined && serialisedBytes(ctx.params.metadata) > METADATA_MAX_BYTES) {
+		throw validationError("metadata", `metadata must be at most ${METADATA_MAX_BYTES} bytes serialised`);
+	}
+
+	const key = ctx.meta.idempotencyKey;
+	if (key === undefined || key === null) return placeOrder(deps, ctx, null);
+
+	const outcome = await deps.keys.claim(partnerId, key, requestHash(ctx.params));
+	if (outcome.kind === "replay") return { status: outcome.status, body: outcome.body as CreateOrderResult };
+	try {
+		return await placeOrder(deps, ctx, outcome.claim);
+	} catch (err) {
+		// A call that failed leaves nothing to replay: free the key for a retry.
+		await deps.keys.release(outcome.claim).catch((e: unknown) => deps.logger.warn("Could not release an idempotency key", (e as Error)?.message));
+		throw err;
+	}
+}
+
+async function placeOrder(deps: CreateOrderDeps, ctx: Context<CreateOrderParams, OrdersMeta>, claim: IdempotencyClaim | null): Promise<CreateOrderAnswer> {
+	const p = ctx.params;
+	const partnerId = ctx.meta.partnerId!;
+	await assertWebhookUrlAllowed(p.webhookURL, deps.webhookPolicy);
+
+	const pickupPoint: Point = { lat: p.pickup.lat, lng: p.pickup.lng };
+	const dropPoint: Point = { lat: p.drop.lat, lng: p.drop.lng };
+	const priced = p.quoteId !== undefined
+		? await callService<PricedTrip>(ctx, deps.logger, "pricing.verifyQuote", { quoteId: p.quoteId, serviceType: p.serviceType, pickup: pickupPoint, drop: dropPoint })
+		: await callService<PricedTrip>(ctx, deps.logger, "pricing.quote", { serviceType: p.serviceType, pickup: pickupPoint, drop: dropPoint });
+
+	// The rider is written only once the request is known to be good: a refused order changes nothing.
+	const rider = await callService<Rider>(ctx, deps.logger, "riders.upsert", {
+		partnerId,
+		name: p.user.name,
+		phone: p.user.phone,
+		...(p.user.email !== undefined ? { email: p.user.email } : {}),
+	});
+	const pickup: Place = { ...pickupPoint, ...(p.pickup.address !== undefined ? { address: p.pickup.address } : {}) };
+	const drop: Place = { ...dropPoint, ...(p.drop.address !== undefined ? { address: p.drop.address } : {}) };
+
+	for (let attempt = 0; attempt < ACTIVE_RIDE_ATTEMPTS; attempt++) {
+		const row = await deps.orders.insertOrder(
+			{
+				id: newId("ord"),
+				partnerId,
+				riderId: rider.riderId,
+				serviceType: p.serviceType,
+				pickup,
+				drop,
+				farePaise: Number.isInteger(priced.totalAmountPaise) ? priced.totalAmountPaise! : majorToPaise(priced.totalAmount),
+				currency: priced.currency || "INR",
+				fareBreakdown: priced.fareBreakdown,
+				distance: Math.round(priced.distance),
+				duration: Math.round(priced.duration),
+				quoteId: p.quoteId ?? null,
+				otp: generateOtp(),
+				webhookURL: p.webhookURL,
+				metadata: p.metadata,
+			},
+			// Finishing the claim in the same transaction: a replay can never miss an order that exists.
+			async (inserted, transaction) => {
+				if (claim) await deps.keys.finish(claim, 201, toOrder(inserted), transaction);
+			},
+		);
+		if (row) {
+			// From here on this handler's logs (and the calls and events it makes) carry the new order's id.
+			bindLogContext({ orderId: row.id });
+			deps.hint(ORDER_EVENTS.created, { orderId: row.id, partnerId, serviceType: row.service_type, pickup: row.pickup } satisfies OrderCreatedEvent);
+			return { status: 201, body: toOrder(row) };
+		}
+		// The rider already has an active ride (the index said so, after its
+		// insert committed): answer that one.
+		const existing = await deps.orders.findActiveForRider(rider.riderId, partnerId);
+		if (existing) {
+			bindLogContext({ orderId: existing.id });
+			const body: CreateOrderResult = { code: "USER_HAVE_ACTIVE_RIDE", ...toOrder(existing) };
+			if (claim) await deps.keys.finish(claim, 200, body);
+			return { status: 200, body };
+		}
+		// That ride ended between the conflict and the read: try the insert again.
+	}
+	throw new ApiError(409, "CONFLICT", "The rider's rides kept changing; try again", { retryAfter: ORDERS_RETRY_AFTER_SECONDS });
+}

@@ -1,0 +1,105 @@
+import { randomUUID } from "node:crypto";
+import { QueryTypes, type Sequelize, type Transaction } from "sequelize";
+import { ORDERS_RETRY_AFTER_SECONDS } from "../../contracts/orders";
+import { ApiError } from "../../lib/errors";
+import { judgeClaim, type StoredClaim } from "./idempotency";
+
+/**
+ * The `idempotency_keys` table: claim, finish and release of create-order's
+ * Idempotency-Key rows. What a found claim means is decided by the pure
+ * `judgeClaim` (idempotency.ts); this file only reads and writes.
+ */
+
+export interface IdempotencyClaim {
+	partnerId: string;
+	key: string;
+	token: string;
+}
+
+export type ClaimOutcome = { kind: "claimed"; claim: IdempotencyClaim } | { kind: "replay"; status: number; body: unknown };
+
+/** How often a claim is tried again when the row changes under it (released or taken over meanwhile). */
+const CLAIM_ATTEMPTS = 5;
+
+export function keyStillRunning(): ApiError {
+	return new ApiError(409, "IDEMPOTENCY_KEY_IN_USE", "A request with this Idempotency-Key is still being processed", { retryAfter: ORDERS_RETRY_AFTER_SECONDS });
+}
+
+export function keyTakenOver(): ApiError {
+	return new ApiError(409, "IDEMPOTENCY_KEY_IN_USE", "This Idempotency-Key was taken over by another call", { retryAfter: ORDERS_RETRY_AFTER_SECONDS });
+}
+
+export class IdempotencyRepo {
+	constructor(
+		private readonly sequelize: Sequelize,
+		/** A running claim older than this is from a dead call and may be taken over. */
+		private readonly runningTimeoutMs: number,
+	) {}
+
+	/**
+	 * Claims `key` for this call: INSERT … ON CONFLICT DO NOTHING decides
+	 * between simultaneous first calls; an existing claim is judged by
+	 * `judgeClaim` (replay, reused, in use, or free again).
+	 */
+	async claim(partnerId: string, key: string, hash: string): Promise<ClaimOutcome> {
+		for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
+			const token = randomUUID();
+			const inserted = await this.sequelize.query<{ claim_token: string }>(
+				`INSERT INTO idempotency_keys (partner_id, key, request_hash, state, claim_token) VALUES ($1, $2, $3, 'running', $4)
+				 ON CONFLICT (partner_id, key) DO NOTHING RETURNING claim_token`,
+				{ bind: [partnerId, key, hash, token], type: QueryTypes.SELECT },
+			);
+			if (inserted.length > 0) return { kind: "claimed", claim: { partnerId, key, token } };
+
+			const rows = await this.sequelize.query<StoredClaim & { claim_token: string; db_now: Date }>(
+				`SELECT request_hash, state, response_status, response_body, created_at, claim_token, now() AS db_now
+				 FROM idempotency_keys WHERE partner_id = $1 AND key = $2`,
+				{ bind: [partnerId, key], type: QueryTypes.SELECT },
+			);
+			const existing = rows[0];
+			if (!existing) continue; // released meanwhile: claim again
+			const verdict = judgeClaim(existing, hash, new Date(existing.db_now).getTime(), this.runningTimeoutMs);
+			switch (verdict.kind) {
+				case "replay":
+					return { kind: "replay", status: verdict.status, body: verdict.body };
+				case "reused":
+					throw new ApiError(422, "IDEMPOTENCY_KEY_REUSED", "This Idempotency-Key was used with a different request body");
+				case "in_use":
+					throw keyStillRunning();
+				case "takeover": {
+					// Compare-and-swap on the old token: of several takers, one wins.
+					const taken = await this.sequelize.query<{ claim_token: string }>(
+						`UPDATE idempotency_keys SET request_hash = $3, state = 'running', claim_token = $5,
+						        response_status = NULL, response_body = NULL, created_at = now()
+						 WHERE partner_id = $1 AND key = $2 AND claim_token = $4 RETURNING claim_token`,
+						{ bind: [partnerId, key, hash, existing.claim_token, token], type: QueryTypes.SELECT },
+					);
+					if (taken.length > 0) return { kind: "claimed", claim: { partnerId, key, token } };
+				}
+			}
+		}
+		throw keyStillRunning();
+	}
+
+	/** Stores the response of a claim this call still holds; throws when another call took the key over meanwhile. */
+	async finish(claim: IdempotencyClaim, status: number, body: unknown, transaction?: Transaction): Promise<void> {
+		const rows = await this.sequelize.query<{ key: string }>(
+			`UPDATE idempotency_keys SET state = 'done', response_status = $4, response_body = $5::jsonb
+			 WHERE partner_id = $1 AND key = $2 AND claim_token = $3 AND state = 'running' RETURNING key`,
+			{ bind: [claim.partnerId, claim.key, claim.token, status, JSON.stringify(body)], type: QueryTypes.SELECT, transaction },
+		);
+		if (rows.length === 0) throw keyTakenOver();
+	}
+
+	/** Frees the key of a call that failed: nothing to replay, so a retry may run. */
+	async release(claim: IdempotencyClaim): Promise<void> {
+		await this.sequelize.query("DELETE FROM idempotency_keys WHERE partner_id = $1 AND key = $2 AND claim_token = $3 AND state = 'running'", {
+			bind: [claim.partnerId, claim.key, claim.token],
+		});
+	}
+
+	/** Keys are replayed for 24 h; older ones are only dead weight. */
+	async deleteExpired(): Promise<void> {
+		await this.sequelize.query("DELETE FROM idempotency_keys WHERE created_at < now() - interval '24 hours'");
+	}
+}

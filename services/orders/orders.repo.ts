@@ -1,0 +1,223 @@
+import { QueryTypes, type Sequelize, type Transaction } from "sequelize";
+import { ACTIVE_STATUSES, MOVING_STATUSES, type ActiveStatus, type DriverInfo, type RideStatus, type WebhookStatus, type RideEventPayload } from "../../contracts/orders";
+import type { DriverLocation } from "../../contracts/common";
+import { isUniqueViolation } from "../../mixins/db.mixin";
+import { newId } from "../../lib/ids";
+import { emitsEvent } from "./ride-state";
+import { buildEventPayload, type OrderRow } from "./order-view";
+
+/**
+ * All of the orders service's SQL on `orders`, `ride_events` and `feedback`
+ * (the Idempotency-Key claims are idempotency.repo.ts'). Every status move is
+ * a conditional update plus its event row in one transaction; the event's
+ * sequence is the order's version after that update, so sequence order is
+ * commit order.
+ */
+
+const ACTIVE_SQL = ACTIVE_STATUSES.map((s) => `'${s}'`).join(",");
+const MOVING_SQL = MOVING_STATUSES.map((s) => `'${s}'`).join(",");
+
+/** A new order's columns (status is always `searching`). */
+export interface NewOrder {
+	id: string;
+	partnerId: string;
+	riderId: string;
+	serviceType: string;
+	pickup: unknown;
+	drop: unknown;
+	farePaise: number;
+	currency: string;
+	fareBreakdown: unknown;
+	distance: number;
+	duration: number;
+	quoteId: string | null;
+	otp: string;
+	webhookURL: string;
+	metadata: unknown;
+}
+
+/** Column changes a status move makes besides status/version (undefined = keep). */
+export interface MoveChanges {
+	driver?: DriverInfo | null;
+	driverLocation?: DriverLocation | null;
+	eta?: number | null;
+	cancelReason?: string | null;
+}
+
+/** The order as the move left it, and its event row's id (null for a move that is not a webhook event). */
+export interface MoveResult {
+	row: OrderRow;
+	eventId: string | null;
+}
+
+export interface RideEventRow {
+	id: string;
+	sequence: number;
+	status: WebhookStatus;
+	occurred_at: Date;
+	payload: RideEventPayload;
+}
+
+const jsonOrNull = (value: unknown) => (value === undefined || value === null ? null : JSON.stringify(value));
+
+export class OrdersRepo {
+	constructor(private readonly sequelize: Sequelize) {}
+
+	/** The order; with `partnerId`, a foreign order is read exactly like an unknown one (the partner is part of the key). */
+	async findOrder(orderId: string, partnerId?: string): Promise<OrderRow | null> {
+		const rows = await this.sequelize.query<OrderRow>(
+			partnerId === undefined ? "SELECT * FROM orders WHERE id = $1" : "SELECT * FROM orders WHERE id = $1 AND partner_id = $2",
+			{ bind: partnerId === undefined ? [orderId] : [orderId, partnerId], type: QueryTypes.SELECT },
+		);
+		return rows[0] ?? null;
+	}
+
+	async findActiveForRider(riderId: string, partnerId: string): Promise<OrderRow | null> {
+		const rows = await this.sequelize.query<OrderRow>(
+			`SELECT * FROM orders WHERE rider_id = $1 AND partner_id = $2 AND status IN (${ACTIVE_SQL})`,
+			{ bind: [riderId, partnerId], type: QueryTypes.SELECT },
+		);
+		return rows[0] ?? null;
+	}
+
+	/** Active rides, oldest first. */
+	async listActive(statuses: readonly ActiveStatus[], limit: number): Promise<OrderRow[]> {
+		return this.sequelize.query<OrderRow>("SELECT * FROM orders WHERE status = ANY($1::text[]) ORDER BY created_at LIMIT $2", {
+			bind: [statuses, limit],
+			type: QueryTypes.SELECT,
+		});
+	}
+
+	/**
+	 * Inserts the order and runs `inSameTransaction` (finishing the
+	 * idempotency claim) in one transaction; null when the rider already has
+	 * an active ride. The partial unique index judges: `ON CONFLICT … DO
+	 * NOTHING` waits for a concurrent insert for the same rider to commit and
+	 * then yields to it, without raising an error (which would abort the
+	 * transaction, and upsets the embedded PGlite's shared session).
+	 */
+	async insertOrder(order: NewOrder, inSameTransaction: (row: OrderRow, transaction: Transaction) => Promise<void>): Promise<OrderRow | null> {
+		try {
+			return await this.sequelize.transaction(async (transaction) => {
+				const rows = await this.sequelize.query<OrderRow>(
+					`INSERT INTO orders (id, partner_id, rider_id, status, service_type, pickup, "drop", fare_paise, currency, fare_breakdown,
+					                     distance, duration, quote_id, otp, webhook_url, metadata)
+					 VALUES ($1, $2, $3, 'searching', $4, $5::jsonb, $6::jsonb, $7, $8, $9::jsonb, $10, $11, $12, $13, $14, $15::jsonb)
+					 ON CONFLICT (rider_id) WHERE status IN (${ACTIVE_SQL}) DO NOTHING
+					 RETURNING *`,
+					{
+						bind: [
+							order.id,
+							order.partnerId,
+							order.riderId,
+							order.serviceType,
+							JSON.stringify(order.pickup),
+							JSON.stringify(order.drop),
+							order.farePaise,
+							order.currency,
+							order.fareBreakdown ? JSON.stringify(order.fareBreakdown) : null,
+							order.distance,
+							order.duration,
+							order.quoteId,
+							order.otp,
+							order.webhookURL,
+							order.metadata !== undefined ? JSON.stringify(order.metadata) : null,
+						],
+						type: QueryTypes.SELECT,
+						transaction,
+					},
+				);
+				const row = rows[0];
+				if (!row) return null;
+				await inSameTransaction(row, transaction);
+				return row;
+			});
+		} catch (err) {
+			if (isUniqueViolation(err, "orders_one_active_per_rider")) return null;
+			throw err;
+		}
+	}
+
+	/**
+	 * One status move as a conditional update `WHERE id AND status = from`
+	 * plus, when the move is a webhook event, its event row with
+	 * sequence = the version the same update produced. Null when somebody
+	 * moved the ride first (nothing written).
+	 */
+	async applyMove(from: OrderRow, to: RideStatus, changes: MoveChanges, expectDriverId?: string): Promise<MoveResult | null> {
+		const withEvent = emitsEvent(to);
+		const bind: unknown[] = [from.id, from.status, to];
+		// clock_timestamp(), not now(): evaluated after the row lock is won, so
+		// occurredAt follows the sequence even when transactions queue on the row.
+		const sets = ["status = $3", "updated_at = clock_timestamp()"];
+		if (withEvent) sets.push("version = version + 1");
+		const set = (column: string, value: unknown, cast = "") => {
+			bind.push(value);
+			sets.push(`${column} = $${bind.length}${cast}`);
+		};
+		if (changes.driver !== undefined) set("driver", jsonOrNull(changes.driver), "::jsonb");
+		if (changes.driverLocation !== undefined) set("driver_location", jsonOrNull(changes.driverLocation), "::jsonb");
+		if (changes.eta !== undefined) set("eta", changes.eta);
+		if (changes.cancelReason !== undefined) set("cancel_reason", changes.cancelReason);
+		let where = "id = $1 AND status = $2";
+		if (expectDriverId !== undefined) {
+			bind.push(expectDriverId);
+			where += ` AND driver->>'id' = $${bind.length}`;
+		}
+		return this.sequelize.transaction(async (transaction) => {
+			const rows = await this.sequelize.query<OrderRow>(`UPDATE orders SET ${sets.join(", ")} WHERE ${where} RETURNING *`, {
+				bind,
+				type: QueryTypes.SELECT,
+				transaction,
+			});
+			const row = rows[0];
+			if (!row) return null;
+			if (!withEvent) return { row, eventId: null };
+			return { row, eventId: await this.appendEvent(row, "status", to, transaction) };
+		});
+	}
+
+	/** The driver's position on a moving ride plus its `location_updated` event; null when the ride is not moving. */
+	async recordLocation(orderId: string, location: DriverLocation, eta: number | null): Promise<MoveResult | null> {
+		return this.sequelize.transaction(async (transaction) => {
+			const rows = await this.sequelize.query<OrderRow>(
+				`UPDATE orders SET driver_location = $2::jsonb, eta = $3, version = version + 1, updated_at = clock_timestamp()
+				 WHERE id = $1 AND status IN (${MOVING_SQL}) RETURNING *`,
+				{ bind: [orderId, JSON.stringify(location), eta], type: QueryTypes.SELECT, transaction },
+			);
+			const row = rows[0];
+			if (!row) return null;
+			return { row, eventId: await this.appendEvent(row, "location", "location_updated", transaction) };
+		});
+	}
+
+	/** The outbox row of one webhook event, sequence = the version the same transaction's update produced. */
+	private async appendEvent(row: OrderRow, kind: "status" | "location", status: WebhookStatus, transaction: Transaction): Promise<string> {
+		const eventId = newId("evt");
+		const payload = buildEventPayload({ eventId, row, status, sequence: row.version, occurredAt: row.updated_at });
+		await this.sequelize.query(
+			`INSERT INTO ride_events (id, order_id, partner_id, sequence, kind, status, webhook_url, payload, occurred_at)
+			 VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9)`,
+			{ bind: [eventId, row.id, row.partner_id, row.version, kind, status, row.webhook_url, JSON.stringify(payload), row.updated_at], transaction },
+		);
+		return eventId;
+	}
+
+	/** The ride's webhook events in sequence order. */
+	async listEvents(orderId: string): Promise<RideEventRow[]> {
+		return this.sequelize.query<RideEventRow>("SELECT id, sequence, status, occurred_at, payload FROM ride_events WHERE order_id = $1 ORDER BY sequence", {
+			bind: [orderId],
+			type: QueryTypes.SELECT,
+		});
+	}
+
+	/** Stores the ride's feedback; false when it already has some (`feedback.order_id` is the key: once per ride). */
+	async insertFeedback(orderId: string, partnerId: string, rating: number, comment: string | null, tags: string[]): Promise<boolean> {
+		const inserted = await this.sequelize.query<{ order_id: string }>(
+			`INSERT INTO feedback (order_id, partner_id, rating, comment, tags) VALUES ($1, $2, $3, $4, $5::text[])
+			 ON CONFLICT (order_id) DO NOTHING RETURNING order_id`,
+			{ bind: [orderId, partnerId, rating, comment, tags], type: QueryTypes.SELECT },
+		);
+		return inserted.length > 0;
+	}
+}

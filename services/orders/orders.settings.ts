@@ -1,0 +1,32 @@
+import { envPositive, readSettings, type Env } from "../../lib/settings";
+import { DEFAULT_RUNNING_TIMEOUT_MS } from "./idempotency";
+
+/**
+ * The orders service's settings, read once when it is created. Pure: pass
+ * any env object. An invalid value refuses start-up naming the setting
+ * (lib/settings); each default is defined once, here or in the rule file
+ * that explains it.
+ */
+export interface OrdersSettings {
+	/** A running Idempotency-Key claim older than this is from a dead call and may be taken over (`IDEMPOTENCY_RUNNING_TIMEOUT_MS`). */
+	idempotencyRunningTimeoutMs: number;
+	/** How often finished keys older than 24 h are deleted. */
+	idempotencyCleanupMs: number;
+	/** Whether webhookURLs may point at private addresses (`WEBHOOK_ALLOW_PRIVATE`). */
+	webhookAllowPrivate: boolean;
+	/** Only the simulated fleet may read a rider's OTP (`FLEET_MODE`). */
+	fleetMode: "simulated" | "live";
+}
+
+/** Keys are replayed for 24 h; sweeping older ones every ten minutes keeps the table small. */
+const IDEMPOTENCY_CLEANUP_MS = 10 * 60_000;
+
+export function readOrdersSettings(env: Env): OrdersSettings {
+	const runtime = readSettings(env);
+	return {
+		idempotencyRunningTimeoutMs: envPositive(env, "IDEMPOTENCY_RUNNING_TIMEOUT_MS", DEFAULT_RUNNING_TIMEOUT_MS),
+		idempotencyCleanupMs: IDEMPOTENCY_CLEANUP_MS,
+		webhookAllowPrivate: runtime.webhookAllowPrivate,
+		fleetMode: runtime.fleetMode,
+	};
+}

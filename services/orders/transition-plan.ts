@@ -1,0 +1,64 @@
+import type { InternalActor, RideStatus, TransitionParams } from "../../contracts/orders";
+import { ApiError, validationError } from "../../lib/errors";
+import { canTransition, defaultActorFor } from "./ride-state";
+import type { OrderRow } from "./order-view";
+import type { MoveChanges } from "./orders.repo";
+
+/**
+ * What an internal move (orders.transition) writes, decided from the
+ * request and the order as read, before anything is written. Pure: throws
+ * the contract's errors (409 INVALID_TRANSITION / CONFLICT, 422 INVALID_OTP,
+ * 400 for an `accepted` without a full driver).
+ */
+export interface TransitionPlan {
+	from: RideStatus;
+	actor: InternalActor;
+	changes: MoveChanges;
+	/** Only this driver's drop-out counts (a move back to `searching`). */
+	expectDriverId?: string;
+}
+
+export function planTransition(p: TransitionParams, row: Pick<OrderRow, "status" | "otp">): TransitionPlan {
+	const from = p.from ?? row.status;
+	const actor = p.actor ?? defaultActorFor(p.to);
+	if (!canTransition(from, p.to, actor)) {
+		throw new ApiError(409, "INVALID_TRANSITION", `A ${actor} cannot move a ride from ${from} to ${p.to}`);
+	}
+	if (row.status !== from) throw new ApiError(409, "CONFLICT", `The ride is ${row.status}, not ${from}`);
+
+	const changes: MoveChanges = {};
+	let expectDriverId: string | undefined;
+	switch (p.to) {
+		case "accepted": {
+			const d = p.driver;
+			if (!d || !d.name || !d.phone || !d.vehicleNumber) {
+				throw validationError("driver", "accepted needs driver { id, name, phone, vehicleNumber }");
+			}
+			changes.driver = { id: d.id, name: d.name, phone: d.phone, vehicleNumber: d.vehicleNumber };
+			changes.driverLocation = p.location ?? d.location ?? null;
+			changes.eta = p.eta ?? null;
+			break;
+		}
+		case "started":
+			// The OTP never changes, so comparing it with the row read before the update is safe.
+			if (typeof p.otp !== "string" || p.otp !== row.otp) throw new ApiError(422, "INVALID_OTP", "The OTP does not match this ride");
+			if (p.location) changes.driverLocation = p.location;
+			changes.eta = p.eta ?? null;
+			break;
+		case "searching":
+			// The driver dropped out: forget them; only that driver's drop-out counts.
+			changes.driver = null;
+			changes.driverLocation = null;
+			changes.eta = null;
+			expectDriverId = p.driver?.id;
+			break;
+		case "dropped":
+			if (p.location) changes.driverLocation = p.location;
+			changes.eta = null;
+			break;
+		default:
+			if (p.location) changes.driverLocation = p.location;
+			changes.eta = p.eta ?? null;
+	}
+	return { from, actor, changes, expectDriverId };
+}
