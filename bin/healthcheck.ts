@@ -1,3 +1,5 @@
+import { parseArgs } from "node:util";
+
 /**
  * Container healthcheck without curl in the image:
  * `node dist/bin/healthcheck.js [live|ready]` asks this process's health
@@ -5,7 +7,9 @@
  * 200, 1 otherwise. Used by docker-compose.yml and the Dockerfile.
  */
 async function main(): Promise<number> {
-	const kind = process.argv[2] === "live" ? "live" : "ready";
+	// Never refuses its arguments: a health check must answer, so anything but "live" means ready.
+	const { positionals } = parseArgs({ allowPositionals: true, strict: false });
+	const kind = positionals[0] === "live" ? "live" : "ready";
 	const port = Number(process.env.HEALTH_PORT || 8080);
 	const controller = new AbortController();
 	const timer = setTimeout(() => controller.abort(), 3_000);

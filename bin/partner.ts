@@ -1,3 +1,4 @@
+import { parseArgs as parseCliArgs, type ParseArgsOptionsConfig } from "node:util";
 import { startNode, type RunningNode } from "../runtime/node";
 
 /**
@@ -25,25 +26,24 @@ class UsageError extends Error {}
 
 interface Command {
 	verb: "create" | "list";
-	options: Record<string, string>;
+	options: { name?: string; "api-key"?: string; "webhook-secret"?: string };
 }
 
-const OPTIONS: Record<Command["verb"], string[]> = {
-	create: ["name", "api-key", "webhook-secret"],
-	list: [],
+/** Every option takes a string value. */
+const OPTIONS: Record<Command["verb"], ParseArgsOptionsConfig> = {
+	create: { name: { type: "string" }, "api-key": { type: "string" }, "webhook-secret": { type: "string" } },
+	list: {},
 };
 
 export function parseArgs(argv: string[]): Command {
 	const [verb, ...rest] = argv;
 	if (verb !== "create" && verb !== "list") throw new UsageError(verb ? `Unknown command "${verb}"` : "No command given");
-	const options: Record<string, string> = {};
-	for (let i = 0; i < rest.length; i++) {
-		const arg = rest[i];
-		const m = /^--([a-z-]+)(?:=(.*))?$/.exec(arg);
-		if (!m || !OPTIONS[verb].includes(m[1])) throw new UsageError(`Unknown argument "${arg}" for ${verb}`);
-		const value = m[2] ?? rest[++i];
-		if (value === undefined || value.startsWith("--")) throw new UsageError(`--${m[1]} needs a value`);
-		options[m[1]] = value;
+	let options: Command["options"];
+	try {
+		// strict: an unknown option, a missing value or a stray positional is a usage error.
+		options = parseCliArgs({ args: rest, options: OPTIONS[verb], strict: true, allowPositionals: false }).values as Command["options"];
+	} catch (err) {
+		throw new UsageError(`${(err as Error).message} (${verb})`);
 	}
 	if (verb === "create" && !options.name?.trim()) throw new UsageError("create needs --name <name>");
 	return { verb, options };
@@ -84,7 +84,7 @@ async function main(): Promise<void> {
 		});
 		let answer: unknown;
 		if (command.verb === "create") {
-			const params: Record<string, string> = { name: command.options.name };
+			const params: Record<string, string> = { name: command.options.name ?? "" };
 			if (command.options["api-key"]) params.apiKey = command.options["api-key"];
 			if (command.options["webhook-secret"]) params.webhookSecret = command.options["webhook-secret"];
 			const created = await node.broker.call<{ partnerId: string; apiKey: string; webhookSecret: string }, Record<string, string>>("partners.create", params);
