@@ -89,7 +89,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
 	await node?.stop();
-	delete process.env.WEBHOOK_RETRY_SCHEDULE_MS;
 	await db?.drop();
 	await new Promise((r) => receiver?.close(r));
 });

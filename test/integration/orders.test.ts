@@ -319,99 +319,6 @@ describe("create-order with a quote", () => {
 	});
 });
 
-describe("create-order with an expired quote", () => {
-	// A second node on the same database whose pricing makes 1-second quotes.
-	let shortQuotes: TestNode;
-	const post2 = async (path: string, body: unknown, partner: Partner): Promise<Answer> => {
-		const saved = node;
-		node = shortQuotes;
-		try {
-			return await post(path, body, partner);
-		} finally {
-			node = saved;
-		}
-	};
-
-	beforeAll(async () => {
-		// Also a tight rate limit: two requests at once, then one a minute.
-		shortQuotes = await startTestNode({ databaseUrl: db.url, services: SERVICES, env: { QUOTE_TTL_SECONDS: "1", RATE_LIMIT_PER_MINUTE: "1", RATE_LIMIT_BURST: "2" } });
-	});
-	afterAll(async () => {
-		await shortQuotes?.stop();
-		// startTestNode writes its env into process.env: keep these out of later suites.
-		delete process.env.QUOTE_TTL_SECONDS;
-		delete process.env.RATE_LIMIT_PER_MINUTE;
-		delete process.env.RATE_LIMIT_BURST;
-	});
-
-	it("refuses it with 422 QUOTE_EXPIRED and changes nothing", async () => {
-		const estimate = await post2("/ride/fare-estimate", { pickup: { lat: PICKUP.lat, lng: PICKUP.lng }, drop: DROP, serviceType: "cab" }, partnerA);
-		expect(estimate.status).toBe(200);
-		const { quoteId, expiresAt } = estimate.body.quotes[0];
-		// Wait (bounded) until the quote's expiry has passed.
-		const deadline = Date.now() + 10_000;
-		while (Date.now() <= Date.parse(expiresAt) + 50 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-		const before = await snapshot();
-		const res = await post2("/ride/create-order", orderBody({ quoteId }), partnerA);
-		await expectError(res, 422, "QUOTE_EXPIRED");
-		expect(await snapshot()).toBe(before);
-
-		if (HAS_GATEWAY) {
-			// The partner has spent its burst: the next create-order is refused before anything happens.
-			const limited = await post2("/ride/create-order", orderBody(), partnerA);
-			await expectError(limited, 429, "RATE_LIMITED");
-			expect(await snapshot()).toBe(before);
-		}
-	});
-});
-
-describe("a production-mode node without pricing and riders", () => {
-	let partial: TestNode;
-	beforeAll(async () => {
-		partial = await startTestNode({
-			databaseUrl: db.url,
-			services: ["partners", "orders", ...(HAS_GATEWAY ? (["gateway"] as ServiceName[]) : [])],
-			env: { WEBHOOK_ALLOW_PRIVATE: "false" },
-		});
-	});
-	afterAll(async () => {
-		await partial?.stop();
-		process.env.WEBHOOK_ALLOW_PRIVATE = "true";
-	});
-
-	it.each(["http://127.0.0.1:8080/hooks", "http://10.1.2.3/hooks", "http://[::1]/hooks", "http://169.254.169.254/latest/meta-data", "http://localhost/hooks"])(
-		"refuses the private webhookURL %s with 400 INVALID_WEBHOOK_URL, changing nothing",
-		async (webhookURL) => {
-			const saved = node;
-			node = partial;
-			try {
-				const before = await snapshot();
-				const res = await post("/ride/create-order", orderBody({ webhookURL }), partnerA, `key-${randomInt(0, 1e9)}`);
-				await expectError(res, 400, "INVALID_WEBHOOK_URL");
-				expect(await snapshot()).toBe(before);
-			} finally {
-				node = saved;
-			}
-		},
-	);
-
-	it("answers 503 SERVICE_UNAVAILABLE (retryable) and changes nothing", async () => {
-		const saved = node;
-		node = partial;
-		try {
-			const before = await snapshot();
-			const key = `key-${randomInt(0, 1e9)}`;
-			const res = await post("/ride/create-order", orderBody(), partnerA, key);
-			await expectError(res, 503, "SERVICE_UNAVAILABLE");
-			expect(res.body.retryable).toBe(true);
-			// …and the key was released with it.
-			expect(await snapshot()).toBe(before);
-		} finally {
-			node = saved;
-		}
-	});
-});
-
 (HAS_GATEWAY ? describe : describe.skip)("gateway-level errors on create-order (HTTP)", () => {
 	const url = () => `${node.baseUrl}/ride/create-order`;
 
@@ -840,5 +747,96 @@ describe("transitions (dispatch's internal actions)", () => {
 		if (HAS_GATEWAY) await expectError(cancel, 500, "INTERNAL_ERROR");
 		else expect(cancel.status).toBeGreaterThanOrEqual(500);
 		expect(await snapshot()).toBe(before);
+	});
+});
+
+// The suites below start extra nodes with settings of their own; they come last so that no node
+// started after them (in this file) can see those settings.
+
+describe("a production-mode node without pricing and riders", () => {
+	let partial: TestNode;
+	beforeAll(async () => {
+		partial = await startTestNode({
+			databaseUrl: db.url,
+			services: ["partners", "orders", ...(HAS_GATEWAY ? (["gateway"] as ServiceName[]) : [])],
+			env: { WEBHOOK_ALLOW_PRIVATE: "false" },
+		});
+	});
+	afterAll(async () => {
+		await partial?.stop();
+	});
+
+	it.each(["http://127.0.0.1:8080/hooks", "http://10.1.2.3/hooks", "http://[::1]/hooks", "http://169.254.169.254/latest/meta-data", "http://localhost/hooks"])(
+		"refuses the private webhookURL %s with 400 INVALID_WEBHOOK_URL, changing nothing",
+		async (webhookURL) => {
+			const saved = node;
+			node = partial;
+			try {
+				const before = await snapshot();
+				const res = await post("/ride/create-order", orderBody({ webhookURL }), partnerA, `key-${randomInt(0, 1e9)}`);
+				await expectError(res, 400, "INVALID_WEBHOOK_URL");
+				expect(await snapshot()).toBe(before);
+			} finally {
+				node = saved;
+			}
+		},
+	);
+
+	it("answers 503 SERVICE_UNAVAILABLE (retryable) and changes nothing", async () => {
+		const saved = node;
+		node = partial;
+		try {
+			const before = await snapshot();
+			const key = `key-${randomInt(0, 1e9)}`;
+			const res = await post("/ride/create-order", orderBody(), partnerA, key);
+			await expectError(res, 503, "SERVICE_UNAVAILABLE");
+			expect(res.body.retryable).toBe(true);
+			// …and the key was released with it.
+			expect(await snapshot()).toBe(before);
+		} finally {
+			node = saved;
+		}
+	});
+});
+
+describe("create-order with an expired quote", () => {
+	// A second node on the same database whose pricing makes 1-second quotes.
+	let shortQuotes: TestNode;
+	const post2 = async (path: string, body: unknown, partner: Partner): Promise<Answer> => {
+		const saved = node;
+		node = shortQuotes;
+		try {
+			return await post(path, body, partner);
+		} finally {
+			node = saved;
+		}
+	};
+
+	beforeAll(async () => {
+		// Also a tight rate limit: two requests at once, then one a minute.
+		shortQuotes = await startTestNode({ databaseUrl: db.url, services: SERVICES, env: { QUOTE_TTL_SECONDS: "1", RATE_LIMIT_PER_MINUTE: "1", RATE_LIMIT_BURST: "2" } });
+	});
+	afterAll(async () => {
+		await shortQuotes?.stop();
+	});
+
+	it("refuses it with 422 QUOTE_EXPIRED and changes nothing", async () => {
+		const estimate = await post2("/ride/fare-estimate", { pickup: { lat: PICKUP.lat, lng: PICKUP.lng }, drop: DROP, serviceType: "cab" }, partnerA);
+		expect(estimate.status).toBe(200);
+		const { quoteId, expiresAt } = estimate.body.quotes[0];
+		// Wait (bounded) until the quote's expiry has passed.
+		const deadline = Date.now() + 10_000;
+		while (Date.now() <= Date.parse(expiresAt) + 50 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+		const before = await snapshot();
+		const res = await post2("/ride/create-order", orderBody({ quoteId }), partnerA);
+		await expectError(res, 422, "QUOTE_EXPIRED");
+		expect(await snapshot()).toBe(before);
+
+		if (HAS_GATEWAY) {
+			// The partner has spent its burst: the next create-order is refused before anything happens.
+			const limited = await post2("/ride/create-order", orderBody(), partnerA);
+			await expectError(limited, 429, "RATE_LIMITED");
+			expect(await snapshot()).toBe(before);
+		}
 	});
 });
