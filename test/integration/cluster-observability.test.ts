@@ -1,9 +1,10 @@
-import { createServer } from "node:net";
 import { ServiceBroker, type Context, type ServiceSchema } from "moleculer";
 import { buildBrokerConfig } from "../../moleculer.config";
 import { jsonLogFormatter } from "../../mixins/observability.middleware";
 import { TEST_NATS_URL } from "../helpers/db";
+import { freePort, httpRequest } from "../helpers/http";
 import { uniqueNamespace } from "../helpers/node";
+import { waitFor } from "../helpers/wait";
 
 /**
  * Observability across nodes, over the real NATS, with the production broker
@@ -15,17 +16,6 @@ import { uniqueNamespace } from "../helpers/node";
  * The two small services here are probes of the middleware, not stand-ins for
  * platform services.
  */
-
-async function freePort(): Promise<number> {
-	return new Promise((resolve, reject) => {
-		const srv = createServer();
-		srv.once("error", reject);
-		srv.listen(0, "127.0.0.1", () => {
-			const port = (srv.address() as { port: number }).port;
-			srv.close(() => resolve(port));
-		});
-	});
-}
 
 interface Span {
 	traceID: string;
@@ -120,7 +110,7 @@ describe("observability across nodes (NATS)", () => {
 	test("log lines in another service's handlers carry the request id and the order id", async () => {
 		const orderId = "ord_obs0000000000000001";
 		await a.call("probeA.start", { orderId }, { meta: { requestId: "req-obs-1" } });
-		await waitUntil(() => received.some((r) => r.where === "event"));
+		await waitFor("probeB to hear the event", () => received.some((r) => r.where === "event"), 10_000);
 
 		const json = lines.filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>);
 		const find = (msg: string) => json.find((j) => String(j.msg).startsWith(msg));
@@ -155,11 +145,14 @@ describe("observability across nodes (NATS)", () => {
 	test("Prometheus metrics on METRICS_PORT: Moleculer's per action, and rides by status", async () => {
 		await a.emit("orders.statusChanged", { orderId: "ord_obs0000000000000002", partnerId: "ptn_x", from: "searching", to: "accepted", driverId: "drv_x" });
 		await a.emit("orders.statusChanged", { orderId: "ord_obs0000000000000002", partnerId: "ptn_x", from: "accepted", to: "arrived", driverId: "drv_x" });
-		let text = "";
-		await waitUntil(async () => {
-			text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-			return /rides_status_changes_total\{[^}]*status="arrived"[^}]*\} 1/.test(text);
-		});
+		const text = await waitFor(
+			"the arrived ride in the metrics",
+			async () => {
+				const page = (await httpRequest(`http://127.0.0.1:${metricsPort}/metrics`)).text;
+				return /rides_status_changes_total\{[^}]*status="arrived"[^}]*\} 1/.test(page) && page;
+			},
+			10_000,
+		);
 		expect(text).toMatch(/rides_status_changes_total\{[^}]*status="accepted"[^}]*\} 1/);
 		expect(text).toMatch(/moleculer_request_total\{[^}]*action="probeA.start"/);
 		// Both of this node's services are reported by the one endpoint.
@@ -171,16 +164,8 @@ describe("observability across nodes (NATS)", () => {
 		const ctxRequestId = "trace-obs-3";
 		await a.call("probeA.start", { orderId: "ord_obs0000000000000003" }, { requestID: ctxRequestId });
 		// The Event exporter flushes every 5 s.
-		await waitUntil(() => spans.some((s) => s.name.includes("probeB.work") && s.traceID === ctxRequestId), 20_000);
+		await waitFor("probeB's span in the request's trace", () => spans.some((s) => s.name.includes("probeB.work") && s.traceID === ctxRequestId), 20_000);
 		const names = spans.filter((s) => s.traceID === ctxRequestId).map((s) => s.name);
 		expect(names).toEqual(expect.arrayContaining([expect.stringContaining("probeA.start"), expect.stringContaining("probeB.work")]));
 	});
 });
-
-async function waitUntil(check: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-	const until = Date.now() + timeoutMs;
-	while (!(await check())) {
-		if (Date.now() > until) throw new Error("condition not met in time");
-		await new Promise((r) => setTimeout(r, 50));
-	}
-}

@@ -1,10 +1,12 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { createTestDatabase, TEST_NATS_URL, type TestDatabase } from "../helpers/db";
-import { startPartnerEndpoint, waitFor, type PartnerEndpoint } from "../helpers/webhooks";
-import { Cluster, PartnerApi, freePort, rideRequest } from "./cluster.support";
+import { join } from "node:path";
+import { TEST_NATS_URL } from "../helpers/db";
+import { freePort, PartnerApi } from "../helpers/http";
+import { spawnRepl, startPlatform, type Platform, type ServiceProcess } from "../helpers/processes";
+import { rideRequest } from "../helpers/rides";
+import { waitFor } from "../helpers/wait";
+import { startPartnerEndpoint, type PartnerEndpoint } from "../helpers/webhooks";
 
 /**
  * `npm run repl` (bin/repl.ts) against a running cluster: `call` commands
@@ -13,49 +15,39 @@ import { Cluster, PartnerApi, freePort, rideRequest } from "./cluster.support";
  * ride and its events, move a driver, replay a failed webhook. And, with no
  * TRANSPORTER, the REPL on the embedded all-in-one node.
  */
-const ROOT = resolve(__dirname, "../..");
 const PROMPT = "ride $ ";
-const stripAnsi = (s: string) => s.replace(/\x1b\[[0-9;]*[A-Za-z]/g, "");
 
+/** The REPL process: command lines in, what each printed before the next prompt out. */
 class Repl {
-	private out = "";
-	private constructor(readonly child: ChildProcess) {
-		child.stdout!.on("data", (c: Buffer) => (this.out += stripAnsi(c.toString())));
-		child.stderr!.on("data", (c: Buffer) => (this.out += stripAnsi(c.toString())));
-	}
+	private constructor(private readonly proc: ServiceProcess) {}
 
 	static async start(env: Record<string, string>): Promise<Repl> {
-		const child = spawn(process.execPath, ["--import", "tsx", "bin/repl.ts"], {
-			cwd: ROOT,
-			env: { ...process.env, ...env },
-			stdio: ["pipe", "pipe", "pipe"],
-		});
-		const repl = new Repl(child);
+		const proc = spawnRepl(env);
 		try {
-			await waitFor("the REPL prompt", () => repl.out.includes(PROMPT) || child.exitCode !== null, 90_000, 50);
+			await proc.waitFor(PROMPT, 90_000);
 		} catch (err) {
-			child.kill("SIGKILL");
-			throw new Error(`${(err as Error).message}\n${repl.out.slice(-3000)}`);
+			proc.child.kill("SIGKILL");
+			throw err;
 		}
-		if (child.exitCode !== null) throw new Error(`REPL exited: ${repl.out}`);
-		return repl;
+		return new Repl(proc);
 	}
 
 	/** Sends one command line and returns what it printed before the next prompt. */
 	async run(line: string, timeoutMs = 20_000): Promise<string> {
-		const from = this.out.length;
-		this.child.stdin!.write(`${line}\n`);
-		await waitFor(`answer to "${line}"`, () => this.out.indexOf(PROMPT, from) >= 0 || this.child.exitCode !== null, timeoutMs, 20);
-		return this.out.slice(from, this.out.indexOf(PROMPT, from));
+		const from = this.proc.output().length;
+		this.proc.child.stdin!.write(`${line}\n`);
+		await this.proc.waitFor(PROMPT, timeoutMs, from);
+		const out = this.proc.output();
+		return out.slice(from, out.indexOf(PROMPT, from));
 	}
 
 	/** Leaves with the `exit` command, or by ending the input; either way the node stops cleanly. */
 	async close(how: "end of input" | "exit command" = "end of input"): Promise<number | null> {
-		if (this.child.exitCode !== null) return this.child.exitCode;
-		const exited = new Promise<number | null>((r) => this.child.once("exit", (code) => r(code)));
-		if (how === "exit command") this.child.stdin!.write("exit\n");
-		else this.child.stdin!.end();
-		const timer = setTimeout(() => this.child.kill("SIGKILL"), 30_000);
+		const { child, exited } = this.proc;
+		if (child.exitCode !== null) return child.exitCode;
+		if (how === "exit command") child.stdin!.write("exit\n");
+		else child.stdin!.end();
+		const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
 		const code = await exited;
 		clearTimeout(timer);
 		return code;
@@ -70,34 +62,31 @@ function field(answer: string, name: string): string {
 }
 
 describe("REPL against a running cluster", () => {
-	let db: TestDatabase;
-	let cluster: Cluster;
+	let platform: Platform;
 	let repl: Repl;
 	let endpoint: PartnerEndpoint | undefined;
 	const home = mkdtempSync(join(tmpdir(), "ride-repl-"));
-	let gatewayPort: number;
 
 	beforeAll(async () => {
-		db = await createTestDatabase("repl");
-		gatewayPort = await freePort();
-		cluster = new Cluster("repl", db.url, { FLEET_MODE: "live", WEBHOOK_RETRY_SCHEDULE_MS: "100,100", WEBHOOK_TIMEOUT_MS: "2000" });
-		await cluster.startAll([
-			{ label: "gateway", services: "gateway,partners", env: { PORT: String(gatewayPort) } },
-			{ label: "pricing", services: "pricing" },
-			{ label: "riders", services: "riders" },
-			{ label: "orders", services: "orders" },
-			{ label: "dispatch", services: "dispatch" },
-			{ label: "notifications", services: "notifications" },
-		]);
+		platform = await startPlatform({
+			label: "repl",
+			env: { FLEET_MODE: "live", WEBHOOK_RETRY_SCHEDULE_MS: "100,100", WEBHOOK_TIMEOUT_MS: "2000" },
+			processes: [
+				{ label: "pricing", services: "pricing" },
+				{ label: "riders", services: "riders" },
+				{ label: "orders", services: "orders" },
+				{ label: "dispatch", services: "dispatch" },
+				{ label: "notifications", services: "notifications" },
+			],
+		});
 		// The REPL joins the cluster like an operator's laptop would: same transporter and namespace.
-		repl = await Repl.start({ TRANSPORTER: TEST_NATS_URL, NAMESPACE: cluster.namespace, HOME: home, SERVICES: "" });
+		repl = await Repl.start({ TRANSPORTER: TEST_NATS_URL, NAMESPACE: platform.cluster.namespace, HOME: home, SERVICES: "" });
 	}, 240_000);
 
 	afterAll(async () => {
 		await repl?.close();
-		await cluster?.stopAll();
+		await platform?.stop();
 		await endpoint?.close();
-		await db?.drop();
 		rmSync(home, { recursive: true, force: true });
 	}, 60_000);
 
@@ -115,12 +104,12 @@ describe("REPL against a running cluster", () => {
 		const services = await repl.run("services");
 		for (const name of ["gateway", "partners", "pricing", "riders", "orders", "dispatch", "notifications"]) expect(services).toContain(name);
 		const nodes = await repl.run("nodes");
-		for (const label of ["gateway", "orders", "dispatch", "notifications"]) expect(nodes).toContain(`${cluster.namespace}-${label}`);
+		for (const label of ["gateway", "orders", "dispatch", "notifications"]) expect(nodes).toContain(`${platform.cluster.namespace}-${label}`);
 
 		// A ride booked by the new partner, whose endpoint refuses everything for now.
 		endpoint = await startPartnerEndpoint(webhookSecret);
 		endpoint.behave(() => ({ status: 500 }));
-		const api = new PartnerApi(`http://127.0.0.1:${gatewayPort}`, apiKey);
+		const api = new PartnerApi(`http://127.0.0.1:${platform.gatewayPort}`, apiKey);
 		const order = await api.post<{ orderId: string }>("/ride/create-order", rideRequest(`${endpoint.url}/hooks`, 1));
 		expect(order.status).toBe(201);
 		const { orderId } = order.body;
@@ -140,7 +129,7 @@ describe("REPL against a running cluster", () => {
 			300,
 		);
 		expect(failedEvents).toContain("status: 'customer_cancelled'");
-		const eventId = field(failedEvents!, "eventId");
+		const eventId = field(failedEvents, "eventId");
 
 		// Move a driver.
 		const driver = await repl.run('call dispatch.register --name "Ravi K" --phone +919800012345 --vehicleNumber KA01AB1234 --serviceType cab');
@@ -154,7 +143,7 @@ describe("REPL against a running cluster", () => {
 		endpoint.behave(() => ({ status: 200 }));
 		const replay = await repl.run(`call notifications.replay --eventId ${eventId}`);
 		expect(replay).toMatch(/replayed: true/);
-		const delivered = (await waitFor("the replayed webhook", () => endpoint!.delivered().find((h) => h.eventId === eventId), 20_000))!;
+		const delivered = await waitFor("the replayed webhook", () => endpoint!.delivered().find((h) => h.eventId === eventId), 20_000);
 		expect(delivered.signatureValid).toBe(true);
 		expect(delivered.status).toBe("customer_cancelled");
 		await waitFor("the event delivered", async () => /state: 'delivered'/.test(await repl.run(`call orders.events --orderId ${orderId} --#partnerId ${partnerId}`)), 20_000, 300);

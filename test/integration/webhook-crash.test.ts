@@ -1,8 +1,9 @@
 import type { Client } from "pg";
-import { connect, createTestDatabase, TEST_NATS_URL, type TestDatabase } from "../helpers/db";
-import { startTestNode, uniqueNamespace, type TestNode } from "../helpers/node";
-import { startServiceProcess, type ServiceProcess } from "../helpers/processes";
-import { createPartner, createRide, move, orderViolations, startPartnerEndpoint, waitFor, type PartnerEndpoint, type TestRide } from "../helpers/webhooks";
+import { connect, createTestDatabase, type TestDatabase } from "../helpers/db";
+import { startTestNode, type TestNode } from "../helpers/node";
+import { Cluster } from "../helpers/processes";
+import { waitFor } from "../helpers/wait";
+import { createPartner, createRide, move, orderViolations, startPartnerEndpoint, type PartnerEndpoint, type TestRide } from "../helpers/webhooks";
 
 /**
  * The notifications process is killed with SIGKILL in the middle of
@@ -17,34 +18,24 @@ const RIDES = 20;
 let db: TestDatabase;
 let pg: Client;
 let node: TestNode;
+/** The notifications processes, on the test node's namespace. */
+let cluster: Cluster;
 let endpoint: PartnerEndpoint;
-const processes: ServiceProcess[] = [];
-const namespace = uniqueNamespace("crash");
-
-function notificationsEnv(label: string): Record<string, string> {
-	return {
-		SERVICES: "notifications",
-		DATABASE_URL: db.url,
-		TRANSPORTER: TEST_NATS_URL,
-		NAMESPACE: namespace,
-		NODE_ID: `${namespace}-${label}`,
-		WEBHOOK_ALLOW_PRIVATE: "true",
-		WEBHOOK_TIMEOUT_MS: "1000",
-		// The shortest lease allowed with that timeout (timeout + 5 s): a dead instance's claims come back after it.
-		WEBHOOK_LEASE_MS: "6000",
-		WEBHOOK_RETRY_SCHEDULE_MS: "100,200,400,800,1600,3200",
-		LOGLEVEL: "info",
-	};
-}
 
 beforeAll(async () => {
 	db = await createTestDatabase("whcrash");
 	pg = await connect(db.url);
-	node = await startTestNode({ databaseUrl: db.url, services: ["partners", "riders", "pricing", "orders"], nats: { namespace }, env: { NODE_ID: `${namespace}-main` } });
+	cluster = new Cluster("crash", db.url, {
+		WEBHOOK_TIMEOUT_MS: "1000",
+		// The shortest lease allowed with that timeout (timeout + 5 s): a dead instance's claims come back after it.
+		WEBHOOK_LEASE_MS: "6000",
+		WEBHOOK_RETRY_SCHEDULE_MS: "100,200,400,800,1600,3200",
+	});
+	node = await startTestNode({ databaseUrl: db.url, services: ["partners", "riders", "pricing", "orders"], nats: { namespace: cluster.namespace }, env: { NODE_ID: `${cluster.namespace}-main` } });
 });
 
 afterAll(async () => {
-	for (const p of processes) await p.kill("SIGKILL").catch(() => undefined);
+	await cluster?.stopAll();
 	await endpoint?.close();
 	await node?.stop();
 	await pg?.end();
@@ -57,8 +48,7 @@ it("delivers every event, in order, after notifications is killed mid-delivery a
 	// A slow partner, so that many tries are in flight at any moment.
 	endpoint.behave(() => ({ delayMs: 250 }));
 
-	const first = await startServiceProcess("notifications-1", notificationsEnv("n1"));
-	processes.push(first);
+	const first = await cluster.start({ label: "notifications-1", services: "notifications" });
 
 	const rides: TestRide[] = [];
 	for (let i = 0; i < RIDES; i++) rides.push(await createRide(node.broker, partner, `${endpoint.url}/crash`));
@@ -87,8 +77,7 @@ it("delivers every event, in order, after notifications is killed mid-delivery a
 	// Ride changes keep committing while notifications is down: the outbox keeps them.
 	await Promise.all(rides.map((ride) => move(node.broker, ride, "dropped")));
 
-	const second = await startServiceProcess("notifications-2", notificationsEnv("n2"));
-	processes.push(second);
+	const second = await cluster.start({ label: "notifications-2", services: "notifications" });
 
 	const eventIds = (await pg.query("SELECT id FROM ride_events WHERE order_id = ANY($1)", [rides.map((r) => r.orderId)])).rows.map((r) => r.id as string);
 	expect(eventIds).toHaveLength(RIDES * 4);
