@@ -211,15 +211,15 @@ describe("pricing.quote", () => {
 describe("signing secret from pricing_secrets", () => {
 	it("is generated once and shared by pricing instances on one database", async () => {
 		const db2 = await createTestDatabase("pricingsecret");
-		const saved = process.env.QUOTE_SIGNING_SECRET;
-		delete process.env.QUOTE_SIGNING_SECRET;
+		// Blank reads as unset: these instances have no configured secret.
+		const noSecret = { QUOTE_SIGNING_SECRET: "" };
 		let one: TestNode | undefined;
 		let two: TestNode | undefined;
 		try {
 			// Two independent brokers (two "instances") starting together on one database.
 			[one, two] = await Promise.all([
-				startTestNode({ databaseUrl: db2.url, services: ["pricing"] }),
-				startTestNode({ databaseUrl: db2.url, services: ["pricing"] }),
+				startTestNode({ databaseUrl: db2.url, services: ["pricing"], env: noSecret }),
+				startTestNode({ databaseUrl: db2.url, services: ["pricing"], env: noSecret }),
 			]);
 			const pg = await connect(db2.url);
 			try {
@@ -245,20 +245,13 @@ describe("signing secret from pricing_secrets", () => {
 		} finally {
 			await one?.stop();
 			await two?.stop();
-			if (saved !== undefined) process.env.QUOTE_SIGNING_SECRET = saved;
 			await db2.drop();
 		}
 	});
 
 	it("refuses ROUTING=osrm at start", async () => {
-		const saved = process.env.ROUTING;
-		try {
-			// Another spelling of the URL gets its own (never used) pool, so the refused start leaks nothing into the main node's.
-			const url = db.url.replace("127.0.0.1", "localhost");
-			await expect(startTestNode({ databaseUrl: url, services: ["pricing"], env: { ROUTING: "osrm", OSRM_URL: "http://127.0.0.1:9" } })).rejects.toThrow(/ROUTING=osrm is not implemented/);
-		} finally {
-			if (saved === undefined) delete process.env.ROUTING;
-			else process.env.ROUTING = saved;
-		}
+		// Another spelling of the URL gets its own (never used) pool, so the refused start leaks nothing into the main node's.
+		const url = db.url.replace("127.0.0.1", "localhost");
+		await expect(startTestNode({ databaseUrl: url, services: ["pricing"], env: { ROUTING: "osrm", OSRM_URL: "http://127.0.0.1:9" } })).rejects.toThrow(/ROUTING=osrm is not implemented/);
 	});
 });
