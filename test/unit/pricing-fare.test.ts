@@ -175,6 +175,16 @@ describe("pricing settings", () => {
 		expect(() => readPricingSettings({ QUOTE_SIGNING_SECRET: "short" })).toThrow(/QUOTE_SIGNING_SECRET/);
 		expect(() => readPricingSettings({ ROUTING: "google" })).toThrow(/ROUTING/);
 	});
+
+	it("reads ROUTING in any case and never echoes a refused secret", () => {
+		expect(readPricingSettings({}).routing).toBe("greatcircle");
+		expect(readPricingSettings({ ROUTING: "OSRM" }).routing).toBe("osrm");
+		expect(() => readPricingSettings({ QUOTE_SIGNING_SECRET: "short-secret" })).toThrow(/^QUOTE_SIGNING_SECRET must be at least 32 characters/);
+		expect(() => readPricingSettings({ QUOTE_SIGNING_SECRET: "short-secret" })).not.toThrow(/short-secret/);
+		expect(() => readPricingSettings({ QUOTE_SIGNING_PREVIOUS_SECRETS: `${"p".repeat(32)},tiny` })).toThrow(/QUOTE_SIGNING_PREVIOUS_SECRETS/);
+		expect(readPricingSettings({ QUOTE_SIGNING_PREVIOUS_SECRETS: ` ${"p".repeat(32)} , ` }).previousSigningSecrets).toEqual(["p".repeat(32)]);
+		expect(readPricingSettings({ QUOTE_SIGNING_SECRET: "   " }).signingSecret).toBeUndefined();
+	});
 });
 
 describe("routing", () => {
