@@ -62,14 +62,15 @@ interface OrdersLocal {
 
 interface OrdersMethods {
 	loadPartnerOrder(ctx: Context<OrderIdParams, OrdersMeta>): Promise<void>;
+	loadOrder(ctx: Context<OrderIdParams>): Promise<void>;
 	announceMove(from: RideStatus, result: MoveResult, previousDriverId: string | null): void;
 	hint(event: string, payload: unknown): void;
 }
 
 type OrdersThis = Service<OrdersSettings> & OrdersMethods & OrdersLocal & DbThis;
 
-/** The partner's order, as the `loadPartnerOrder` hook left it on `ctx.locals`. */
-function partnerOrder(ctx: Context<unknown, OrdersMeta>): OrderRow {
+/** The order the `loadPartnerOrder` / `loadOrder` hook left on `ctx.locals`. */
+function loadedOrder(ctx: Context<unknown, OrdersMeta>): OrderRow {
 	return (ctx.locals as { order: OrderRow }).order;
 }
 
@@ -84,6 +85,8 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		before: {
 			// Every partner action on one order: the partner's own order, or 404 (a foreign id behaves like an unknown one).
 			"cancel|feedback|status|events": "loadPartnerOrder",
+			// Internal actions on one order: any partner's, or 404.
+			"get|transition": "loadOrder",
 		},
 	},
 
@@ -110,7 +113,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			params: cancelParams,
 			async handler(this: OrdersThis, ctx: Context<CancelParams, OrdersMeta>): Promise<CancelResult> {
 				const answer: CancelResult = { code: "RIDE_CANCELLED", orderId: ctx.params.orderId, status: "customer_cancelled" };
-				let row: OrderRow | null = partnerOrder(ctx);
+				let row: OrderRow | null = loadedOrder(ctx);
 				for (let attempt = 0; attempt < CANCEL_ATTEMPTS; attempt++) {
 					if (attempt > 0) row = await this.orders.findOrder(ctx.params.orderId, ctx.meta.partnerId!);
 					if (!row) throw orderNotFound();
@@ -134,7 +137,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			access: "partner",
 			params: feedbackParams,
 			async handler(this: OrdersThis, ctx: Context<FeedbackParams, OrdersMeta>): Promise<FeedbackResult> {
-				const row = partnerOrder(ctx);
+				const row = loadedOrder(ctx);
 				// `dropped` is terminal, so this check cannot go stale before the insert.
 				if (row.status !== "dropped") throw new ApiError(409, "RIDE_NOT_COMPLETED", `Feedback is accepted once the ride is dropped (it is ${row.status})`);
 				const { rating, comment, tags } = ctx.params;
@@ -150,7 +153,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			access: "partner",
 			params: statusParams,
 			handler(this: OrdersThis, ctx: Context<OrderIdParams, OrdersMeta>): Order {
-				return toOrder(partnerOrder(ctx));
+				return toOrder(loadedOrder(ctx));
 			},
 		},
 
@@ -159,7 +162,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			access: "partner",
 			params: eventsParams,
 			async handler(this: OrdersThis, ctx: Context<OrderIdParams, OrdersMeta>): Promise<EventsResult> {
-				const rows = await this.orders.listEvents(partnerOrder(ctx).id);
+				const rows = await this.orders.listEvents(loadedOrder(ctx).id);
 				const states = rows.length > 0
 					? deliveryStatesById(await callService<unknown>(ctx, this.logger, "notifications.deliveryStates", { eventIds: rows.map((r) => r.id) }))
 					: new Map();
@@ -174,10 +177,8 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			access: "internal",
 			visibility: "public",
 			params: getOrderParams,
-			async handler(this: OrdersThis, ctx: Context<OrderIdParams>): Promise<InternalOrder> {
-				const row = await this.orders.findOrder(ctx.params.orderId);
-				if (!row) throw orderNotFound();
-				return toInternalOrder(row);
+			handler(this: OrdersThis, ctx: Context<OrderIdParams>): InternalOrder {
+				return toInternalOrder(loadedOrder(ctx));
 			},
 		},
 
@@ -209,8 +210,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			visibility: "public",
 			params: transitionParams,
 			async handler(this: OrdersThis, ctx: Context<TransitionParams>): Promise<InternalOrder> {
-				const row = await this.orders.findOrder(ctx.params.orderId);
-				if (!row) throw orderNotFound();
+				const row = loadedOrder(ctx);
 				const plan = planTransition(ctx.params, row);
 				const moved = await this.orders.applyMove(row, ctx.params.to, plan.changes, plan.expectDriverId);
 				if (!moved) throw new ApiError(409, "CONFLICT", `The ride is no longer ${plan.from}`);
@@ -257,6 +257,12 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			// Hooks run before the access middleware: without a partner, leave the 401 to it.
 			if (typeof partnerId !== "string" || partnerId.length === 0) return;
 			const row = await this.orders.findOrder(ctx.params.orderId, partnerId);
+			if (!row) throw orderNotFound();
+			ctx.locals.order = row;
+		},
+
+		async loadOrder(this: OrdersThis, ctx: Context<OrderIdParams>) {
+			const row = await this.orders.findOrder(ctx.params.orderId);
 			if (!row) throw orderNotFound();
 			ctx.locals.order = row;
 		},
