@@ -121,6 +121,13 @@ export interface ProcessSpec {
 	compiled?: boolean;
 }
 
+/** One process per service, labelled by its name; or `n` of them, labelled `<service>-1` … `<service>-n`. */
+export function processesFor(counts: Record<string, number>): ProcessSpec[] {
+	return Object.entries(counts).flatMap(([services, n]) =>
+		n === 1 ? [{ label: services, services }] : Array.from({ length: n }, (_, i) => ({ label: `${services}-${i + 1}`, services })),
+	);
+}
+
 /**
  * Server processes on one NATS namespace and one test database, each with its
  * own SERVICES, that can be killed, restarted and stopped like containers.

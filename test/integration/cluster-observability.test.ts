@@ -17,6 +17,11 @@ import { waitFor } from "../helpers/wait";
  * platform services.
  */
 
+/** What the probes use of `this`. */
+interface Logging {
+	logger: { info: (...a: unknown[]) => void };
+}
+
 interface Span {
 	traceID: string;
 	name: string;
@@ -29,7 +34,7 @@ const probeA: ServiceSchema = {
 		start: {
 			access: "internal",
 			params: { orderId: "string" },
-			async handler(this: { logger: { info: (...a: unknown[]) => void } }, ctx: Context<{ orderId: string }>) {
+			async handler(this: Logging, ctx: Context<{ orderId: string }>) {
 				this.logger.info("probeA handling");
 				await ctx.emit("probe.happened", { n: 1 });
 				return ctx.call("probeB.work", { n: 2 });
@@ -45,7 +50,7 @@ const probeB: ServiceSchema = {
 		work: {
 			access: "internal",
 			params: { n: "number" },
-			handler(this: { logger: { info: (...a: unknown[]) => void } }) {
+			handler(this: Logging) {
 				this.logger.info("probeB working", { apiKey: "rk_must_not_be_logged", n: 2 });
 				received.push({ where: "action", done: true });
 				return { ok: true };
@@ -53,7 +58,7 @@ const probeB: ServiceSchema = {
 		},
 	},
 	events: {
-		"probe.happened"(this: { logger: { info: (...a: unknown[]) => void } }) {
+		"probe.happened"(this: Logging) {
 			this.logger.info("probeB heard the event");
 			received.push({ where: "event", done: true });
 		},

@@ -1,5 +1,5 @@
 import type { HttpAnswer } from "../helpers/http";
-import { startPlatform, type Platform } from "../helpers/processes";
+import { processesFor, startPlatform, type Platform } from "../helpers/processes";
 import { rideRequest } from "../helpers/rides";
 import { sleep, waitFor } from "../helpers/wait";
 import { orderViolations } from "../helpers/webhooks";
@@ -45,16 +45,7 @@ describe("cluster: separate processes, crashes mid-flow, nothing lost", () => {
 				DISPATCH_SWEEP_MS: "1000",
 				DISPATCH_INDEX_REFRESH_MS: "1000",
 			},
-			processes: [
-				{ label: "pricing", services: "pricing" },
-				{ label: "riders", services: "riders" },
-				{ label: "orders", services: "orders" },
-				{ label: "dispatch-1", services: "dispatch" },
-				{ label: "dispatch-2", services: "dispatch" },
-				{ label: "notifications-1", services: "notifications" },
-				{ label: "notifications-2", services: "notifications" },
-				{ label: "fleet", services: "fleet" },
-			],
+			processes: processesFor({ pricing: 1, riders: 1, orders: 1, dispatch: 2, notifications: 2, fleet: 1 }),
 		});
 	}, 240_000);
 

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { TEST_NATS_URL } from "../helpers/db";
 import { freePort, PartnerApi } from "../helpers/http";
-import { spawnRepl, startPlatform, type Platform, type ServiceProcess } from "../helpers/processes";
+import { processesFor, spawnRepl, startPlatform, type Platform, type ServiceProcess } from "../helpers/processes";
 import { rideRequest } from "../helpers/rides";
 import { waitFor } from "../helpers/wait";
 import { startPartnerEndpoint, type PartnerEndpoint } from "../helpers/webhooks";
@@ -71,13 +71,7 @@ describe("REPL against a running cluster", () => {
 		platform = await startPlatform({
 			label: "repl",
 			env: { FLEET_MODE: "live", WEBHOOK_RETRY_SCHEDULE_MS: "100,100", WEBHOOK_TIMEOUT_MS: "2000" },
-			processes: [
-				{ label: "pricing", services: "pricing" },
-				{ label: "riders", services: "riders" },
-				{ label: "orders", services: "orders" },
-				{ label: "dispatch", services: "dispatch" },
-				{ label: "notifications", services: "notifications" },
-			],
+			processes: processesFor({ pricing: 1, riders: 1, orders: 1, dispatch: 1, notifications: 1 }),
 		});
 		// The REPL joins the cluster like an operator's laptop would: same transporter and namespace.
 		repl = await Repl.start({ TRANSPORTER: TEST_NATS_URL, NAMESPACE: platform.cluster.namespace, HOME: home, SERVICES: "" });

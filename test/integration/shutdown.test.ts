@@ -1,5 +1,5 @@
 import { freePort, httpRequest, type HttpAnswer } from "../helpers/http";
-import { startPlatform, type Platform } from "../helpers/processes";
+import { processesFor, startPlatform, type Platform } from "../helpers/processes";
 import { rideRequest } from "../helpers/rides";
 import { waitFor } from "../helpers/wait";
 
@@ -38,15 +38,7 @@ describe("SIGTERM during load", () => {
 				// As a load balancer would need: keep answering for a moment after readiness fails.
 				SHUTDOWN_DELAY_MS: "1500",
 			},
-			processes: [
-				{ label: "pricing", services: "pricing" },
-				{ label: "riders", services: "riders" },
-				{ label: "orders-1", services: "orders" },
-				{ label: "orders-2", services: "orders" },
-				{ label: "dispatch", services: "dispatch" },
-				{ label: "notifications-1", services: "notifications" },
-				{ label: "notifications-2", services: "notifications" },
-			],
+			processes: processesFor({ pricing: 1, riders: 1, orders: 2, dispatch: 1, notifications: 2 }),
 		});
 		// Every webhook takes a moment to answer, so some are always in flight when notifications stops.
 		platform.endpoint.behave(() => ({ status: 200, delayMs: 600 }));
