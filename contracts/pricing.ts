@@ -47,12 +47,6 @@ export interface QuoteParams {
 	drop: Place;
 }
 
-/**
- * How far (m) create-order's pickup and drop may each be from the quoted ones
- * for a quote to still hold (farther: 422 QUOTE_INVALID).
- */
-export const QUOTE_MATCH_RADIUS_METRES = 200;
-
 /** The fare breakdown partners see, in major units with ≤ 2 decimals. */
 export interface FareBreakdown {
 	baseFare: number;
@@ -118,16 +112,3 @@ export interface TariffsReply {
 	quoteTtlSeconds: number;
 	maxTripKm: number;
 }
-
-// TODO(contracts): from contracts/dispatch.ts (dispatch.supplyDemand's reply, as pricing consumes it).
-/** What pricing needs from dispatch near a pickup, per service type. */
-export interface SupplyDemand {
-	/** Seconds until the nearest available driver reaches the pickup, or null. */
-	eta: number | null;
-	available: number;
-	demand: number;
-}
-
-// TODO(contracts): from contracts/dispatch.ts
-/** `dispatch.supplyDemand { point }` → one SupplyDemand per service type. */
-export type SupplyDemandReply = Record<ServiceType, SupplyDemand>;

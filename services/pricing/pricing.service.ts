@@ -14,10 +14,11 @@ import {
 	type PricedTrip,
 	type Quote,
 	type QuoteParams,
-	type SupplyDemandReply,
 	type TariffsReply,
 	type VerifyQuoteParams,
 } from "../../contracts/pricing";
+import type { SupplyDemandReply } from "../../contracts/dispatch";
+import { SERVICE_RETRY_AFTER_SECONDS } from "../../contracts/constants";
 import { breakdownOf, computeFare, pricedTrip, surgeTenths, tariffView, toMajor, type FarePaise, type SurgePolicy } from "./fare";
 import { readPricingSettings, type PricingSettings } from "./pricing.settings";
 import { PricingRepo } from "./pricing.repo";
@@ -62,7 +63,7 @@ interface PricingLocal {
 type PricingThis = Service & PricingMethods & PricingLocal & DbThis;
 
 function keyringOf(svc: PricingThis): QuoteKeyring {
-	if (!svc.keyring) throw new ApiError(503, "SERVICE_UNAVAILABLE", "Pricing is starting", { retryAfter: 1 });
+	if (!svc.keyring) throw new ApiError(503, "SERVICE_UNAVAILABLE", "Pricing is starting", { retryAfter: SERVICE_RETRY_AFTER_SECONDS });
 	return svc.keyring;
 }
 
@@ -215,11 +216,12 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 		this.now = () => Date.now();
 		this.lastSupplyWarning = 0;
 		this.keyring = undefined;
+		// The DB mixin's `created` ran first and acquired the pool.
+		this.repo = new PricingRepo(this.sequelize);
 	},
 
 	async started(this: PricingThis) {
 		// Runs after the DB mixin's `started`, so pricing_secrets exists.
-		this.repo = new PricingRepo(this.sequelize);
 		const secret = await this.loadSigningSecret();
 		this.keyring = new QuoteKeyring(secret, this.cfg.previousSigningSecrets);
 		this.logger.info(`Quote signing key ${this.keyring.currentKid} (${this.cfg.signingSecret ? "QUOTE_SIGNING_SECRET" : "pricing_secrets"})`);

@@ -1,5 +1,5 @@
 import { envEnum, envNumber, envPositive, envString, SettingError, type Env } from "../../lib/settings";
-import { QUOTE_MATCH_RADIUS_METRES } from "../../contracts/pricing";
+import { DEFAULT_QUOTE_TTL_SECONDS, QUOTE_MATCH_RADIUS_METRES } from "../../contracts/constants";
 import { SERVICE_TYPES, type ServiceType } from "../../contracts/common";
 import { toPaise, type Tariff, type Tariffs } from "./fare";
 
@@ -143,7 +143,7 @@ export function readPricingSettings(env: Env): PricingSettings {
 		surgeSensitivity: envNumber(env, "SURGE_SENSITIVITY", 0.5, (n) => n >= 0 && n <= 10, "0..10"),
 		maxTripMetres: Math.round(envPositive(env, "MAX_TRIP_KM", 100) * 1000),
 		minTripMetres: envNumber(env, "MIN_TRIP_METRES", 20, (n) => n >= 0 && n <= 1000, "0..1000"),
-		quoteTtlSeconds: envNumber(env, "QUOTE_TTL_SECONDS", 300, (n) => Number.isInteger(n) && n > 0 && n <= 86_400, "an integer 1..86400"),
+		quoteTtlSeconds: envNumber(env, "QUOTE_TTL_SECONDS", DEFAULT_QUOTE_TTL_SECONDS, (n) => Number.isInteger(n) && n > 0 && n <= 86_400, "an integer 1..86400"),
 		quoteMatchRadiusMetres: QUOTE_MATCH_RADIUS_METRES,
 		signingSecret: secret === undefined ? undefined : checkedSecret("QUOTE_SIGNING_SECRET", secret),
 		previousSigningSecrets: previous.map((s) => checkedSecret("QUOTE_SIGNING_PREVIOUS_SECRETS", s)),

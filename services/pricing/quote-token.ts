@@ -2,7 +2,7 @@ import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { haversineMeters, isValidPoint, roundCoordinate, type LatLng } from "../../lib/geo";
 import { SERVICE_TYPES, type ServiceType } from "../../contracts/common";
 import type { QuotedFare } from "./fare";
-import { QUOTE_MATCH_RADIUS_METRES } from "../../contracts/pricing";
+import { QUOTE_MATCH_RADIUS_METRES } from "../../contracts/constants";
 
 /**
  * Quote ids are self-contained signed tokens, so fare-estimate writes nothing:

@@ -1,6 +1,6 @@
 import type { LatLng } from "../../lib/geo";
 import { SERVICE_TYPES } from "../../contracts/common";
-import type { SupplyDemand, SupplyDemandReply } from "../../contracts/pricing";
+import type { SupplyDemand, SupplyDemandReply } from "../../contracts/dispatch";
 
 /*
  * What pricing needs from dispatch near a pickup, per service type:
