@@ -29,6 +29,8 @@ export function uniqueNamespace(label = "t"): string {
  * on the given test database, with the gateway on a free port and metrics off.
  * Services read their settings from process.env when created, so the test's
  * settings are applied there first.
+ * TODO(settings): pass `env` to startNode only, once the services read their
+ * settings from what startNode is given instead of process.env.
  */
 export async function startTestNode(opts: TestNodeOptions): Promise<TestNode> {
 	const env: Record<string, string> = {

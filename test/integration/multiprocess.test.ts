@@ -75,9 +75,8 @@ describe("every service in its own process over NATS", () => {
 		expect(hook.body).toMatchObject({ orderId, status: "customer_cancelled", metadata: { partnerRef: "cluster-1" } });
 
 		const events = await waitFor("the event marked delivered", async () => {
-			const r = await api.post<{ events: Array<{ status: string; delivery?: { state: string }; state?: string }> }>("/ride/events", { orderId });
-			const ev = r.body.events?.find((e) => e.status === "customer_cancelled");
-			const state = ev?.delivery?.state ?? ev?.state;
+			const r = await api.post<{ events: Array<{ status: string; delivery: { state: string } }> }>("/ride/events", { orderId });
+			const state = r.body.events.find((e) => e.status === "customer_cancelled")?.delivery.state;
 			return state === "delivered" ? r.body.events : null;
 		});
 		expect(events.length).toBeGreaterThanOrEqual(1);
