@@ -8,7 +8,8 @@ import { buildOpenApiDocument, type OpenApiDocument } from "./openapi";
 import { renderDocsPage } from "./docs-page";
 import { TokenBucketLimiter } from "./rate-limiter";
 import { idempotencyKeyFrom, parseBearer, readJsonBody, requestIdFrom } from "./request";
-import { REQUIRED_SERVICES, RIDE_BASE_PATH, rideAliases } from "./routes";
+import { RIDE_BASE_PATH } from "../../contracts/gateway";
+import { REQUIRED_SERVICES, rideAliases } from "./routes";
 
 /**
  * The public door: moleculer-web with explicit aliases only. Every `/ride/*`

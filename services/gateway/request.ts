@@ -1,5 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
+import { REQUEST_ID_MAX_LENGTH } from "../../contracts/constants";
+import { IDEMPOTENCY_KEY_MAX_LENGTH } from "../../contracts/orders";
 import { GatewayError } from "./errors";
 
 /**
@@ -21,15 +23,15 @@ export function parseBearer(header: string | string[] | undefined): BearerResult
 	return { ok: true, apiKey: m[1] };
 }
 
-const REQUEST_ID = /^[A-Za-z0-9._:\-]{1,128}$/;
+/** The `X-Request-Id` values kept as they are. */
+export const REQUEST_ID_PATTERN = new RegExp(`^[A-Za-z0-9._:\\-]{1,${REQUEST_ID_MAX_LENGTH}}$`);
 
 /** The caller's `X-Request-Id` when it is a sane token (it ends up in logs and headers), else a new one. */
 export function requestIdFrom(header: string | string[] | undefined): string {
-	if (typeof header === "string" && REQUEST_ID.test(header)) return header;
+	if (typeof header === "string" && REQUEST_ID_PATTERN.test(header)) return header;
 	return randomUUID();
 }
 
-export const IDEMPOTENCY_KEY_MAX = 255;
 /** Visible ASCII and spaces, not starting or ending with a space. */
 const IDEMPOTENCY_KEY = /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/;
 
@@ -39,7 +41,7 @@ export function idempotencyKeyFrom(header: string | string[] | undefined): strin
 	const problem =
 		Array.isArray(header) ? "must be sent once"
 		: header.length === 0 ? "must not be empty"
-		: header.length > IDEMPOTENCY_KEY_MAX ? `must be at most ${IDEMPOTENCY_KEY_MAX} characters`
+		: header.length > IDEMPOTENCY_KEY_MAX_LENGTH ? `must be at most ${IDEMPOTENCY_KEY_MAX_LENGTH} characters`
 		: !IDEMPOTENCY_KEY.test(header) ? "must be visible ASCII characters"
 		: undefined;
 	if (problem === undefined) return header as string;

@@ -1,6 +1,6 @@
 import { createTestDatabase, connect, type TestDatabase } from "../helpers/db";
 import { startTestNode, type TestNode } from "../helpers/node";
-import { RIDE_ROUTES } from "../../services/gateway/routes";
+import { RIDE_ROUTES } from "../../contracts/gateway";
 
 /**
  * The gateway over real HTTP, with the real partners service on a real

@@ -1,6 +1,6 @@
-import { buildOpenApiDocument, ENDPOINT_ERRORS, ERROR_CODES_BY_STATUS, type OpenApiDocument } from "../../services/gateway/openapi";
+import { buildOpenApiDocument, ERROR_CODES_BY_STATUS, type OpenApiDocument } from "../../services/gateway/openapi";
 import { renderDocsPage } from "../../services/gateway/docs-page";
-import { RIDE_ROUTES } from "../../services/gateway/routes";
+import { RIDE_ROUTES } from "../../contracts/gateway";
 import { readGatewaySettings } from "../../services/gateway/gateway.settings";
 
 const doc: OpenApiDocument = buildOpenApiDocument(readGatewaySettings({}));
@@ -94,7 +94,7 @@ describe("OpenAPI document", () => {
 			expect(codes["500"]).toEqual(["INTERNAL_ERROR"]);
 			expect(op.responses["429"].headers).toHaveProperty("Retry-After");
 			expect(op.responses["503"].headers).toHaveProperty("Retry-After");
-			for (const code of ENDPOINT_ERRORS[route.path]) expect(Object.values(codes).flat()).toContain(code);
+			for (const code of route.errors) expect(Object.values(codes).flat()).toContain(code);
 		}
 		expect(Object.values(errorCodesOf(post("/ride/fare-estimate"))).flat()).not.toContain("ORDER_NOT_FOUND");
 		expect(errorCodesOf(post("/ride/create-order"))["422"]).toEqual(["QUOTE_INVALID", "QUOTE_EXPIRED", "IDEMPOTENCY_KEY_REUSED"]);

@@ -1,0 +1,245 @@
+import { IDEMPOTENCY_KEY_MAX_LENGTH, IDEMPOTENCY_TTL_MS } from "../../../contracts/orders";
+import { endpointErrorCodes, RIDE_BASE_PATH, RIDE_ROUTES } from "../../../contracts/gateway";
+import { DEFAULT_RETRY_SCHEDULE_MS, WEBHOOK_TIMEOUT_MS, LOCATION_TTL_MS } from "../../../contracts/notifications";
+import {
+	DEFAULT_LOCATION_INTERVAL_MS,
+	DEFAULT_QUOTE_TTL_SECONDS,
+	DEFAULT_RATE_LIMIT_PER_MINUTE,
+	REQUEST_ID_MAX_LENGTH,
+	SERVICE_RETRY_AFTER_SECONDS,
+	WEBHOOK_RETRY_JITTER,
+} from "../../../contracts/constants";
+import type { DocumentedLimits } from "../gateway.settings";
+import { REQUEST_ID_PATTERN } from "../request";
+import { errorResponses } from "./error-responses";
+import { requestSchemaName, requestSchemas } from "./requests";
+import { ref, responseSchemas, seconds } from "./responses";
+
+export { ERROR_CODES_BY_STATUS } from "./error-responses";
+
+/**
+ * The OpenAPI 3.1 document of the partner API, built from contracts/ (the
+ * route table, the actions' params, the error table, the contract numbers)
+ * and the gateway's own settings (limits). Served at `GET /openapi.json`,
+ * rendered to HTML at `GET /docs`, committed as docs/openapi.json
+ * (scripts/generate-openapi.ts). Where the contract is silent, the choice
+ * made is written into the descriptions.
+ */
+
+export interface OpenApiDocument {
+	openapi: string;
+	info: Record<string, unknown>;
+	paths: Record<string, Record<string, unknown>>;
+	components: Record<string, Record<string, unknown>>;
+	webhooks: Record<string, unknown>;
+	[key: string]: unknown;
+}
+
+const hours = (ms: number): string => `${ms / 3_600_000} h`;
+/** 300000 → "5 min", 7200000 → "2 h". */
+function humanDelay(ms: number): string {
+	if (ms >= 3_600_000 && ms % 3_600_000 === 0) return hours(ms);
+	if (ms >= 60_000 && ms % 60_000 === 0) return `${ms / 60_000} min`;
+	return seconds(ms);
+}
+const retrySchedule = (): string => {
+	const delays = DEFAULT_RETRY_SCHEDULE_MS.map(humanDelay);
+	return `${delays.slice(0, -1).join(", ")} and ${delays[delays.length - 1]}`;
+};
+
+function rideOperations(): Record<string, Record<string, unknown>> {
+	const ops: Record<string, { summary: string; description: string; responses: Record<string, unknown>; idempotency?: boolean; callbacks?: boolean }> = {
+		"/fare-estimate": {
+			summary: "Estimate the fare",
+			description: `Quotes for a trip: one per service type (\`scooty\` first, then \`cab\`), or exactly the one asked for. Writes nothing; a quote is valid for ${DEFAULT_QUOTE_TTL_SECONDS / 60} minutes by default (\`QUOTE_TTL_SECONDS\`). Pricing is per service type (base, per km, per minute, minimum fare, tax); surge may apply.`,
+			responses: { "200": okResponse("The quotes.", "FareEstimate") },
+		},
+		"/create-order": {
+			summary: "Book a ride",
+			description:
+				"Creates or updates the rider (partner, phone) and books a ride. With a valid `quoteId` the quoted fare is honoured. " +
+				"`201` with the new Order, or `200` with the rider's existing active Order plus `code: USER_HAVE_ACTIVE_RIDE`. " +
+				`Send an \`Idempotency-Key\` to retry safely: the same key and body within ${hours(IDEMPOTENCY_TTL_MS)} return the first response again (status included).`,
+			idempotency: true,
+			callbacks: true,
+			responses: {
+				"201": okResponse("The new Order.", "Order"),
+				"200": okResponse("The rider already has an active ride: that Order, with `code: USER_HAVE_ACTIVE_RIDE`.", "ActiveRideOrder"),
+			},
+		},
+		"/cancel": {
+			summary: "Cancel a ride",
+			description: "Allowed while the ride is active (`searching`, `accepted`, `arrived`, `started`); sends the `customer_cancelled` webhook once. Cancelling a `customer_cancelled` ride again answers `200 RIDE_CANCELLED` and sends nothing (safe retries).",
+			responses: { "200": okResponse("Cancelled (now or before).", "CancelResult") },
+		},
+		"/feedback": {
+			summary: "Rate a finished ride",
+			description: "Only for a `dropped` ride, once per ride.",
+			responses: { "200": okResponse("Feedback stored.", "FeedbackResult") },
+		},
+		"/status": {
+			summary: "Current state of a ride (extension)",
+			description: "The current Order, with `driver` and its last known `location` once assigned. The polling fallback for partners that missed a webhook.",
+			responses: { "200": okResponse("The Order.", "Order") },
+		},
+		"/events": {
+			summary: "Webhook events of a ride (extension)",
+			description: "Every webhook event of the ride in `sequence` order, each with its delivery state (`pending`, `delivered`, `failed`), attempt count, last HTTP status and last error.",
+			responses: { "200": okResponse("The events.", "RideEvents") },
+		},
+	};
+	const paths: Record<string, Record<string, unknown>> = {};
+	for (const route of RIDE_ROUTES) {
+		const op = ops[route.path];
+		if (!op) throw new Error(`OpenAPI: no description for ${route.path}`);
+		const parameters: unknown[] = [{ $ref: "#/components/parameters/XRequestId" }];
+		if (op.idempotency) parameters.unshift({ $ref: "#/components/parameters/IdempotencyKey" });
+		const operation: Record<string, unknown> = {
+			operationId: route.path.slice(1).replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase()),
+			tags: ["Rides"],
+			summary: op.summary,
+			description: op.description,
+			security: [{ bearerAuth: [] }],
+			parameters,
+			requestBody: { required: true, content: { "application/json": { schema: ref(requestSchemaName(route)) } } },
+			responses: { ...op.responses, ...errorResponses(endpointErrorCodes(route)) },
+		};
+		if (op.callbacks) {
+			operation.callbacks = { rideEvent: { "{$request.body#/webhookURL}": { $ref: "#/components/pathItems/RideEventWebhook" } } };
+		}
+		paths[`${RIDE_BASE_PATH}${route.path}`] = { [route.method.toLowerCase()]: operation };
+	}
+	return paths;
+}
+
+function okResponse(description: string, schema: string): Record<string, unknown> {
+	return {
+		description,
+		headers: {
+			"X-Request-Id": { $ref: "#/components/headers/XRequestId" },
+			"X-RateLimit-Limit": { $ref: "#/components/headers/RateLimitLimit" },
+			"X-RateLimit-Remaining": { $ref: "#/components/headers/RateLimitRemaining" },
+		},
+		content: { "application/json": { schema: ref(schema) } },
+	};
+}
+
+function opsPaths(): Record<string, Record<string, unknown>> {
+	const plain = (summary: string, description: string, responses: Record<string, unknown>) => ({
+		get: { tags: ["Operations"], summary, description, security: [], responses },
+	});
+	const health = (description: string) => ({ description, content: { "application/json": { schema: ref("Health") } } });
+	return {
+		"/health/live": plain("Liveness", "200 while the process is up.", { "200": health("Alive: `{ \"status\": \"live\" }`.") }),
+		"/health/ready": plain(
+			"Readiness",
+			"200 only when this gateway is not draining and every service it needs (partners, pricing, riders, orders) is registered and answers a database check. 503 otherwise (with `Retry-After`), and from the moment a graceful shutdown starts.",
+			{ "200": health("Ready."), "503": health("Not ready (`not_ready`) or shutting down (`draining`); `checks` says which service failed.") },
+		),
+		"/openapi.json": plain("This document", "The OpenAPI 3.1 document of the API.", { "200": { description: "OpenAPI document.", content: { "application/json": { schema: { type: "object" } } } } }),
+		"/docs": plain("API reference page", "This document rendered as one self-contained HTML page.", { "200": { description: "HTML.", content: { "text/html": { schema: { type: "string" } } } } }),
+	};
+}
+
+function describeApi(config: DocumentedLimits): string {
+	const kb = config.bodyLimitBytes % 1024 === 0 ? `${config.bodyLimitBytes / 1024} KB` : `${config.bodyLimitBytes} bytes`;
+	const rate = config.rateLimitPerMinute > 0
+		? `${config.rateLimitPerMinute} requests per minute per partner with bursts of up to ${config.rateLimitBurst} (\`RATE_LIMIT_PER_MINUTE\`, \`RATE_LIMIT_BURST\`; defaults ${DEFAULT_RATE_LIMIT_PER_MINUTE} and the per-minute value)`
+		: "off on this deployment (`RATE_LIMIT_PER_MINUTE=0`)";
+	return [
+		"Book and track rides for your customers. Everything is JSON over HTTP; every partner endpoint is `POST` under `/ride`. Field names are camelCase, times are ISO-8601 UTC, money is a number in major units of `currency` (at most 2 decimals), ids are opaque strings with a type prefix (`ord_`, `qt_`, `evt_`, `rdr_`, `drv_`).",
+		"## Authentication and tenancy",
+		"- Every `/ride/*` call carries `Authorization: Bearer <apiKey>`. Missing, malformed or unknown key: `401 UNAUTHORIZED` (with `WWW-Authenticate: Bearer`).",
+		"- Everything (riders, orders, quotes, events) belongs to the partner that created it. Another partner's `orderId` or `quoteId` behaves exactly like an unknown one.",
+		"- API keys are created by operators (`npm run partner -- create --name Acme`) and shown once; they are stored only as hashes. Each partner also gets a webhook signing secret (`whsec_…`).",
+		"## Requests",
+		`- Bodies are JSON objects sent as \`application/json\` (UTF-8), at most ${kb} (\`BODY_LIMIT\`): larger → \`413 PAYLOAD_TOO_LARGE\`. Not JSON → \`400 INVALID_JSON\`; JSON but not an object → \`400 VALIDATION_ERROR\`.`,
+		"- A body sent with another `Content-Type` (or charset), or compressed with `Content-Encoding`, is refused with `415 UNSUPPORTED_MEDIA_TYPE` (the contract is silent here; this code is the gateway's addition). A request with no body at all is read as `{}`, so validation names the missing fields.",
+		"- Query strings are ignored; only the body counts. The partner comes from the API key, never from the body.",
+		`- \`X-Request-Id\`: send one (1–${REQUEST_ID_MAX_LENGTH} of \`A-Z a-z 0-9 . _ : -\`) or get a generated one; it is echoed on every response, success or error, and appears in our logs.`,
+		"- Unknown routes, and any method but `POST` on a `/ride` route, answer `404 NOT_FOUND` (before authentication).",
+		"## Rate limits",
+		`- ${rate}, as a token bucket. Every authenticated \`/ride/*\` request counts, whatever its outcome. Over the limit: \`429 RATE_LIMITED\` with \`Retry-After\` (seconds).`,
+		"- `X-RateLimit-Limit` (requests per minute) and `X-RateLimit-Remaining` (requests you may make right now) are sent on every authenticated `/ride/*` answer.",
+		"- The buckets live in each gateway instance's memory: behind a load balancer with N gateway replicas a partner can reach up to N times the rate, and a restart refills the bucket.",
+		"## Errors",
+		"- Every 4xx/5xx answer is `{ code, message, details?, retryable }`. Switch on `code`, not on `message`. `retryable: true` marks answers where the same request may succeed later (`429`, `503`, `409 IDEMPOTENCY_KEY_IN_USE`, `409 CONFLICT`).",
+		`- \`503 SERVICE_UNAVAILABLE\` when a service behind the gateway is down or does not answer in time (\`Retry-After: ${config.unavailableRetryAfterSeconds}\`), or is starting (\`Retry-After: ${SERVICE_RETRY_AFTER_SECONDS}\`). For create-order such an answer is ambiguous: retry with the same \`Idempotency-Key\`.`,
+		`- \`409 CONFLICT\` and \`409 IDEMPOTENCY_KEY_IN_USE\` come with \`Retry-After: ${SERVICE_RETRY_AFTER_SECONDS}\`.`,
+		"- `USER_HAVE_ACTIVE_RIDE`, `RIDE_CANCELLED` and `FEEDBACK_SUBMITTED` are success answers (HTTP 200), not errors.",
+		"## Webhooks",
+		"- Ride events are POSTed to the ride's `webhookURL` (see `webhooks` / the create-order callback): signed with Standard Webhooks headers `webhook-id` (= `eventId`), `webhook-timestamp` (unix seconds), `webhook-signature` (`v1,` + base64 HMAC-SHA256 over `id.timestamp.body` with your `whsec_` secret).",
+		`- Answer any 2xx within ${seconds(WEBHOOK_TIMEOUT_MS)}. Anything else (3xx included, redirects are never followed) is retried with up to ${WEBHOOK_RETRY_JITTER * 100}% jitter ${retrySchedule()} after the first try; \`Retry-After\` on 429/503 is honoured. After the last try the event is \`failed\` (see \`/ride/events\`) and no longer holds back later events.`,
+		`- Delivery is at least once: de-duplicate on \`eventId\`. Status events of an order arrive in \`sequence\` order. A \`location_updated\` event is only worth its newest value: a pending one is superseded by a newer one and dropped ${seconds(LOCATION_TTL_MS)} after it was made. While a ride is moving one goes out every ${seconds(DEFAULT_LOCATION_INTERVAL_MS)} (default).`,
+	].join("\n");
+}
+
+export function buildOpenApiDocument(config: DocumentedLimits): OpenApiDocument {
+	const webhookPathItem = {
+		post: {
+			summary: "Ride event",
+			description: "Sent to the ride's `webhookURL` for every status change and, while the ride moves, for location updates.",
+			parameters: [
+				{ name: "webhook-id", in: "header", required: true, schema: { type: "string", pattern: "^evt_" }, description: "The `eventId`; the same on every attempt." },
+				{ name: "webhook-timestamp", in: "header", required: true, schema: { type: "string", pattern: "^[0-9]+$" }, description: "Unix seconds of this attempt." },
+				{ name: "webhook-signature", in: "header", required: true, schema: { type: "string" }, description: "`v1,` + base64 HMAC-SHA256 over `webhook-id.webhook-timestamp.body` keyed with the partner's `whsec_` secret (base64 part decoded)." },
+			],
+			requestBody: { required: true, content: { "application/json": { schema: ref("WebhookEvent") } } },
+			responses: {
+				"200": { description: `Delivered (any 2xx within ${seconds(WEBHOOK_TIMEOUT_MS)} counts).` },
+				"201": { description: "Delivered." },
+				default: { description: `Anything else, or no answer within ${seconds(WEBHOOK_TIMEOUT_MS)}: retried on the schedule; \`Retry-After\` on 429/503 is honoured.` },
+			},
+		},
+	};
+	return {
+		openapi: "3.1.0",
+		info: {
+			title: "Partner Ride API",
+			version: "1.0.0",
+			description: describeApi(config),
+		},
+		servers: [
+			{ url: "/", description: "This gateway" },
+			{ url: "http://localhost:3000", description: "Local default (`PORT`)" },
+		],
+		tags: [
+			{ name: "Rides", description: "The partner endpoints. All `POST`, all authenticated." },
+			{ name: "Operations", description: "Health probes and this documentation. Not authenticated." },
+		],
+		security: [{ bearerAuth: [] }],
+		paths: { ...rideOperations(), ...opsPaths() },
+		webhooks: { rideEvent: { $ref: "#/components/pathItems/RideEventWebhook" } },
+		components: {
+			schemas: { ...requestSchemas(), ...responseSchemas() },
+			securitySchemes: {
+				bearerAuth: { type: "http", scheme: "bearer", description: "`Authorization: Bearer <apiKey>`; one key per partner, created by operators." },
+			},
+			parameters: {
+				IdempotencyKey: {
+					name: "Idempotency-Key",
+					in: "header",
+					required: false,
+					schema: { type: "string", minLength: 1, maxLength: IDEMPOTENCY_KEY_MAX_LENGTH },
+					description:
+						`Scoped to the partner. A repeat with the same key and body within ${hours(IDEMPOTENCY_TTL_MS)} returns the first response again; the same key with a different body → \`422 IDEMPOTENCY_KEY_REUSED\`; a repeat while the first is still running → \`409 IDEMPOTENCY_KEY_IN_USE\`. Visible ASCII only; an empty or longer key → \`400 VALIDATION_ERROR\`.`,
+				},
+				XRequestId: {
+					name: "X-Request-Id",
+					in: "header",
+					required: false,
+					schema: { type: "string", pattern: REQUEST_ID_PATTERN.source },
+					description: "Your correlation id; echoed in the response. Anything else is replaced by a generated UUID.",
+				},
+			},
+			headers: {
+				XRequestId: { description: "The request's id (yours or generated).", schema: { type: "string" } },
+				RateLimitLimit: { description: "Sustained requests per minute allowed to this partner on this gateway instance.", schema: { type: "integer" } },
+				RateLimitRemaining: { description: "Requests this partner may make right now before being limited.", schema: { type: "integer" } },
+				RetryAfter: { description: "Seconds to wait before retrying.", schema: { type: "integer", minimum: 1 } },
+				WwwAuthenticate: { description: "`Bearer realm=\"ride-api\"`.", schema: { type: "string" } },
+			},
+			pathItems: { RideEventWebhook: webhookPathItem },
+		},
+	};
+}
