@@ -16,6 +16,7 @@ import {
 	type ServiceType,
 } from "./common";
 import { E164_PATTERN } from "./riders";
+import { SERVICE_RETRY_AFTER_SECONDS } from "./constants";
 
 // ---- ride statuses (API.md, "Ride states") -----------------------------------------
 
@@ -54,7 +55,7 @@ export const IDEMPOTENCY_KEY_MAX_LENGTH = 255;
 /** How long a finished create-order response is replayed for its Idempotency-Key. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 /** Seconds a partner is told to wait (`Retry-After`) after a retryable orders conflict. */
-export const ORDERS_RETRY_AFTER_SECONDS = 1;
+export const ORDERS_RETRY_AFTER_SECONDS = SERVICE_RETRY_AFTER_SECONDS;
 
 // ---- partner actions (the /ride/* bodies) ------------------------------------------
 

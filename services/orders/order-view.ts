@@ -1,6 +1,7 @@
 import { randomInt } from "node:crypto";
 import type { DeliveryState, DriverInfo, DriverView, InternalOrder, Order, RideEventPayload, RideEventView, RideStatus, WebhookStatus } from "../../contracts/orders";
 import type { DriverLocation, Place, ServiceType } from "../../contracts/common";
+import { OTP_DIGITS } from "../../contracts/constants";
 
 /**
  * Pure views of an order: the database row turned into the contract's Order
@@ -35,9 +36,9 @@ export interface OrderRow {
 	updated_at: Date | string;
 }
 
-/** 4 digits from a cryptographic random source, leading zeros kept. */
+/** OTP_DIGITS (4) digits from a cryptographic random source, leading zeros kept. */
 export function generateOtp(): string {
-	return String(randomInt(0, 10_000)).padStart(4, "0");
+	return String(randomInt(0, 10 ** OTP_DIGITS)).padStart(OTP_DIGITS, "0");
 }
 
 /** Money is integer paise in the database and major units (≤ 2 decimals) in every response. */
