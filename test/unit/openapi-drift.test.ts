@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { RIDE_ROUTES } from "../../contracts/gateway";
@@ -8,6 +8,24 @@ import { constraintsOf, paramsToJsonSchema, ruleToJsonSchema } from "../../servi
 import { CONVERT, requestSchemaName } from "../../services/gateway/openapi/requests";
 import { readGatewaySettings } from "../../services/gateway/gateway.settings";
 import { OPENAPI_PATH, openApiText } from "../../scripts/generate-openapi";
+import { endpointErrorCodes } from "../../contracts/gateway";
+import { documentedCodesByStatus, ERRORS } from "../../contracts/errors";
+import {
+	DEFAULT_BODY_LIMIT_BYTES,
+	DEFAULT_LOCATION_INTERVAL_MS,
+	DEFAULT_QUOTE_TTL_SECONDS,
+	DEFAULT_RATE_LIMIT_PER_MINUTE,
+	DEFAULT_SEARCH_RADIUS_METRES,
+	OTP_DIGITS,
+	QUOTE_MATCH_RADIUS_METRES,
+	REQUEST_ID_MAX_LENGTH,
+	SERVICE_RETRY_AFTER_SECONDS,
+	UNAVAILABLE_RETRY_AFTER_SECONDS,
+	WEBHOOK_RETRY_JITTER,
+} from "../../contracts/constants";
+import { IDEMPOTENCY_KEY_MAX_LENGTH, IDEMPOTENCY_TTL_MS, METADATA_MAX_BYTES } from "../../contracts/orders";
+import { LOCATION_TTL_MS, WEBHOOK_TIMEOUT_MS } from "../../contracts/notifications";
+import { hours, retrySchedule, seconds } from "../../services/gateway/openapi/format";
 
 /**
  * The OpenAPI document cannot drift: it is valid OpenAPI 3.1, the committed
@@ -95,5 +113,68 @@ describe("fastest-validator → JSON Schema", () => {
 
 	it("refuses a rule it cannot express", () => {
 		expect(() => ruleToJsonSchema({ type: "luhn" })).toThrow(/luhn/);
+	});
+});
+
+describe("docs/API.md agrees with the contracts", () => {
+	const root = join(__dirname, "../..");
+	const page = readFileSync(join(root, "docs/API.md"), "utf8");
+	/** Rows of the markdown table whose header starts with `firstHeader`. */
+	function tableRows(firstHeader: string): string[][] {
+		const lines = page.split("\n");
+		const start = lines.findIndex((l) => l.startsWith(`| ${firstHeader} |`));
+		const rows: string[][] = [];
+		for (const line of lines.slice(start + 2)) {
+			if (!line.startsWith("|")) break;
+			rows.push(line.split("|").slice(1, -1).map((c) => c.trim()));
+		}
+		return rows;
+	}
+
+	it("lists every documented error code with its status, in the table's order", () => {
+		const rows = tableRows("HTTP").map(([status, code]) => [Number(status), code.replace(/`/g, "")]);
+		const expected = Object.entries(documentedCodesByStatus()).flatMap(([status, codes]) => codes.map((c) => [Number(status), c]));
+		expect(rows).toEqual(expected);
+		for (const [status, code] of rows) expect(ERRORS[code as keyof typeof ERRORS].status).toBe(status);
+	});
+
+	it("lists each endpoint's own error codes", () => {
+		const rows = tableRows("endpoint").map(([path, codes]) => [path.replace(/`/g, ""), codes === "—" ? [] : codes.replace(/`/g, "").split(", ")]);
+		expect(rows).toEqual(RIDE_ROUTES.map((r) => [`/ride${r.path}`, [...r.errors]]));
+		for (const route of RIDE_ROUTES) expect(endpointErrorCodes(route).length).toBeGreaterThan(route.errors.length);
+	});
+
+	it("states the contract numbers as contracts/ defines them", () => {
+		const prose = page.replace(/\s+/g, " ");
+		for (const text of [
+			`${DEFAULT_BODY_LIMIT_BYTES / 1024} KB by default`,
+			`${DEFAULT_RATE_LIMIT_PER_MINUTE} requests per minute per partner by default`,
+			`valid for ${DEFAULT_QUOTE_TTL_SECONDS / 60} minutes by default`,
+			`within ${DEFAULT_SEARCH_RADIUS_METRES / 1000} km`,
+			`more than ${QUOTE_MATCH_RADIUS_METRES} m`,
+			`within ${hours(IDEMPOTENCY_TTL_MS)}`,
+			`1–${IDEMPOTENCY_KEY_MAX_LENGTH} visible ASCII`,
+			`1–${REQUEST_ID_MAX_LENGTH} characters`,
+			`(${METADATA_MAX_BYTES} bytes)`,
+			`${OTP_DIGITS} digits`,
+			`within ${seconds(WEBHOOK_TIMEOUT_MS)}`,
+			`up to ${WEBHOOK_RETRY_JITTER * 100}% jitter ${retrySchedule()}`,
+			`within ${seconds(LOCATION_TTL_MS)} of being made`,
+			`every ${seconds(DEFAULT_LOCATION_INTERVAL_MS)} by default`,
+			`(\`Retry-After: ${UNAVAILABLE_RETRY_AFTER_SECONDS}\`)`,
+			`\`Retry-After: ${SERVICE_RETRY_AFTER_SECONDS}\``,
+		]) {
+			expect([text, prose.includes(text)]).toEqual([text, true]);
+		}
+	});
+
+	it("links only inside the repository", () => {
+		const targets = [...page.matchAll(/\]\(([^)]+)\)/g)].map((m) => m[1]);
+		expect(targets.length).toBeGreaterThan(0);
+		for (const target of targets) {
+			if (target.startsWith("#")) continue;
+			expect(target).not.toMatch(/^[a-z]+:|^\/|\.\.\//i);
+			expect(existsSync(join(root, "docs", target))).toBe(true);
+		}
 	});
 });

@@ -1,6 +1,6 @@
 import { IDEMPOTENCY_KEY_MAX_LENGTH, IDEMPOTENCY_TTL_MS } from "../../../contracts/orders";
 import { endpointErrorCodes, RIDE_BASE_PATH, RIDE_ROUTES } from "../../../contracts/gateway";
-import { DEFAULT_RETRY_SCHEDULE_MS, WEBHOOK_TIMEOUT_MS, LOCATION_TTL_MS } from "../../../contracts/notifications";
+import { LOCATION_TTL_MS, WEBHOOK_TIMEOUT_MS } from "../../../contracts/notifications";
 import {
 	DEFAULT_LOCATION_INTERVAL_MS,
 	DEFAULT_QUOTE_TTL_SECONDS,
@@ -13,7 +13,8 @@ import type { DocumentedLimits } from "../gateway.settings";
 import { REQUEST_ID_PATTERN } from "../request";
 import { errorResponses } from "./error-responses";
 import { requestSchemaName, requestSchemas } from "./requests";
-import { ref, responseSchemas, seconds } from "./responses";
+import { hours, retrySchedule, seconds } from "./format";
+import { ref, responseSchemas } from "./responses";
 
 export { ERROR_CODES_BY_STATUS } from "./error-responses";
 
@@ -35,17 +36,6 @@ export interface OpenApiDocument {
 	[key: string]: unknown;
 }
 
-const hours = (ms: number): string => `${ms / 3_600_000} h`;
-/** 300000 → "5 min", 7200000 → "2 h". */
-function humanDelay(ms: number): string {
-	if (ms >= 3_600_000 && ms % 3_600_000 === 0) return hours(ms);
-	if (ms >= 60_000 && ms % 60_000 === 0) return `${ms / 60_000} min`;
-	return seconds(ms);
-}
-const retrySchedule = (): string => {
-	const delays = DEFAULT_RETRY_SCHEDULE_MS.map(humanDelay);
-	return `${delays.slice(0, -1).join(", ")} and ${delays[delays.length - 1]}`;
-};
 
 function rideOperations(): Record<string, Record<string, unknown>> {
 	const ops: Record<string, { summary: string; description: string; responses: Record<string, unknown>; idempotency?: boolean; callbacks?: boolean }> = {

@@ -2,6 +2,7 @@ import { DEFAULT_QUOTE_TTL_SECONDS, DEFAULT_SEARCH_RADIUS_METRES, OTP_DIGITS } f
 import { DELIVERY_STATES, LOCATION_TTL_MS, WEBHOOK_TIMEOUT_MS } from "../../../contracts/notifications";
 import { ACTIVE_STATUSES, RIDE_STATUSES, TERMINAL_STATUSES } from "../../../contracts/orders";
 import { ERROR_CODES_BY_STATUS } from "./error-responses";
+import { codeList, seconds } from "./format";
 import type { JsonSchema } from "./json-schema";
 
 /**
@@ -11,9 +12,6 @@ import type { JsonSchema } from "./json-schema";
 
 export const ref = (name: string): JsonSchema => ({ $ref: `#/components/schemas/${name}` });
 const nullable = (schema: JsonSchema): JsonSchema => ({ oneOf: [schema, { type: "null" }] });
-const codeList = (values: readonly string[]): string => values.map((v) => `\`${v}\``).join(", ");
-/** 10000 → "10 s". */
-export const seconds = (ms: number): string => `${ms / 1000} s`;
 
 const isoTime: JsonSchema = { type: "string", format: "date-time", description: "ISO-8601 UTC, e.g. 2026-11-22T10:15:30.123Z." };
 
