@@ -1,37 +1,6 @@
 import type { Context, ServiceSchema } from "moleculer";
 import type { ServiceType } from "../../contracts/common";
-import {
-	DISPATCH_EVENTS,
-	driverIdParams,
-	driverLocationParams,
-	dropOutParams,
-	listDriversParams,
-	nearestDriversParams,
-	offerAnswerParams,
-	registerParams,
-	rideParams,
-	rideStepParams,
-	startRideParams,
-	supplyDemandParams,
-	type DriverChangedEvent,
-	type DriverIdParams,
-	type DriverJob,
-	type DriverLocationParams,
-	type DriverView,
-	type DropOutParams,
-	type ListDriversParams,
-	type NearbyDriver,
-	type NearestDriversParams,
-	type OfferAnswerParams,
-	type RegisterParams,
-	type RideParams,
-	type RideStepParams,
-	type RideView,
-	type SimulatedWork,
-	type StartRideParams,
-	type SupplyDemandParams,
-	type SupplyDemandReply,
-} from "../../contracts/dispatch";
+import * as contract from "../../contracts/dispatch";
 import { ORDER_EVENTS, type OrderCreatedEvent, type StatusChangedEvent } from "../../contracts/orders";
 import { CoalescedPass } from "../../lib/coalesced-pass";
 import { DbMixin, type DbThis } from "../../mixins/db.mixin";
@@ -68,6 +37,9 @@ import type { DemandItem, DispatchLocal, DispatchMethods, DispatchThis } from ".
 
 type Settings = Record<string, never>;
 
+/** Every action here is for drivers, operators and other services: callable across nodes, never published on the partner gateway. */
+const INTERNAL = { access: "internal", visibility: "public" } as const;
+
 const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & DbThis> = {
 	name: "dispatch",
 	mixins: [DbMixin({ service: "dispatch", migrations })],
@@ -78,9 +50,9 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		 * REPL: `call dispatch.register --name "Ravi K" --phone +919800000001 --vehicleNumber KA01AB1234 --serviceType cab`
 		 */
 		register: {
-			access: "internal",
-			params: registerParams,
-			handler(this: DispatchThis, ctx: Context<RegisterParams>): Promise<DriverView> {
+			...INTERNAL,
+			params: contract.registerParams,
+			handler(this: DispatchThis, ctx: Context<contract.RegisterParams>): Promise<contract.DriverView> {
 				return this.registerDriver(ctx.params);
 			},
 		},
@@ -91,9 +63,9 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		 * REPL: `call dispatch.goOnline --driverId drv_… --location.lat 12.9716 --location.lng 77.5946 --location.heading 90`
 		 */
 		goOnline: {
-			access: "internal",
-			params: driverLocationParams,
-			handler(this: DispatchThis, ctx: Context<DriverLocationParams>): Promise<DriverView> {
+			...INTERNAL,
+			params: contract.driverLocationParams,
+			handler(this: DispatchThis, ctx: Context<contract.DriverLocationParams>): Promise<contract.DriverView> {
 				return this.goOnline(ctx.params.driverId, ctx.params.location);
 			},
 		},
@@ -104,9 +76,9 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		 * REPL: `call dispatch.goOffline --driverId drv_…`
 		 */
 		goOffline: {
-			access: "internal",
-			params: driverIdParams,
-			handler(this: DispatchThis, ctx: Context<DriverIdParams>): Promise<DriverView> {
+			...INTERNAL,
+			params: contract.driverIdParams,
+			handler(this: DispatchThis, ctx: Context<contract.DriverIdParams>): Promise<contract.DriverView> {
 				return this.goOffline(ctx.params.driverId);
 			},
 		},
@@ -118,9 +90,9 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		 * REPL: `call dispatch.reportLocation --driverId drv_… --location.lat 12.97 --location.lng 77.59 --location.heading 180`
 		 */
 		reportLocation: {
-			access: "internal",
-			params: driverLocationParams,
-			async handler(this: DispatchThis, ctx: Context<DriverLocationParams>): Promise<DriverView> {
+			...INTERNAL,
+			params: contract.driverLocationParams,
+			async handler(this: DispatchThis, ctx: Context<contract.DriverLocationParams>): Promise<contract.DriverView> {
 				return toDriverView(await this.setDriverLocation(ctx.params.driverId, ctx.params.location));
 			},
 		},
@@ -131,9 +103,9 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		 * REPL: `call dispatch.acceptOffer --driverId drv_… --orderId ord_…`
 		 */
 		acceptOffer: {
-			access: "internal",
-			params: offerAnswerParams,
-			handler(this: DispatchThis, ctx: Context<OfferAnswerParams>): Promise<DriverJob> {
+			...INTERNAL,
+			params: contract.offerAnswerParams,
+			handler(this: DispatchThis, ctx: Context<contract.OfferAnswerParams>): Promise<contract.DriverJob> {
 				return this.acceptOffer(ctx);
 			},
 		},
@@ -144,9 +116,9 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		 * REPL: `call dispatch.declineOffer --driverId drv_… --orderId ord_…`
 		 */
 		declineOffer: {
-			access: "internal",
-			params: offerAnswerParams,
-			handler(this: DispatchThis, ctx: Context<OfferAnswerParams>): Promise<DriverView> {
+			...INTERNAL,
+			params: contract.offerAnswerParams,
+			handler(this: DispatchThis, ctx: Context<contract.OfferAnswerParams>): Promise<contract.DriverView> {
 				return this.declineOffer(ctx.params.driverId, ctx.params.orderId);
 			},
 		},
@@ -156,9 +128,9 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		 * REPL: `call dispatch.arrive --driverId drv_… --orderId ord_…`
 		 */
 		arrive: {
-			access: "internal",
-			params: rideStepParams,
-			handler(this: DispatchThis, ctx: Context<RideStepParams>): Promise<DriverJob> {
+			...INTERNAL,
+			params: contract.rideStepParams,
+			handler(this: DispatchThis, ctx: Context<contract.RideStepParams>): Promise<contract.DriverJob> {
 				return this.moveRide(ctx, "accepted", "arrived");
 			},
 		},
@@ -169,9 +141,9 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		 * REPL: `call dispatch.startRide --driverId drv_… --orderId ord_… --otp 4821`
 		 */
 		startRide: {
-			access: "internal",
-			params: startRideParams,
-			handler(this: DispatchThis, ctx: Context<StartRideParams>): Promise<DriverJob> {
+			...INTERNAL,
+			params: contract.startRideParams,
+			handler(this: DispatchThis, ctx: Context<contract.StartRideParams>): Promise<contract.DriverJob> {
 				return this.moveRide(ctx, "arrived", "started", ctx.params.otp);
 			},
 		},
@@ -182,9 +154,9 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		 * REPL: `call dispatch.dropRide --driverId drv_… --orderId ord_…`
 		 */
 		dropRide: {
-			access: "internal",
-			params: rideStepParams,
-			handler(this: DispatchThis, ctx: Context<RideStepParams>): Promise<DriverJob> {
+			...INTERNAL,
+			params: contract.rideStepParams,
+			handler(this: DispatchThis, ctx: Context<contract.RideStepParams>): Promise<contract.DriverJob> {
 				return this.moveRide(ctx, "started", "dropped");
 			},
 		},
@@ -196,9 +168,9 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		 * REPL: `call dispatch.dropOut --driverId drv_… --orderId ord_… --reason "flat tyre"`
 		 */
 		dropOut: {
-			access: "internal",
-			params: dropOutParams,
-			handler(this: DispatchThis, ctx: Context<DropOutParams>): Promise<DriverView> {
+			...INTERNAL,
+			params: contract.dropOutParams,
+			handler(this: DispatchThis, ctx: Context<contract.DropOutParams>): Promise<contract.DriverView> {
 				return this.dropOut(ctx);
 			},
 		},
@@ -208,9 +180,9 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		 * REPL: `call dispatch.driver --driverId drv_…`
 		 */
 		driver: {
-			access: "internal",
-			params: driverIdParams,
-			handler(this: DispatchThis, ctx: Context<DriverIdParams>): Promise<DriverJob> {
+			...INTERNAL,
+			params: contract.driverIdParams,
+			handler(this: DispatchThis, ctx: Context<contract.DriverIdParams>): Promise<contract.DriverJob> {
 				return this.driverJob(ctx.params.driverId);
 			},
 		},
@@ -220,9 +192,9 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		 * REPL: `call dispatch.listDrivers --status available --serviceType cab --limit 20`
 		 */
 		listDrivers: {
-			access: "internal",
-			params: listDriversParams,
-			async handler(this: DispatchThis, ctx: Context<ListDriversParams>): Promise<DriverView[]> {
+			...INTERNAL,
+			params: contract.listDriversParams,
+			async handler(this: DispatchThis, ctx: Context<contract.ListDriversParams>): Promise<contract.DriverView[]> {
 				return (await this.repo.listDrivers(ctx.params)).map(toDriverView);
 			},
 		},
@@ -233,9 +205,9 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		 * REPL: `call dispatch.nearestDrivers --point.lat 12.97 --point.lng 77.59 --serviceType cab --limit 5`
 		 */
 		nearestDrivers: {
-			access: "internal",
-			params: nearestDriversParams,
-			handler(this: DispatchThis, ctx: Context<NearestDriversParams>): NearbyDriver[] {
+			...INTERNAL,
+			params: contract.nearestDriversParams,
+			handler(this: DispatchThis, ctx: Context<contract.NearestDriversParams>): contract.NearbyDriver[] {
 				return this.nearestDrivers(ctx.params);
 			},
 		},
@@ -248,9 +220,9 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		 * REPL: `call dispatch.supplyDemand --point.lat 12.9716 --point.lng 77.5946`
 		 */
 		supplyDemand: {
-			access: "internal",
-			params: supplyDemandParams,
-			handler(this: DispatchThis, ctx: Context<SupplyDemandParams>): SupplyDemandReply {
+			...INTERNAL,
+			params: contract.supplyDemandParams,
+			handler(this: DispatchThis, ctx: Context<contract.SupplyDemandParams>): contract.SupplyDemandReply {
 				return this.supplyDemandAt(ctx.params.point);
 			},
 		},
@@ -260,9 +232,9 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		 * REPL: `call dispatch.ride --orderId ord_…`
 		 */
 		ride: {
-			access: "internal",
-			params: rideParams,
-			handler(this: DispatchThis, ctx: Context<RideParams>): Promise<RideView> {
+			...INTERNAL,
+			params: contract.rideParams,
+			handler(this: DispatchThis, ctx: Context<contract.RideParams>): Promise<contract.RideView> {
 				return this.rideView(ctx.params.orderId);
 			},
 		},
@@ -273,15 +245,15 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		 * REPL: `call dispatch.simulatedWork`
 		 */
 		simulatedWork: {
-			access: "internal",
-			handler(this: DispatchThis): Promise<SimulatedWork> {
+			...INTERNAL,
+			handler(this: DispatchThis): Promise<contract.SimulatedWork> {
 				return this.simulatedWork();
 			},
 		},
 
 		/** Operators and tests: run one matching/expiry/location pass and one sweep now. REPL: `call dispatch.runOnce` */
 		runOnce: {
-			access: "internal",
+			...INTERNAL,
 			async handler(this: DispatchThis) {
 				await this.tick();
 				await this.sweep();
@@ -315,8 +287,8 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 			},
 		},
 		/** Another instance (or this one) changed a driver: keep the index fresh. */
-		[DISPATCH_EVENTS.driverChanged]: {
-			handler(this: DispatchThis, ctx: Context<DriverChangedEvent>) {
+		[contract.DISPATCH_EVENTS.driverChanged]: {
+			handler(this: DispatchThis, ctx: Context<contract.DriverChangedEvent>) {
 				this.applyDriverChange(ctx.params);
 			},
 		},

@@ -67,6 +67,9 @@ interface FleetMethods {
 
 type FleetThis = Service<Record<string, never>> & FleetMethods & FleetLocal;
 
+/** Every action here is for drivers, operators and other services: callable across nodes, never published on the partner gateway. */
+const INTERNAL = { access: "internal", visibility: "public" } as const;
+
 /** A ride still searching after this long (real ms) with no driver in reach gets another spawned driver. */
 const RESPAWN_AFTER_MS = 10_000;
 
@@ -91,7 +94,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 	actions: {
 		/** What the simulator is doing. REPL: `call fleet.status` */
 		status: {
-			access: "internal",
+			...INTERNAL,
 			handler(this: FleetThis) {
 				return {
 					mode: this.cfg.fleetMode,
@@ -106,7 +109,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 
 		/** Seeds (again) now; idempotent: known drivers are not registered twice. REPL: `call fleet.seed` */
 		seed: {
-			access: "internal",
+			...INTERNAL,
 			async handler(this: FleetThis) {
 				if (this.cfg.fleetMode !== "simulated") return { seeded: 0, mode: this.cfg.fleetMode };
 				return { seeded: await this.seed(), mode: this.cfg.fleetMode };
