@@ -98,6 +98,7 @@ cleanup() {
 	for db in "${databases[@]}"; do psql "$PG_URL_BASE/postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1; done
 }
 databases=()
+: >"$WORK/podman.log"
 trap cleanup EXIT
 
 # --- base images -----------------------------------------------------------------
@@ -173,28 +174,34 @@ user=$(podman image inspect --format '{{.Config.User}}' "$IMAGE")
 runner=$(podman run --rm --pull=never --network none --entrypoint sh "$IMAGE" -c 'ls node_modules/.bin 2>/dev/null | grep -xE "tsx|ts-node|tsc" ; ls -d node_modules/typescript node_modules/tsx node_modules/jest 2>/dev/null')
 if [ "$user" = "1000:1000" ] && [ -z "$runner" ]; then pass "image runs as 1000:1000 with production dependencies only"; else fail "image user '$user', dev tools present: $runner"; fi
 
-run_ctr() { podman run -d --pull=never --label "ride-check=$RUN_ID" "$@"; }
+# podman's stderr (e.g. "unable to get systemd connection to add healthchecks") goes to a log, not CI's output.
+run_ctr() { podman run -d --pull=never --label "ride-check=$RUN_ID" "$@" 2>>"$WORK/podman.log"; }
+stop_ctr() { podman stop -t 30 "$@" >/dev/null 2>>"$WORK/podman.log"; }
+exit_code() { podman inspect --format '{{.State.ExitCode}}' "$1"; }
+# A fresh database on this machine's PostgreSQL, dropped on exit: sets db.
 new_db() {
-	local db=${RUN_ID}_$1
-	psql "$PG_URL_BASE/postgres" -qc "CREATE DATABASE $db" >/dev/null && databases+=("$db") && echo "$PG_URL_BASE/$db"
+	db=${RUN_ID}_$1
+	psql "$PG_URL_BASE/postgres" -qc "CREATE DATABASE $db" >/dev/null || return 1
+	databases+=("$db")
+	db=$PG_URL_BASE/$db
 }
 show_logs() { echo "--- logs of $1"; podman logs --tail 30 "$1" 2>&1; }
 
 # --- (1) all services in one container on this machine's PostgreSQL -------------------
 log "check 1: all services, one container, PostgreSQL"
 check1() {
-	local db port health key ctr code t0 health_state
-	db=$(new_db one) || return 1
+	local port health key ctr code t0 health_state
+	new_db one || return 1
 	port=$(free_port) health=$(free_port) key="ck_$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 	ctr=$(run_ctr --network host --name "${RUN_ID}-one" -e DATABASE_URL="$db" -e PORT="$port" -e HEALTH_PORT="$health" \
 		-e METRICS_PORT=0 -e NAMESPACE="$RUN_ID" -e BOOTSTRAP_PARTNER_KEY="$key" "$IMAGE") || return 1
 	smoke ready "http://127.0.0.1:$health/health/ready" 90 || { show_logs "$ctr"; return 1; }
-	podman healthcheck run "$ctr" >/dev/null && health_state=$(podman inspect --format '{{.State.Health.Status}}' "$ctr")
+	podman healthcheck run "$ctr" >/dev/null 2>>"$WORK/podman.log" && health_state=$(podman inspect --format '{{.State.Health.Status}}' "$ctr")
 	[ "$health_state" = healthy ] && echo "HEALTHCHECK: healthy" || { echo "HEALTHCHECK: ${health_state:-failed}"; return 1; }
 	smoke fare "http://127.0.0.1:$port" "$key" || { show_logs "$ctr"; return 1; }
 	t0=$(date +%s)
-	podman stop -t 30 "$ctr" >/dev/null
-	code=$(podman inspect --format '{{.State.ExitCode}}' "$ctr")
+	stop_ctr "$ctr"
+	code=$(exit_code "$ctr")
 	echo "SIGTERM: exit $code after $(seconds_since "$t0") s"
 	[ "$code" = 0 ] || { show_logs "$ctr"; return 1; }
 }
@@ -209,16 +216,16 @@ check2() {
 	ctr=$(run_ctr --name "${RUN_ID}-embedded" -p "127.0.0.1:$port:3000" -e BOOTSTRAP_PARTNER_KEY="$key" "$IMAGE") || return 1
 	smoke ready "http://127.0.0.1:$port/health/ready" 120 || { show_logs "$ctr"; return 1; }
 	smoke fare "http://127.0.0.1:$port" "$key" || { show_logs "$ctr"; return 1; }
-	podman stop -t 30 "$ctr" >/dev/null
-	[ "$(podman inspect --format '{{.State.ExitCode}}' "$ctr")" = 0 ] || { show_logs "$ctr"; return 1; }
+	stop_ctr "$ctr"
+	[ "$(exit_code "$ctr")" = 0 ] || { show_logs "$ctr"; return 1; }
 }
 if check2; then pass "2 embedded-database container"; else fail "2 embedded-database container"; fi
 
 # --- (3) one container per service over NATS ------------------------------------------------
 log "check 3: separate containers over NATS"
 check3() {
-	local db port key secret hook ctr services name
-	db=$(new_db split) || return 1
+	local port key secret hook ctr services name health
+	new_db split || return 1
 	port=$(free_port) hook=$(free_port) key="ck_$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" secret=$(whsec)
 	local common=(--network host -e DATABASE_URL="$db" -e TRANSPORTER="$NATS_URL" -e NAMESPACE="$RUN_ID" -e METRICS_PORT=0
 		-e WEBHOOK_ALLOW_PRIVATE=true -e SIM_SPEED=60)
@@ -235,9 +242,9 @@ check3() {
 	done
 	echo "7 containers ready"
 	smoke ride "http://127.0.0.1:$port" "$key" "$secret" "$hook" 120 || { for ctr in "${ids[@]}"; do show_logs "$ctr"; done; return 1; }
-	for ctr in "${ids[@]}"; do podman stop -t 30 "$ctr" >/dev/null; done
+	stop_ctr "${ids[@]}"
 	for ctr in "${ids[@]}"; do
-		[ "$(podman inspect --format '{{.State.ExitCode}}' "$ctr")" = 0 ] || { echo "$(podman inspect --format '{{.Name}}' "$ctr") exited $(podman inspect --format '{{.State.ExitCode}}' "$ctr") on SIGTERM"; return 1; }
+		[ "$(exit_code "$ctr")" = 0 ] || { echo "$(podman inspect --format '{{.Name}}' "$ctr") exited $(exit_code "$ctr") on SIGTERM"; return 1; }
 	done
 	echo "all stopped on SIGTERM with exit 0"
 }

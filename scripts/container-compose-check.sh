@@ -21,7 +21,7 @@ RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq 
 EXPOSE 4222 8222
 ENTRYPOINT ["nats-server"]
 EOF
-		podman build --quiet --pull=never --network host --format docker -t "$NATS_STANDIN" -f "$ctx/nats.Containerfile" "$ctx" >/dev/null || return 1
+		podman build --quiet --pull=never --network host --format docker -t "$NATS_STANDIN" -f "$ctx/nats.Containerfile" "$ctx" >/dev/null 2>>"$WORK/podman.log" || return 1
 	fi
 	if ! podman image exists "$POSTGRES_STANDIN"; then
 		# What the official image's entrypoint does with POSTGRES_USER/DB/PASSWORD, for an empty data directory.
@@ -53,7 +53,7 @@ STOPSIGNAL SIGINT
 EXPOSE 5432
 ENTRYPOINT ["/usr/local/bin/postgres-entrypoint.sh"]
 EOF
-		podman build --quiet --pull=never --network host --format docker -t "$POSTGRES_STANDIN" -f "$ctx/postgres.Containerfile" "$ctx" >/dev/null || return 1
+		podman build --quiet --pull=never --network host --format docker -t "$POSTGRES_STANDIN" -f "$ctx/postgres.Containerfile" "$ctx" >/dev/null 2>>"$WORK/podman.log" || return 1
 	fi
 }
 
