@@ -49,7 +49,9 @@ for (const [path, entry] of Object.entries(packages)) {
 		const nested = path ? `${path}/node_modules/${name}` : `node_modules/${name}`;
 		if (packages[nested] || packages[`node_modules/${name}`]) continue;
 		if (!/^\d+\.\d+\.\d+(?:[-+][\w.-]+)?$/.test(version)) throw new Error(`${path || "(root)"}: optional ${name}@${version} is not an exact version; cannot add a placeholder`);
-		packages[`node_modules/${name}`] = { version, ...(entry.dev ? { dev: true } : {}), optional: true, ...platformOf(name) };
+		const fields = { ...(entry.dev ? { dev: true } : {}), optional: true, ...platformOf(name) };
+		// npm's own layout (version, then the other keys sorted), so a later `npm install` rewrites nothing.
+		packages[`node_modules/${name}`] = { version, ...Object.fromEntries(Object.entries(fields).sort(([a], [b]) => a.localeCompare(b, "en"))) };
 		added.push(`${name}@${version}`);
 	}
 }
