@@ -1,4 +1,4 @@
-import { IDEMPOTENCY_KEY_MAX_LENGTH, IDEMPOTENCY_TTL_MS } from "../../../contracts/orders";
+import { ACTIVE_STATUSES, IDEMPOTENCY_KEY_MAX_LENGTH, IDEMPOTENCY_TTL_MS } from "../../../contracts/orders";
 import { endpointErrorCodes, RIDE_BASE_PATH, RIDE_ROUTES } from "../../../contracts/gateway";
 import { LOCATION_TTL_MS, WEBHOOK_TIMEOUT_MS } from "../../../contracts/notifications";
 import {
@@ -13,7 +13,7 @@ import type { DocumentedLimits } from "../gateway.settings";
 import { REQUEST_ID_PATTERN } from "../request";
 import { errorResponses } from "./error-responses";
 import { requestSchemaName, requestSchemas } from "./requests";
-import { hours, retrySchedule, seconds } from "./format";
+import { codeList, hours, retrySchedule, seconds } from "./format";
 import { ref, responseSchemas } from "./responses";
 
 export { ERROR_CODES_BY_STATUS } from "./error-responses";
@@ -36,13 +36,21 @@ export interface OpenApiDocument {
 	[key: string]: unknown;
 }
 
+/** A route's prose: summary, description and its success answers as [status, description, schema]. */
+interface RouteDoc {
+	summary: string;
+	description: string;
+	ok: Array<[status: string, description: string, schema: string]>;
+	idempotency?: boolean;
+	callbacks?: boolean;
+}
 
 function rideOperations(): Record<string, Record<string, unknown>> {
-	const ops: Record<string, { summary: string; description: string; responses: Record<string, unknown>; idempotency?: boolean; callbacks?: boolean }> = {
+	const ops: Record<string, RouteDoc> = {
 		"/fare-estimate": {
 			summary: "Estimate the fare",
 			description: `Quotes for a trip: one per service type (\`scooty\` first, then \`cab\`), or exactly the one asked for. Writes nothing; a quote is valid for ${DEFAULT_QUOTE_TTL_SECONDS / 60} minutes by default (\`QUOTE_TTL_SECONDS\`). Pricing is per service type (base, per km, per minute, minimum fare, tax); surge may apply.`,
-			responses: { "200": okResponse("The quotes.", "FareEstimate") },
+			ok: [["200", "The quotes.", "FareEstimate"]],
 		},
 		"/create-order": {
 			summary: "Book a ride",
@@ -52,30 +60,26 @@ function rideOperations(): Record<string, Record<string, unknown>> {
 				`Send an \`Idempotency-Key\` to retry safely: the same key and body within ${hours(IDEMPOTENCY_TTL_MS)} return the first response again (status included).`,
 			idempotency: true,
 			callbacks: true,
-			responses: {
-				"201": okResponse("The new Order.", "Order"),
-				"200": okResponse("The rider already has an active ride: that Order, with `code: USER_HAVE_ACTIVE_RIDE`.", "ActiveRideOrder"),
-			},
+			ok: [
+				["201", "The new Order.", "Order"],
+				["200", "The rider already has an active ride: that Order, with `code: USER_HAVE_ACTIVE_RIDE`.", "ActiveRideOrder"],
+			],
 		},
 		"/cancel": {
 			summary: "Cancel a ride",
-			description: "Allowed while the ride is active (`searching`, `accepted`, `arrived`, `started`); sends the `customer_cancelled` webhook once. Cancelling a `customer_cancelled` ride again answers `200 RIDE_CANCELLED` and sends nothing (safe retries).",
-			responses: { "200": okResponse("Cancelled (now or before).", "CancelResult") },
+			description: `Allowed while the ride is active (${codeList(ACTIVE_STATUSES)}); sends the \`customer_cancelled\` webhook once. Cancelling a \`customer_cancelled\` ride again answers \`200 RIDE_CANCELLED\` and sends nothing (safe retries).`,
+			ok: [["200", "Cancelled (now or before).", "CancelResult"]],
 		},
-		"/feedback": {
-			summary: "Rate a finished ride",
-			description: "Only for a `dropped` ride, once per ride.",
-			responses: { "200": okResponse("Feedback stored.", "FeedbackResult") },
-		},
+		"/feedback": { summary: "Rate a finished ride", description: "Only for a `dropped` ride, once per ride.", ok: [["200", "Feedback stored.", "FeedbackResult"]] },
 		"/status": {
 			summary: "Current state of a ride (extension)",
 			description: "The current Order, with `driver` and its last known `location` once assigned. The polling fallback for partners that missed a webhook.",
-			responses: { "200": okResponse("The Order.", "Order") },
+			ok: [["200", "The Order.", "Order"]],
 		},
 		"/events": {
 			summary: "Webhook events of a ride (extension)",
 			description: "Every webhook event of the ride in `sequence` order, each with its delivery state (`pending`, `delivered`, `failed`), attempt count, last HTTP status and last error.",
-			responses: { "200": okResponse("The events.", "RideEvents") },
+			ok: [["200", "The events.", "RideEvents"]],
 		},
 	};
 	const paths: Record<string, Record<string, unknown>> = {};
@@ -92,7 +96,7 @@ function rideOperations(): Record<string, Record<string, unknown>> {
 			security: [{ bearerAuth: [] }],
 			parameters,
 			requestBody: { required: true, content: { "application/json": { schema: ref(requestSchemaName(route)) } } },
-			responses: { ...op.responses, ...errorResponses(endpointErrorCodes(route)) },
+			responses: { ...Object.fromEntries(op.ok.map(([status, text, schema]) => [status, okResponse(text, schema)])), ...errorResponses(endpointErrorCodes(route)) },
 		};
 		if (op.callbacks) {
 			operation.callbacks = { rideEvent: { "{$request.body#/webhookURL}": { $ref: "#/components/pathItems/RideEventWebhook" } } };
