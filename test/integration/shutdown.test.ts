@@ -146,6 +146,6 @@ describe("SIGTERM during load", () => {
 		expect(await gateway.exited).toBe(0);
 		expect(gateway.output()).toMatch(/SIGTERM received, shutting down gracefully/);
 		// Afterwards nothing listens on the port any more.
-		await expect(fetch(`http://127.0.0.1:${gatewayPort}/health/live`)).rejects.toThrow();
+		await expect(httpRequest(`http://127.0.0.1:${gatewayPort}/health/live`)).rejects.toThrow();
 	}, 60_000);
 });
