@@ -3,13 +3,15 @@ import { Errors, type Context, type Service, type ServiceSchema, type ServiceSet
 import ApiGateway from "moleculer-web";
 import { UNAVAILABLE_RETRY_AFTER_SECONDS } from "../../contracts/constants";
 import { readGatewaySettings, type GatewaySettings } from "./gateway.settings";
-import { describeForLog, GatewayError, isUnavailableError, toErrorResponse, WrappedError } from "./errors";
+import { describeForLog, GatewayError, toErrorResponse, WrappedError } from "./errors";
 import { buildOpenApiDocument, type OpenApiDocument } from "./openapi";
 import { renderDocsPage } from "./docs-page";
 import { TokenBucketLimiter } from "./rate-limiter";
 import { idempotencyKeyFrom, parseBearer, readJsonBody, requestIdFrom } from "./request";
 import { RIDE_BASE_PATH } from "../../contracts/gateway";
-import { REQUIRED_SERVICES, rideAliases } from "./routes";
+import { sendJson, serviceResponseHeaders, successStatus } from "./http-answers";
+import { checkReadiness, type Readiness } from "./readiness";
+import { rideAliases } from "./routes";
 
 /**
  * The public door: moleculer-web with explicit aliases only. Every `/ride/*`
@@ -23,10 +25,11 @@ import { REQUIRED_SERVICES, rideAliases } from "./routes";
  * contract's envelope. Health, `/openapi.json` and `/docs` live on a second,
  * unauthenticated route.
  *
- * Files: gateway.settings.ts (environment), routes.ts (the route table),
- * request.ts, rate-limiter.ts, errors.ts (pure rules), openapi/ and
- * docs-page.ts (the documents). No repo: the gateway owns no tables (API keys
- * live in the partners service, which it calls).
+ * Files: gateway.settings.ts (environment); routes.ts (aliases from the
+ * route table in contracts/gateway.ts); the rules request.ts, rate-limiter.ts,
+ * errors.ts, http-answers.ts, readiness.ts; the documents openapi/ and
+ * docs-page.ts. No repo: the gateway owns no tables (API keys live in the
+ * partners service, which it calls).
  */
 
 interface AuthenticatedPartner {
@@ -55,11 +58,6 @@ interface GatewayRequest extends IncomingMessage {
 	$ridePipeline?: boolean;
 }
 
-export interface Readiness {
-	ready: boolean;
-	status: "ready" | "not_ready" | "draining";
-	checks: Record<string, "ok" | "unavailable" | "error">;
-}
 
 interface GatewayServiceSettings extends ServiceSettingSchema {
 	port: number;
@@ -302,54 +300,15 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 		/** Successful answers are JSON; a service may pick a 2xx status with `ctx.meta.$statusCode` (orders: 201). */
 		sendResponse(this: GatewayThis, req: GatewayRequest, res: ServerResponse, data: unknown): void {
 			const meta = req.$ctx.meta;
-			const status = typeof meta.$statusCode === "number" && meta.$statusCode >= 200 && meta.$statusCode < 300 ? meta.$statusCode : 200;
-			const headers: Record<string, string> = {};
-			if (isPlainObject(meta.$responseHeaders)) {
-				for (const [k, v] of Object.entries(meta.$responseHeaders)) {
-					if ((typeof v === "string" || typeof v === "number") && /^[A-Za-z0-9-]{1,64}$/.test(k) && k.toLowerCase() !== "content-type") {
-						headers[k] = String(v);
-					}
-				}
-			}
-			this.sendJson(res, status, data ?? null, headers);
+			sendJson(res, successStatus(meta.$statusCode), data ?? null, serviceResponseHeaders(meta.$responseHeaders));
 		},
 
-		sendJson(this: GatewayThis, res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-			if (res.headersSent) return;
-			const payload = JSON.stringify(body);
-			res.statusCode = status;
-			for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
-			res.setHeader("Content-Type", "application/json; charset=utf-8");
-			res.setHeader("Content-Length", Buffer.byteLength(payload));
-			if (!res.hasHeader("Cache-Control")) res.setHeader("Cache-Control", "no-store");
-			res.setHeader("X-Content-Type-Options", "nosniff");
-			res.end(payload);
+		sendJson(this: GatewayThis, res: ServerResponse, status: number, body: unknown, headers?: Record<string, string>): void {
+			sendJson(res, status, body, headers);
 		},
 
-		/**
-		 * Ready when not draining and every service the API needs is in the
-		 * registry and answers its `dbHealth` (which also proves the database).
-		 */
-		async readiness(this: GatewayThis): Promise<Readiness> {
-			if (this.draining) return { ready: false, status: "draining", checks: {} };
-			const results = await Promise.all(
-				REQUIRED_SERVICES.map(async (name): Promise<[string, Readiness["checks"][string]]> => {
-					const action = `${name}.dbHealth`;
-					// Not registered (or every instance unavailable): say so without a call the broker would warn about.
-					if (!this.broker.registry.getActionEndpoints(action)?.hasAvailable()) return [name, "unavailable"];
-					try {
-						await this.broker.call(action, {}, { timeout: this.config.readyCheckTimeoutMs, retries: 0 });
-						return [name, "ok"];
-					} catch (err) {
-						return [name, isUnavailableError(err) ? "unavailable" : "error"];
-					}
-				}),
-			);
-			const checks: Readiness["checks"] = Object.fromEntries(results);
-			// Draining may have begun while the checks ran.
-			if (this.draining) return { ready: false, status: "draining", checks };
-			const ready = results.every(([, state]) => state === "ok");
-			return { ready, status: ready ? "ready" : "not_ready", checks };
+		readiness(this: GatewayThis): Promise<Readiness> {
+			return checkReadiness(this.broker, this.config.readyCheckTimeoutMs, () => this.draining);
 		},
 
 		startDraining(this: GatewayThis): void {

@@ -1,6 +1,7 @@
 import { Readable } from "node:stream";
 import type { IncomingMessage } from "node:http";
 import { envByteSize, readGatewaySettings } from "../../services/gateway/gateway.settings";
+import { serviceResponseHeaders, successStatus } from "../../services/gateway/http-answers";
 import { idempotencyKeyFrom, jsonMediaTypeProblem, parseBearer, parseJsonObject, readJsonBody, requestIdFrom } from "../../services/gateway/request";
 
 describe("Authorization header", () => {
@@ -114,5 +115,16 @@ describe("gateway settings", () => {
 		expect(readGatewaySettings({})).toMatchObject({ port: 3000, bodyLimitBytes: 65536, rateLimitPerMinute: 600, rateLimitBurst: 600 });
 		expect(readGatewaySettings({ PORT: "0", RATE_LIMIT_PER_MINUTE: "60", RATE_LIMIT_BURST: "5", BODY_LIMIT: "2kb" })).toMatchObject({ port: 0, bodyLimitBytes: 2048, rateLimitPerMinute: 60, rateLimitBurst: 5 });
 		expect(() => readGatewaySettings({ RATE_LIMIT_PER_MINUTE: "-1" })).toThrow(/RATE_LIMIT_PER_MINUTE/);
+	});
+});
+
+describe("answers a service shapes", () => {
+	it("keeps a 2xx the service picked, else 200", () => {
+		expect([201, 204, 200, 302, 500, "201", undefined].map(successStatus)).toEqual([201, 204, 200, 200, 200, 200, 200]);
+	});
+	it("passes only plain response headers, never Content-Type", () => {
+		expect(serviceResponseHeaders({ "Retry-After": 1, "X-Ok": "yes", "content-type": "text/html", "Bad Name": "x", "X-Obj": { a: 1 } })).toEqual({ "Retry-After": "1", "X-Ok": "yes" });
+		expect(serviceResponseHeaders(undefined)).toEqual({});
+		expect(serviceResponseHeaders(["x"])).toEqual({});
 	});
 });

@@ -1,0 +1,39 @@
+import type { ServiceBroker } from "moleculer";
+import { isUnavailableError } from "./errors";
+import { REQUIRED_SERVICES } from "./routes";
+
+/**
+ * `GET /health/ready`: ready when the gateway is not draining and every
+ * service the API needs is in the registry and answers its `dbHealth` (which
+ * also proves the database).
+ */
+
+export type CheckState = "ok" | "unavailable" | "error";
+
+export interface Readiness {
+	ready: boolean;
+	status: "ready" | "not_ready" | "draining";
+	checks: Record<string, CheckState>;
+}
+
+async function checkService(broker: ServiceBroker, name: string, timeoutMs: number): Promise<[string, CheckState]> {
+	const action = `${name}.dbHealth`;
+	// Not registered (or every instance unavailable): say so without a call the broker would warn about.
+	if (!broker.registry.getActionEndpoints(action)?.hasAvailable()) return [name, "unavailable"];
+	try {
+		await broker.call(action, {}, { timeout: timeoutMs, retries: 0 });
+		return [name, "ok"];
+	} catch (err) {
+		return [name, isUnavailableError(err) ? "unavailable" : "error"];
+	}
+}
+
+/** `isDraining` is asked before and after the checks: draining may begin while they run. */
+export async function checkReadiness(broker: ServiceBroker, timeoutMs: number, isDraining: () => boolean): Promise<Readiness> {
+	if (isDraining()) return { ready: false, status: "draining", checks: {} };
+	const results = await Promise.all(REQUIRED_SERVICES.map((name) => checkService(broker, name, timeoutMs)));
+	const checks: Readiness["checks"] = Object.fromEntries(results);
+	if (isDraining()) return { ready: false, status: "draining", checks };
+	const ready = results.every(([, state]) => state === "ok");
+	return { ready, status: ready ? "ready" : "not_ready", checks };
+}
