@@ -22,6 +22,23 @@ export interface RideRoute {
 
 export const RIDE_BASE_PATH = "/ride";
 
+/**
+ * What every action called through `/ride/*` finds in `ctx.meta`, and what it
+ * may set there for the HTTP answer.
+ */
+export interface PartnerCallMeta {
+	/** The partner of the API key; never taken from the body. */
+	partnerId?: string;
+	/** The request's `X-Request-Id` (the caller's or generated). */
+	requestId?: string;
+	/** The `Idempotency-Key` header, checked for shape. */
+	idempotencyKey?: string;
+	/** A 2xx status for the answer (default 200). */
+	$statusCode?: number;
+	/** Extra response headers (plain names, string or number values). */
+	$responseHeaders?: Record<string, unknown>;
+}
+
 /** Errors every `/ride/*` endpoint can answer, before the endpoint's own. */
 export const COMMON_RIDE_ERRORS: readonly ErrorCode[] = [
 	"INVALID_JSON",

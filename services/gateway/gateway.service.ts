@@ -8,7 +8,8 @@ import { buildOpenApiDocument, type OpenApiDocument } from "./openapi";
 import { renderDocsPage } from "./docs-page";
 import { TokenBucketLimiter } from "./rate-limiter";
 import { idempotencyKeyFrom, parseBearer, readJsonBody, requestIdFrom } from "./request";
-import { RIDE_BASE_PATH } from "../../contracts/gateway";
+import { RIDE_BASE_PATH, type PartnerCallMeta } from "../../contracts/gateway";
+import type { AuthenticatedPartner, AuthenticateParams } from "../../contracts/partners";
 import { sendJson, serviceResponseHeaders, successStatus } from "./http-answers";
 import { checkReadiness, type Readiness } from "./readiness";
 import { rideAliases } from "./routes";
@@ -32,18 +33,8 @@ import { rideAliases } from "./routes";
  * partners service, which it calls).
  */
 
-interface AuthenticatedPartner {
-	partnerId: string;
-	name: string;
-}
-
-export interface GatewayMeta {
-	partnerId?: string;
-	requestId?: string;
-	idempotencyKey?: string;
+interface GatewayMeta extends PartnerCallMeta {
 	user?: AuthenticatedPartner | null;
-	$statusCode?: number;
-	$responseHeaders?: Record<string, unknown>;
 }
 
 interface GatewayRequest extends IncomingMessage {
@@ -238,7 +229,7 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 			if (!bearer.ok) {
 				throw unauthorized(bearer.reason === "missing" ? "Missing API key: send Authorization: Bearer <apiKey>" : "Malformed Authorization header: expected Bearer <apiKey>");
 			}
-			const partner = await req.$ctx.call<AuthenticatedPartner | null, { apiKey: string }>("partners.authenticate", { apiKey: bearer.apiKey });
+			const partner = await req.$ctx.call<AuthenticatedPartner | null, AuthenticateParams>("partners.authenticate", { apiKey: bearer.apiKey });
 			if (!partner) throw unauthorized("Invalid API key");
 			req.$partner = partner;
 
