@@ -100,6 +100,7 @@ cleanup() {
 databases=()
 : >"$WORK/podman.log"
 trap cleanup EXIT
+trap 'exit 143' TERM INT # e.g. CI's timeout: clean up all the same
 
 # --- base images -----------------------------------------------------------------
 log "base images"
@@ -171,7 +172,7 @@ else
 	exit 1
 fi
 user=$(podman image inspect --format '{{.Config.User}}' "$IMAGE")
-runner=$(podman run --rm --pull=never --network none --entrypoint sh "$IMAGE" -c 'ls node_modules/.bin 2>/dev/null | grep -xE "tsx|ts-node|tsc" ; ls -d node_modules/typescript node_modules/tsx node_modules/jest 2>/dev/null')
+runner=$(podman run --rm --pull=never --network none --entrypoint sh "$IMAGE" -c 'ls node_modules/.bin 2>/dev/null | grep -xE "tsx|ts-node|tsc" ; ls -d node_modules/typescript node_modules/tsx node_modules/jest 2>/dev/null' 2>>"$WORK/podman.log")
 if [ "$user" = "1000:1000" ] && [ -z "$runner" ]; then pass "image runs as 1000:1000 with production dependencies only"; else fail "image user '$user', dev tools present: $runner"; fi
 
 # podman's stderr (e.g. "unable to get systemd connection to add healthchecks") goes to a log, not CI's output.
@@ -254,6 +255,9 @@ if check3; then pass "3 separate containers over NATS"; else fail "3 separate co
 log "check 4: docker-compose.yml"
 source scripts/container-compose-check.sh
 if check4; then pass "4 docker-compose.yml"; else fail "4 docker-compose.yml"; fi
+
+# Old builds' layers go after three days; newer ones stay as the build cache.
+podman image prune -f --filter until=72h >/dev/null 2>>"$WORK/podman.log"
 
 echo
 echo "image: $((size / 1000000)) MB, built in ${build_s} s"
