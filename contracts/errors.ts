@@ -1,8 +1,9 @@
 /**
  * The error table of the partner contract, written once: every code with its
  * HTTP status, whether the same request may succeed later, and what it means.
- * `lib/errors.ts` (the ApiError services throw), the gateway's error mapping,
- * the OpenAPI document derive from it, and docs/API.md is checked against it. Plain data only.
+ * `lib/errors.ts` (the ApiError services throw), the gateway's error mapping
+ * and the OpenAPI document derive from it; a test checks docs/API.md
+ * against it. Plain data only.
  */
 import { QUOTE_MATCH_RADIUS_METRES } from "./constants";
 import { IDEMPOTENCY_TTL_MS } from "./orders";
