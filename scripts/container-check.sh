@@ -54,9 +54,8 @@ if [ ${#need[@]} -gt 0 ]; then
 	echo "installing: ${need[*]}"
 	apt-get -o DPkg::Lock::Timeout=300 update -qq >/dev/null 2>&1 || true
 	# Debian's default runtime crun cannot run containers on this kernel: runc.
-	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends \
-		podman runc mmdebstrap uidmap slirp4netns fuse-overlayfs docker-compose golang-github-containernetworking-plugin-dnsname >/dev/null 2>&1 \
-		|| DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq podman runc mmdebstrap uidmap slirp4netns fuse-overlayfs docker-compose >/dev/null 2>&1
+	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq \
+		podman runc mmdebstrap uidmap slirp4netns fuse-overlayfs docker-compose >/dev/null 2>&1
 fi
 if ! command -v podman >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1; then
 	echo "containers: skipped, podman/runc cannot be installed on this machine"
@@ -108,12 +107,15 @@ if podman image exists "$DEBIAN_BASE"; then
 	echo "$DEBIAN_BASE: present"
 else
 	t0=$(date +%s)
+	# This machine's own apt source when it has one (a mirror or snapshot CI can reach), else Debian's.
+	apt_sources=/etc/apt/sources.list.d/debian.sources
+	[ -f "$apt_sources" ] || apt_sources=http://deb.debian.org/debian
 	# minbase + CA certificates from this machine's own apt source; no man pages, locales or docs.
 	mmdebstrap --quiet --variant=minbase --include=ca-certificates \
 		--dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
 		--dpkgopt='path-include=/usr/share/locale/locale.alias' --dpkgopt='path-exclude=/usr/share/doc/*' \
 		--dpkgopt='path-include=/usr/share/doc/*/copyright' \
-		bookworm "$WORK/base/rootfs.tar" /etc/apt/sources.list.d/debian.sources \
+		bookworm "$WORK/base/rootfs.tar" "$apt_sources" \
 		&& podman import --quiet "$WORK/base/rootfs.tar" "$DEBIAN_BASE" >/dev/null \
 		&& rm -f "$WORK/base/rootfs.tar" \
 		|| { echo "containers: skipped, cannot make the Debian base image"; exit 0; }
