@@ -104,6 +104,15 @@ export function envString(env: Env, name: string, fallback?: string): string | u
 	return rawOf(env, name) ?? fallback;
 }
 
+/**
+ * The environment a service reads its settings from: the one `startNode`
+ * handed it (as the secure setting `$env`, never published on the bus), or
+ * `process.env` for a service created some other way.
+ */
+export function serviceEnv(service: { settings?: unknown }): Env {
+	return (service.settings as { $env?: Env } | undefined)?.$env ?? process.env;
+}
+
 /** "12.97,77.59;28.61,77.20" → points. */
 export function parseCities(value: string | undefined): Point[] {
 	if (!value) return DEFAULT_CITIES;

@@ -2,6 +2,7 @@ import type { ServiceSchema, Service } from "moleculer";
 import { Sequelize, type QueryInterface, type Transaction } from "sequelize";
 import { Umzug, SequelizeStorage } from "umzug";
 import { Client } from "pg";
+import { envInt, envString, serviceEnv, type Env } from "../lib/settings";
 
 /**
  * One migration of a service. Migrations live beside the service
@@ -22,26 +23,28 @@ export interface DbMixinOptions {
 
 export interface DbThis {
 	sequelize: Sequelize;
+	/** The database this service was started against. */
+	databaseUrl: string;
 }
 
 /** One pool per process and URL: services that share a process share connections. */
 const pools = new Map<string, { sequelize: Sequelize; users: number }>();
 
-export function databaseUrl(): string {
-	const url = process.env.DATABASE_URL;
-	if (!url) throw new Error("DATABASE_URL is not set (bin/server.ts starts the embedded database when it is unset)");
+export function databaseUrl(env: Env = process.env): string {
+	const url = envString(env, "DATABASE_URL");
+	if (!url) throw new Error("DATABASE_URL is not set (runtime/node.ts starts the embedded database when it is unset)");
 	return url;
 }
 
-export function acquireSequelize(url: string = databaseUrl()): Sequelize {
+export function acquireSequelize(url: string, env: Env = process.env): Sequelize {
 	let entry = pools.get(url);
 	if (!entry) {
-		const max = Number(process.env.DB_POOL_MAX || 10);
+		const max = envInt(env, "DB_POOL_MAX", 10, 1);
 		const sequelize = new Sequelize(url, {
 			dialect: "postgres",
 			logging: false,
 			pool: { max, min: 0, idle: 10_000, acquire: 30_000 },
-			dialectOptions: { application_name: process.env.SERVICES || "ride-platform" },
+			dialectOptions: { application_name: envString(env, "SERVICES", "ride-platform") },
 		});
 		entry = { sequelize, users: 0 };
 		pools.set(url, entry);
@@ -65,7 +68,7 @@ export async function releaseSequelize(sequelize: Sequelize): Promise<void> {
 /** Serialises migrations across processes (replicas starting together) with a session advisory lock. */
 const MIGRATION_LOCK_KEY = 0x72696465; // "ride"
 
-export async function runMigrations(sequelize: Sequelize, opts: DbMixinOptions, url: string = databaseUrl()): Promise<string[]> {
+export async function runMigrations(sequelize: Sequelize, opts: DbMixinOptions, url: string): Promise<string[]> {
 	const lockClient = new Client({ connectionString: url });
 	await lockClient.connect();
 	try {
@@ -115,10 +118,12 @@ export function DbMixin(opts: DbMixinOptions): Partial<ServiceSchema> {
 			},
 		},
 		created(this: Service & Partial<DbThis>) {
-			this.sequelize = acquireSequelize();
+			const env = serviceEnv(this);
+			this.databaseUrl = databaseUrl(env);
+			this.sequelize = acquireSequelize(this.databaseUrl, env);
 		},
 		async started(this: Service & Record<string, any>) {
-			const applied = await runMigrations(this.sequelize, opts);
+			const applied = await runMigrations(this.sequelize, opts, this.databaseUrl);
 			if (applied.length > 0) this.logger.info(`Applied migrations: ${applied.join(", ")}`);
 		},
 		async stopped(this: Service & Record<string, any>) {

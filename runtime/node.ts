@@ -1,4 +1,4 @@
-import { ServiceBroker } from "moleculer";
+import { ServiceBroker, type ServiceSchema } from "moleculer";
 import { buildBrokerConfig } from "../moleculer.config";
 import { readSettings, type Env } from "../lib/settings";
 import { ALL_SERVICES, isServiceName, loadServiceSchema, type ServiceName } from "../services";
@@ -14,6 +14,18 @@ export interface RunningNode {
 	stop(): Promise<void>;
 }
 
+/**
+ * The schema with the environment it is started with as the secure setting
+ * `$env` (read by `serviceEnv`; left out of what the node publishes on the
+ * bus, since it holds secrets). `createService`'s second argument is ignored
+ * in Moleculer 0.15, so the schema itself carries it.
+ */
+function withEnv(schema: ServiceSchema, env: Env): ServiceSchema {
+	const settings = (schema.settings ?? {}) as Record<string, unknown>;
+	const secure = Array.isArray(settings.$secureSettings) ? (settings.$secureSettings as string[]) : [];
+	return { ...schema, settings: { ...settings, $env: env, $secureSettings: [...secure, "$env"] } as ServiceSchema["settings"] };
+}
+
 export interface StartOptions {
 	env?: Env;
 	/** Overrides `SERVICES`. */
@@ -27,7 +39,7 @@ export interface StartOptions {
  * so tests start services the way production does.
  */
 export async function startNode(opts: StartOptions = {}): Promise<RunningNode> {
-	const env = opts.env ?? process.env;
+	let env: Env = { ...(opts.env ?? process.env) };
 	const settings = readSettings(env);
 	const names = opts.services ?? (settings.services as ServiceName[] | undefined) ?? [...ALL_SERVICES];
 	for (const name of names) {
@@ -37,17 +49,15 @@ export async function startNode(opts: StartOptions = {}): Promise<RunningNode> {
 	let embedded: EmbeddedPostgres | undefined;
 	if (!settings.databaseUrl) {
 		embedded = await startEmbeddedPostgres(settings.dataDir);
-		// Services read DATABASE_URL when they are created; the embedded one is set for this process only.
-		process.env.DATABASE_URL = embedded.url;
 		// One pooled connection: pglite-socket queues protocol messages per
 		// message, not per Sync, so extended-protocol queries from two
 		// connections can interleave and fail with `portal "" does not exist`.
 		// PGlite runs one statement at a time anyway, so nothing is lost.
-		process.env.DB_POOL_MAX = process.env.DB_POOL_MAX || "1";
+		env = { ...env, DATABASE_URL: embedded.url, DB_POOL_MAX: env.DB_POOL_MAX || "1" };
 	}
 
 	const broker = new ServiceBroker(buildBrokerConfig(env));
-	for (const name of names) broker.createService(loadServiceSchema(name));
+	for (const name of names) broker.createService(withEnv(loadServiceSchema(name), env));
 	// Up before the broker starts: liveness answers during migrations, readiness says "starting".
 	const healthPort = healthPortFrom(env);
 	let health: HealthServer | undefined;
@@ -55,7 +65,7 @@ export async function startNode(opts: StartOptions = {}): Promise<RunningNode> {
 		if (healthPort > 0) {
 			// The gateway and the simulated fleet reach the database only through other services.
 			const usesDatabase = names.some((n) => n !== "gateway" && n !== "fleet");
-			health = await startHealthServer(broker, { port: healthPort, databaseUrl: usesDatabase ? process.env.DATABASE_URL : undefined });
+			health = await startHealthServer(broker, { port: healthPort, databaseUrl: usesDatabase ? env.DATABASE_URL : undefined });
 		}
 		await broker.start();
 	} catch (err) {

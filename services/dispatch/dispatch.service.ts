@@ -16,6 +16,7 @@ import { rideMirrorMethods } from "./ride-mirror";
 import { matchingMethods } from "./matching";
 import { driverMoveMethods } from "./driver-moves";
 import type { DemandItem, DispatchLocal, DispatchMethods, DispatchThis } from "./dispatch.types";
+import { serviceEnv } from "../../lib/settings";
 
 /**
  * Dispatch: the drivers, their offers, matching rides to the nearest
@@ -313,7 +314,7 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 	},
 
 	created(this: DispatchThis) {
-		this.cfg = readDispatchSettings(process.env);
+		this.cfg = readDispatchSettings(serviceEnv(this));
 		this.repo = new DispatchRepo(this.sequelize);
 		this.metrics = new DispatchMetrics(this.broker);
 		const index = <T>(): Record<ServiceType, CellIndex<T>> => ({ scooty: new CellIndex<T>(this.cfg.h3Resolution), cab: new CellIndex<T>(this.cfg.h3Resolution) });

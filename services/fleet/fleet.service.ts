@@ -17,6 +17,7 @@ import { ORDER_EVENTS, type OrderIdParams, type RiderOtpResult } from "../../con
 import { CoalescedPass } from "../../lib/coalesced-pass";
 import { readFleetSettings, type FleetSettings } from "./fleet.settings";
 import { offerStep, reportIntervalMs, rideStep, seedDriver, spawnDriver, type SeedDriver, type SimStep } from "./simulation";
+import { serviceEnv } from "../../lib/settings";
 
 /**
  * The simulated fleet (`FLEET_MODE=simulated`, the default): seeded drivers of
@@ -309,7 +310,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 	},
 
 	created(this: FleetThis) {
-		this.cfg = readFleetSettings(process.env);
+		this.cfg = readFleetSettings(serviceEnv(this));
 		this.timers = [];
 		this.ticker = new CoalescedPass(() => this.tickPass(), () => this.stopping);
 		this.seeding = null;

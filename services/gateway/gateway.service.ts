@@ -13,6 +13,7 @@ import type { AuthenticatedPartner, AuthenticateParams } from "../../contracts/p
 import { sendJson, serviceResponseHeaders, successStatus } from "./http-answers";
 import { checkReadiness, type Readiness } from "./readiness";
 import { rideAliases } from "./routes";
+import { serviceEnv } from "../../lib/settings";
 
 /**
  * The public door: moleculer-web with explicit aliases only. Every `/ride/*`
@@ -309,7 +310,7 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 	},
 
 	created(this: GatewayThis) {
-		this.config = readGatewaySettings(process.env);
+		this.config = readGatewaySettings(serviceEnv(this));
 		this.settings.port = this.config.port;
 		this.limiter = new TokenBucketLimiter({ perMinute: this.config.rateLimitPerMinute, burst: this.config.rateLimitBurst });
 		this.draining = false;

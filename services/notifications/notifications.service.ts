@@ -25,6 +25,7 @@ import { NotificationsRepo } from "./notifications.repo";
 import { readNotificationsSettings, type NotificationsSettings } from "./notifications.settings";
 import { OutageWarnings } from "./outage-warnings";
 import { createWebhookClient, type WebhookClient } from "./webhook-client";
+import { serviceEnv } from "../../lib/settings";
 
 /**
  * Notifications: delivers webhooks from the transactional outbox
@@ -154,7 +155,7 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 	},
 
 	created(this: NotificationsThis) {
-		Object.assign(this.settings, readNotificationsSettings(process.env));
+		Object.assign(this.settings, readNotificationsSettings(serviceEnv(this)));
 		this.instanceId = `${this.broker.nodeID}/${randomUUID().slice(0, 8)}`;
 		this.repo = new NotificationsRepo(this.sequelize);
 		this.client = createWebhookClient({ allowPrivate: this.settings.allowPrivate, timeoutMs: this.settings.timeoutMs });

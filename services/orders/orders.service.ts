@@ -45,6 +45,7 @@ import { readOrdersSettings, type OrdersSettings } from "./orders.settings";
 import { createOrder } from "./create-order";
 import { planTransition } from "./transition-plan";
 import { callService } from "./remote-calls";
+import { serviceEnv } from "../../lib/settings";
 
 /**
  * Orders: the rides, their state machine (ride-state.ts) and the
@@ -292,7 +293,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 
 	created(this: OrdersThis) {
 		// Bad settings stop the start-up here, with a message that names the setting.
-		Object.assign(this.settings, readOrdersSettings(process.env));
+		Object.assign(this.settings, readOrdersSettings(serviceEnv(this)));
 		this.webhookPolicy = { allowPrivate: this.settings.webhookAllowPrivate };
 		// The DB mixin's created() ran first: the pool is there.
 		this.orders = new OrdersRepo(this.sequelize);

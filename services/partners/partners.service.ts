@@ -19,6 +19,7 @@ import { AuthCache } from "./auth-cache";
 import { readPartnersSettings, WEBHOOK_SECRET_RULE, type PartnersSettings } from "./partners.settings";
 import { PartnersRepo } from "./partners.repo";
 import { migrations } from "./migrations";
+import { serviceEnv } from "../../lib/settings";
 
 /**
  * Partners: who may call the API, and the secret their webhooks are signed
@@ -107,7 +108,7 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 
 	created(this: PartnersThis) {
 		// Bad settings stop the start-up here, with a message that names the setting.
-		this.cfg = readPartnersSettings(process.env);
+		this.cfg = readPartnersSettings(serviceEnv(this));
 		this.authCache = new AuthCache(this.cfg.authCacheMs);
 		// The DB mixin's `created` ran first and acquired the pool.
 		this.repo = new PartnersRepo(this.sequelize);

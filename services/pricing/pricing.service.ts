@@ -27,6 +27,7 @@ import { encodeQuote, verifyQuote, QuoteKeyring } from "./quote-token";
 import { fetchSupplyDemand, SupplyCache, UNKNOWN_REPLY } from "./supply";
 import { routedDistanceProblems, straightLineProblems } from "./trip";
 import { migrations } from "./migrations";
+import { serviceEnv } from "../../lib/settings";
 
 /**
  * Pricing: fare estimates, quote tokens and the price of a trip. Nothing is
@@ -209,7 +210,7 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 
 	created(this: PricingThis) {
 		// Bad settings stop the start-up here, with a message that names the setting.
-		this.cfg = readPricingSettings(process.env);
+		this.cfg = readPricingSettings(serviceEnv(this));
 		this.policy = { maxTenths: this.cfg.surgeMaxTenths, sensitivity: this.cfg.surgeSensitivity };
 		this.router = createRouteEstimator(this.cfg);
 		this.supplyCache = new SupplyCache(this.cfg.supplyCacheMs);

@@ -27,10 +27,9 @@ export function uniqueNamespace(label = "t"): string {
 /**
  * Starts services in this process the way production does (runtime/node.ts),
  * on the given test database, with the gateway on a free port and metrics off.
- * Services read their settings from process.env when created, so the test's
- * settings are applied there first.
- * TODO(settings): pass `env` to startNode only, once the services read their
- * settings from what startNode is given instead of process.env.
+ * The settings are handed to startNode (and from it to each service); this
+ * process's environment is never written, so nodes with different settings
+ * can run side by side.
  */
 export async function startTestNode(opts: TestNodeOptions): Promise<TestNode> {
 	const env: Record<string, string> = {
@@ -44,9 +43,7 @@ export async function startTestNode(opts: TestNodeOptions): Promise<TestNode> {
 		...(opts.nats ? { TRANSPORTER: TEST_NATS_URL } : {}),
 		...opts.env,
 	};
-	if (!opts.nats) delete process.env.TRANSPORTER;
-	Object.assign(process.env, env);
-	const node: TestNode = await startNode({ env: process.env, services: opts.services });
+	const node: TestNode = await startNode({ env: { ...process.env, TRANSPORTER: undefined, ...env }, services: opts.services });
 	const gateway = node.broker.getLocalService("gateway") as unknown as { server?: Server } | undefined;
 	const address = gateway?.server?.address() as AddressInfo | null | undefined;
 	if (address && typeof address === "object") node.baseUrl = `http://127.0.0.1:${address.port}`;

@@ -16,12 +16,13 @@ let front: TestNode;
 /** The partner API as Acme, and as a caller with a key nobody issued. */
 let acme: PartnerApi;
 let stranger: PartnerApi;
+let namespace: string;
 
 const FARE_ESTIMATE = { pickup: { lat: 12.97, lng: 77.59 }, drop: { lat: 12.93, lng: 77.62 } };
 
 beforeAll(async () => {
 	db = await createTestDatabase("gatewaynats");
-	const namespace = uniqueNamespace("gw");
+	namespace = uniqueNamespace("gw");
 	// Two brokers in one process: each needs its own node id on the shared namespace.
 	services = await startTestNode({ databaseUrl: db.url, services: ["partners", "pricing", "riders", "orders"], nats: { namespace }, env: { NODE_ID: `${namespace}-services` } });
 	front = await startTestNode({ databaseUrl: db.url, services: ["gateway"], nats: { namespace }, env: { NODE_ID: `${namespace}-gateway` } });
@@ -42,6 +43,17 @@ it("authenticates through the partners service on the other node", async () => {
 	const known = await acme.post("/ride/status", { orderId: "ord_doesnotexist000000000" });
 	expect([known.status, known.body.code]).toEqual([404, "ORDER_NOT_FOUND"]);
 	expect(known.body).toEqual({ code: "ORDER_NOT_FOUND", message: expect.any(String), retryable: false });
+});
+
+it("hands each node its settings without writing this process's environment or publishing them on the bus", async () => {
+	expect(process.env.NAMESPACE).not.toBe(namespace);
+	expect(process.env.DATABASE_URL).not.toBe(db.url);
+	// What the gateway's node learnt about the other node's services: their public settings only.
+	const remote = front.broker.registry.getServiceList({ onlyLocal: false, withActions: false, withEvents: false });
+	const orders = remote.find((s) => s.name === "orders" && s.nodeID === `${namespace}-services`);
+	expect(orders).toBeDefined();
+	expect(JSON.stringify(remote)).not.toContain(db.url);
+	expect(orders!.settings).not.toHaveProperty("$env");
 });
 
 it("keeps validation details when the ValidationError crossed NATS", async () => {
