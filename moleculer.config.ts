@@ -2,8 +2,8 @@ import os from "node:os";
 import { Validators, type BrokerOptions, type Tracer } from "moleculer";
 import { VALIDATION_MESSAGES } from "./contracts/errors";
 import { readSettings, type Env } from "./lib/settings";
-import { AccessMiddleware } from "./mixins/access.middleware";
-import { ObservabilityMiddleware, jsonLogFormatter } from "./mixins/observability.middleware";
+import { AccessMiddleware } from "./middlewares/access.middleware";
+import { ObservabilityMiddleware, jsonLogFormatter } from "./middlewares/observability.middleware";
 
 /**
  * Trace exporters by name (`TRACING_EXPORTER`, comma list): Console prints

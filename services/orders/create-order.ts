@@ -14,7 +14,7 @@ import type { Rider } from "../../contracts/riders";
 import { ApiError, validationError } from "../../lib/errors";
 import { newId } from "../../lib/ids";
 import { assertWebhookUrlAllowed, type WebhookUrlPolicy } from "../../lib/webhook-url";
-import { bindLogContext } from "../../mixins/observability.middleware";
+import { bindLogContext } from "../../middlewares/observability.middleware";
 import { checkIdempotencyKey, requestHash } from "./idempotency";
 import type { IdempotencyClaim, IdempotencyRepo } from "./idempotency.repo";
 import { generateOtp, majorToPaise, serialisedBytes, toOrder } from "./order-view";

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { DbMixin, type DbThis } from "../../mixins/db.mixin";
-import type { PartnerMeta } from "../../mixins/access.middleware";
+import type { PartnerMeta } from "../../middlewares/access.middleware";
 import { ApiError, type ErrorDetail } from "../../lib/errors";
 import type { LatLng } from "../../lib/geo";
 import { SERVICE_TYPES, type ServiceType } from "../../contracts/common";

@@ -1,6 +1,6 @@
 import { ServiceBroker, type Context, type ServiceSchema } from "moleculer";
 import { buildBrokerConfig } from "../../moleculer.config";
-import { jsonLogFormatter } from "../../mixins/observability.middleware";
+import { jsonLogFormatter } from "../../middlewares/observability.middleware";
 import { TEST_NATS_URL } from "../helpers/db";
 import { freePort, httpRequest } from "../helpers/http";
 import { uniqueNamespace } from "../helpers/node";

@@ -3,7 +3,7 @@ import type { Context } from "moleculer";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 import { startTestNode, type TestNode } from "../helpers/node";
 import { createPartner, waitFor } from "../helpers/webhooks";
-import { ORDER_ID_HEADER } from "../../mixins/observability.middleware";
+import { ORDER_ID_HEADER } from "../../middlewares/observability.middleware";
 
 /**
  * create-order learns its order id mid-handler and binds it to the log
