@@ -1,7 +1,11 @@
-import { randomBytes, randomInt } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import type { Client } from "pg";
-import { connect, createTestDatabase, type TestDatabase } from "../helpers/db";
+import { callAction, type CallAnswer } from "../helpers/broker";
 import { startTestNode, uniqueNamespace, type TestNode } from "../helpers/node";
+import { bookRide, randomPhone } from "../helpers/rides";
+import { startTestbed, type Testbed } from "../helpers/testbed";
+import { sleep, waitFor } from "../helpers/wait";
+import { createPartner } from "../helpers/webhooks";
 import { destinationPoint, type LatLng } from "../../lib/geo";
 import type { DriverJob, DriverView } from "../../contracts/dispatch";
 
@@ -18,13 +22,16 @@ const DRIVERS = 20;
 const RIDES = 32;
 const CENTRE: LatLng = { lat: 25.3176, lng: 82.9739 };
 
-let db: TestDatabase;
+let bed: Testbed;
 let pg: Client;
 let namespace: string;
 let core: TestNode;
 let dispatchA: TestNode | undefined;
 let dispatchB: TestNode | undefined;
 let partnerId: string;
+
+/** How long the cluster gets for each step (rides over NATS, two instances racing). */
+const STEP_MS = 30_000;
 
 const ENV = {
 	FLEET_MODE: "live",
@@ -38,10 +45,11 @@ const ENV = {
 };
 
 async function startDispatch(label: string): Promise<TestNode> {
-	const n = await startTestNode({ databaseUrl: db.url, services: ["dispatch"], nats: { namespace }, env: { ...ENV, NODE_ID: `${label}-${randomBytes(3).toString("hex")}` } });
+	const n = await startTestNode({ databaseUrl: bed.db.url, services: ["dispatch"], nats: { namespace }, env: { ...ENV, NODE_ID: `${label}-${randomBytes(3).toString("hex")}` } });
 	// Calls are addressed to this instance by node id: wait until the core node has discovered it.
 	await waitFor(`${label} to be discovered`, async () =>
 		core.broker.registry.getServiceList({ onlyAvailable: true }).some((s: { name: string; nodeID?: string }) => s.name === "dispatch" && s.nodeID === n.broker.nodeID),
+		STEP_MS,
 	);
 	return n;
 }
@@ -49,34 +57,12 @@ async function startDispatch(label: string): Promise<TestNode> {
 const nodeIdOf = (n: TestNode): string => n.broker.nodeID;
 
 /** A dispatch call through a chosen instance (from the core node, over NATS). */
-async function via<T = any>(n: TestNode, action: string, params: unknown): Promise<{ status: number; code?: string; body?: T }> {
-	try {
-		return { status: 200, body: await core.broker.call<T, unknown>(action, params, { nodeID: nodeIdOf(n) }) };
-	} catch (err) {
-		const e = err as { code: number; type: string };
-		return { status: typeof e.code === "number" ? e.code : 500, code: e.type };
-	}
+function via<T = any>(n: TestNode, action: string, params: unknown): Promise<CallAnswer<T>> {
+	return callAction<T>(core.broker, action, params, { nodeID: nodeIdOf(n) });
 }
 
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 30_000): Promise<T> {
-	const deadline = Date.now() + timeoutMs;
-	for (;;) {
-		const v = await fn();
-		if (v) return v;
-		if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-		await new Promise((r) => setTimeout(r, 100));
-	}
-}
 
-const phone = (): string => `+9196${String(randomInt(0, 100_000_000)).padStart(8, "0")}`;
-
-async function book(pickup: LatLng): Promise<{ orderId: string; otp: string }> {
-	return core.broker.call(
-		"orders.create",
-		{ user: { name: "Rider", phone: phone() }, serviceType: "cab", pickup, drop: destinationPoint(pickup, 45, 2500), webhookURL: "https://partner.example.com/hooks" },
-		{ meta: { partnerId } },
-	);
-}
+const book = (pickup: LatLng) => bookRide(core.broker, partnerId, pickup, { drop: destinationPoint(pickup, 45, 2500), webhookURL: "https://partner.example.com/hooks" });
 
 /**
  * Driver apps: every driver polls its job through one instance and accepts an
@@ -103,7 +89,7 @@ function driverBots(drivers: DriverView[], instances: () => TestNode[]): { stop:
 					await via(mine, "dispatch.acceptOffer", params);
 				}
 			}
-			await new Promise((r) => setTimeout(r, 40));
+			await sleep(40);
 		}
 	});
 	return {
@@ -147,27 +133,23 @@ async function count(sql: string): Promise<number> {
 }
 
 beforeAll(async () => {
-	db = await createTestDatabase("dispcluster");
 	namespace = uniqueNamespace("dispatch");
-	core = await startTestNode({
-		databaseUrl: db.url,
+	bed = await startTestbed("dispcluster", {
 		services: ["partners", "riders", "pricing", "orders"],
 		nats: { namespace },
 		env: { ...ENV, NODE_ID: `core-${randomBytes(3).toString("hex")}` },
 	});
+	({ node: core, pg } = bed);
 	dispatchA = await startDispatch("dispatch-a");
 	dispatchB = await startDispatch("dispatch-b");
 	await core.broker.waitForServices(["dispatch"], 20_000);
-	pg = await connect(db.url);
-	partnerId = (await core.broker.call<{ partnerId: string }, { name: string }>("partners.create", { name: "Cluster partner" })).partnerId;
+	partnerId = (await createPartner(core.broker, "Cluster partner")).partnerId;
 });
 
 afterAll(async () => {
-	await pg?.end();
 	await dispatchA?.stop();
 	await dispatchB?.stop();
-	await core?.stop();
-	await db?.drop();
+	await bed?.stop();
 });
 
 describe("two dispatch instances over NATS", () => {
@@ -178,7 +160,7 @@ describe("two dispatch instances over NATS", () => {
 		const drivers: DriverView[] = [];
 		for (let i = 0; i < DRIVERS; i++) {
 			const n = i % 2 === 0 ? a : b;
-			const reg = await via<DriverView>(n, "dispatch.register", { name: `Driver ${i}`, phone: phone(), vehicleNumber: `UP65${1000 + i}`, serviceType: "cab" });
+			const reg = await via<DriverView>(n, "dispatch.register", { name: `Driver ${i}`, phone: randomPhone("+9196"), vehicleNumber: `UP65${1000 + i}`, serviceType: "cab" });
 			const at = destinationPoint(CENTRE, (i * 37) % 360, 200 + i * 90);
 			const online = await via<DriverView>(n === a ? b : a, "dispatch.goOnline", { driverId: reg.body!.driverId, location: { lat: at.lat, lng: at.lng, heading: 0 } });
 			drivers.push(online.body!);
@@ -187,7 +169,7 @@ describe("two dispatch instances over NATS", () => {
 		try {
 			// Many rides at once: more rides than drivers.
 			const orders = await Promise.all(Array.from({ length: RIDES }, (_, i) => book(destinationPoint(CENTRE, (i * 53) % 360, 300 + i * 40))));
-			await waitFor("every driver to be on a ride", async () => (await count("SELECT count(*)::int AS n FROM orders WHERE status = 'accepted'")) === DRIVERS);
+			await waitFor("every driver to be on a ride", async () => (await count("SELECT count(*)::int AS n FROM orders WHERE status = 'accepted'")) === DRIVERS, STEP_MS);
 			await expectNoDoubleBooking();
 			expect(await count("SELECT count(*)::int AS n FROM orders WHERE status = 'searching'")).toBe(RIDES - DRIVERS);
 
@@ -202,8 +184,8 @@ describe("two dispatch instances over NATS", () => {
 					expect((await via(x, "dispatch.dropRide", { driverId: d.id, orderId: d.order_id })).status).toBe(200);
 				}),
 			);
-			await waitFor("the waiting rides to be accepted", async () => (await count("SELECT count(*)::int AS n FROM orders WHERE status = 'searching'")) === Math.max(0, RIDES - DRIVERS - 10));
-			await waitFor("all drivers busy again", async () => (await count("SELECT count(*)::int AS n FROM orders WHERE status = 'accepted'")) === DRIVERS);
+			await waitFor("the waiting rides to be accepted", async () => (await count("SELECT count(*)::int AS n FROM orders WHERE status = 'searching'")) === Math.max(0, RIDES - DRIVERS - 10), STEP_MS);
+			await waitFor("all drivers busy again", async () => (await count("SELECT count(*)::int AS n FROM orders WHERE status = 'accepted'")) === DRIVERS, STEP_MS);
 			await expectNoDoubleBooking();
 			expect(await count("SELECT count(*)::int AS n FROM orders WHERE status = 'dropped'")).toBe(10);
 		} finally {
@@ -225,17 +207,18 @@ describe("two dispatch instances over NATS", () => {
 		dispatchA = await startDispatch("dispatch-c");
 		const c = dispatchA;
 		for (const o of accepted) {
-			await waitFor(`driver ${o.driver_id} to be freed`, async () => (await via<DriverJob>(c, "dispatch.driver", { driverId: o.driver_id })).body?.driver.status !== "on_trip");
+			await waitFor(`driver ${o.driver_id} to be freed`, async () => (await via<DriverJob>(c, "dispatch.driver", { driverId: o.driver_id })).body?.driver.status !== "on_trip", STEP_MS);
 		}
 		const bots2 = driverBots(drivers, () => [c]);
 		try {
 			await waitFor("the ride booked while dispatch was down to be accepted", async () =>
 				(await core.broker.call<{ status: string }, { orderId: string }>("orders.get", { orderId: lost.orderId })).status === "accepted",
+				STEP_MS,
 			);
 			await expectNoDoubleBooking();
 			// Location events resume for rides accepted before the restart.
 			const before = await count("SELECT count(*)::int AS n FROM ride_events WHERE kind = 'location'");
-			await waitFor("location events after the restart", async () => (await count("SELECT count(*)::int AS n FROM ride_events WHERE kind = 'location'")) > before + DRIVERS / 2);
+			await waitFor("location events after the restart", async () => (await count("SELECT count(*)::int AS n FROM ride_events WHERE kind = 'location'")) > before + DRIVERS / 2, STEP_MS);
 		} finally {
 			await bots2.stop();
 		}

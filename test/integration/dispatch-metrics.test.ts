@@ -1,9 +1,9 @@
-import { randomInt } from "node:crypto";
-import { createTestDatabase, type TestDatabase } from "../helpers/db";
-import { startTestNode, type TestNode } from "../helpers/node";
-import { createPartner, waitFor } from "../helpers/webhooks";
-import { freePort } from "./cluster.support";
-import { destinationPoint, type LatLng } from "../../lib/geo";
+import { freePort } from "../helpers/http";
+import { bookRide, offerFor, onlineDriver } from "../helpers/rides";
+import { startTestbed, type Testbed } from "../helpers/testbed";
+import { waitFor } from "../helpers/wait";
+import { createPartner } from "../helpers/webhooks";
+import type { LatLng } from "../../lib/geo";
 import type { DriverJob, DriverView } from "../../contracts/dispatch";
 
 /**
@@ -17,45 +17,25 @@ import type { DriverJob, DriverView } from "../../contracts/dispatch";
 const OFFER_TIMEOUT_MS = 1000;
 const DISPATCH_TIMEOUT_MS = 4000;
 
-let db: TestDatabase;
-let node: TestNode;
+let bed: Testbed;
 let partnerId: string;
 
 async function ok<T = any>(action: string, params: unknown, meta?: Record<string, unknown>): Promise<T> {
-	return node.broker.call<T, unknown>(action, params, meta ? { meta } : undefined);
+	return bed.node.broker.call<T, unknown>(action, params, meta ? { meta } : undefined);
 }
 
-const phone = (): string => `+9196${String(randomInt(0, 100_000_000)).padStart(8, "0")}`;
-
-async function driver(near: LatLng, metres: number): Promise<DriverView> {
-	const d = await ok<DriverView>("dispatch.register", { name: "Metrics Driver", phone: phone(), vehicleNumber: `KA02${randomInt(1000, 9999)}`, serviceType: "cab" });
-	const at = destinationPoint(near, 90, metres);
-	return ok<DriverView>("dispatch.goOnline", { driverId: d.driverId, location: { lat: at.lat, lng: at.lng, heading: 270 } });
-}
-
-async function createOrder(pickup: LatLng): Promise<{ orderId: string; otp: string }> {
-	return ok(
-		"orders.create",
-		{ user: { name: "Meera N", phone: phone() }, serviceType: "cab", pickup, drop: destinationPoint(pickup, 0, 3000), webhookURL: "https://partner.example.com/hooks" },
-		{ partnerId },
-	);
-}
-
-async function offerFor(driverId: string, orderId: string): Promise<void> {
-	await waitFor(`an offer of ${orderId} to ${driverId}`, async () => (await ok<DriverJob>("dispatch.driver", { driverId })).offer?.orderId === orderId);
-}
+const driver = (near: LatLng, metres: number): Promise<DriverView> => onlineDriver(bed.node.broker, near, metres, "cab", "Metrics Driver");
+const createOrder = (pickup: LatLng) => bookRide(bed.node.broker, partnerId, pickup);
 
 /** A metric's value for these labels (0 when nothing was counted yet). */
 function valueOf(name: string, labels: Record<string, string>): number {
-	const metric = node.broker.metrics.getMetric(name);
+	const metric = bed.node.broker.metrics.getMetric(name);
 	if (!metric) throw new Error(`metric ${name} is not registered`);
 	return (metric.get(labels) as { value?: number } | null)?.value ?? 0;
 }
 
 beforeAll(async () => {
-	db = await createTestDatabase("dispatch_metrics");
-	node = await startTestNode({
-		databaseUrl: db.url,
+	bed = await startTestbed("dispatch_metrics", {
 		services: ["partners", "riders", "pricing", "orders", "dispatch"],
 		env: {
 			FLEET_MODE: "live",
@@ -68,17 +48,16 @@ beforeAll(async () => {
 			DISPATCH_INDEX_REFRESH_MS: "200",
 		},
 	});
-	partnerId = (await createPartner(node.broker, "Dispatch metrics partner")).partnerId;
+	partnerId = (await createPartner(bed.node.broker, "Dispatch metrics partner")).partnerId;
 });
 
 afterAll(async () => {
-	await node?.stop();
-	await db?.drop();
+	await bed?.stop();
 });
 
 it("counts offers by outcome, matched and no_driver_found rides, wrong OTPs, the time to a driver, and drivers by status", async () => {
 	const cab = { service_type: "cab" };
-	expect(node.broker.isMetricsEnabled()).toBe(true);
+	expect(bed.node.broker.isMetricsEnabled()).toBe(true);
 	expect(valueOf("dispatch.offers.made.total", cab)).toBe(0);
 
 	// Ride 1: the nearest driver declines, the next one takes it.
@@ -86,9 +65,9 @@ it("counts offers by outcome, matched and no_driver_found rides, wrong OTPs, the
 	const near = await driver(here, 500);
 	const next = await driver(here, 1500);
 	const ride = await createOrder(here);
-	await offerFor(near.driverId, ride.orderId);
+	await offerFor(bed.node.broker, near.driverId, ride.orderId);
 	await ok("dispatch.declineOffer", { driverId: near.driverId, orderId: ride.orderId });
-	await offerFor(next.driverId, ride.orderId);
+	await offerFor(bed.node.broker, next.driverId, ride.orderId);
 	await ok("dispatch.acceptOffer", { driverId: next.driverId, orderId: ride.orderId });
 	await ok("dispatch.arrive", { driverId: next.driverId, orderId: ride.orderId });
 	const wrongOtp = ride.otp === "0000" ? "1111" : "0000";
@@ -101,7 +80,7 @@ it("counts offers by outcome, matched and no_driver_found rides, wrong OTPs, the
 	const there = { lat: 23.5, lng: 79.2 };
 	const silent = await driver(there, 700);
 	const lonely = await createOrder(there);
-	await offerFor(silent.driverId, lonely.orderId);
+	await offerFor(bed.node.broker, silent.driverId, lonely.orderId);
 	await waitFor("no_driver_found", async () => (await ok<{ status: string }>("orders.get", { orderId: lonely.orderId })).status === "no_driver_found", DISPATCH_TIMEOUT_MS + 15_000);
 
 	expect(valueOf("dispatch.offers.made.total", cab)).toBe(3);
@@ -111,7 +90,7 @@ it("counts offers by outcome, matched and no_driver_found rides, wrong OTPs, the
 	expect(valueOf("dispatch.rides.matched.total", cab)).toBe(1);
 	expect(valueOf("dispatch.rides.no_driver_found.total", cab)).toBe(1);
 	expect(valueOf("dispatch.otp.wrong.total", cab)).toBe(1);
-	const matchTime = node.broker.metrics.getMetric("dispatch.match.time")!.get(cab) as { count?: number; sum?: number } | null;
+	const matchTime = bed.node.broker.metrics.getMetric("dispatch.match.time")!.get(cab) as { count?: number; sum?: number } | null;
 	expect(matchTime?.count).toBe(1);
 	expect(matchTime?.sum).toBeGreaterThanOrEqual(0);
 

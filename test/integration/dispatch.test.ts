@@ -1,7 +1,9 @@
-import { randomInt } from "node:crypto";
 import type { Client } from "pg";
-import { connect, createTestDatabase, type TestDatabase } from "../helpers/db";
-import { startTestNode, type TestNode } from "../helpers/node";
+import { callAction } from "../helpers/broker";
+import { bookRide, offerFor as offered, onlineDriver, randomPhone, type BookedRide } from "../helpers/rides";
+import { startTestbed, type Testbed } from "../helpers/testbed";
+import { createPartner } from "../helpers/webhooks";
+import { sleep, waitFor } from "../helpers/wait";
 import { destinationPoint, type LatLng } from "../../lib/geo";
 import type { DriverJob, DriverView, SupplyDemandReply } from "../../contracts/dispatch";
 
@@ -18,40 +20,16 @@ import type { DriverJob, DriverView, SupplyDemandReply } from "../../contracts/d
 const OFFER_TIMEOUT_MS = 1500;
 const DISPATCH_TIMEOUT_MS = 5000;
 
-let db: TestDatabase;
-let node: TestNode;
+let bed: Testbed;
 let pg: Client;
 let partnerId: string;
 
-interface Answer<T = any> {
-	status: number;
-	code?: string;
-	body: T;
-}
-
-async function call<T = any>(action: string, params: unknown, meta?: Record<string, unknown>): Promise<Answer<T>> {
-	try {
-		return { status: 200, body: await node.broker.call<T, unknown>(action, params, meta ? { meta } : undefined) };
-	} catch (err) {
-		const e = err as { name: string; code: number; type: string };
-		return { status: e.name === "ValidationError" ? 400 : typeof e.code === "number" ? e.code : 500, code: e.type, body: undefined as T };
-	}
-}
+const call = <T = any>(action: string, params: unknown, meta?: Record<string, unknown>) => callAction<T>(bed.node.broker, action, params, meta ? { meta } : undefined);
 
 async function ok<T = any>(action: string, params: unknown, meta?: Record<string, unknown>): Promise<T> {
 	const res = await call<T>(action, params, meta);
 	if (res.status !== 200) throw new Error(`${action} → ${res.status} ${res.code}`);
 	return res.body;
-}
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 15_000): Promise<T> {
-	const deadline = Date.now() + timeoutMs;
-	for (;;) {
-		const v = await fn();
-		if (v) return v;
-		if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-		await new Promise((r) => setTimeout(r, 50));
-	}
 }
 
 /** A separate area per test: ~30 km apart, so searches (5 km) never cross. */
@@ -61,45 +39,12 @@ function area(): LatLng {
 	return { lat: 20 + areaCount * 0.3, lng: 78 };
 }
 
-const phone = (): string => `+9197${String(randomInt(0, 100_000_000)).padStart(8, "0")}`;
-
-async function driver(near: LatLng, metres: number, serviceType: "cab" | "scooty" = "cab"): Promise<DriverView> {
-	const d = await ok<DriverView>("dispatch.register", { name: "Test Driver", phone: phone(), vehicleNumber: `KA01${randomInt(1000, 9999)}`, serviceType });
-	const at = destinationPoint(near, 90, metres);
-	return ok<DriverView>("dispatch.goOnline", { driverId: d.driverId, location: { lat: at.lat, lng: at.lng, heading: 270 } });
-}
-
-interface Order {
-	orderId: string;
-	otp: string;
-	status: string;
-}
-
-async function createOrder(pickup: LatLng, serviceType: "cab" | "scooty" = "cab"): Promise<Order> {
-	const drop = destinationPoint(pickup, 0, 3000);
-	return ok<Order>(
-		"orders.create",
-		{
-			user: { name: "Asha Rao", phone: phone() },
-			serviceType,
-			pickup,
-			drop,
-			webhookURL: "https://partner.example.com/hooks/rides",
-			metadata: { partnerRef: "dispatch-test" },
-		},
-		{ partnerId },
-	);
-}
+const driver = (near: LatLng, metres: number, serviceType: "cab" | "scooty" = "cab"): Promise<DriverView> => onlineDriver(bed.node.broker, near, metres, serviceType);
+const createOrder = (pickup: LatLng, serviceType: "cab" | "scooty" = "cab"): Promise<BookedRide> => bookRide(bed.node.broker, partnerId, pickup, { serviceType });
+const offerFor = (driverId: string, orderId: string, timeoutMs?: number): Promise<DriverJob> => offered(bed.node.broker, driverId, orderId, timeoutMs);
 
 async function orderStatus(orderId: string): Promise<string> {
 	return (await ok<{ status: string }>("orders.get", { orderId })).status;
-}
-
-async function offerFor(driverId: string, orderId: string, timeoutMs = 15_000): Promise<DriverJob> {
-	return waitFor(`an offer of ${orderId} to ${driverId}`, async () => {
-		const job = await ok<DriverJob>("dispatch.driver", { driverId });
-		return job.offer?.orderId === orderId ? job : null;
-	}, timeoutMs);
 }
 
 interface EventRow {
@@ -132,16 +77,14 @@ async function driverState(driverId: string): Promise<DriverView> {
 }
 
 /** Accepts the ride's offer with `d` and returns when the order is accepted. */
-async function acceptWith(d: DriverView, order: Order): Promise<void> {
+async function acceptWith(d: DriverView, order: BookedRide): Promise<void> {
 	await offerFor(d.driverId, order.orderId);
 	const job = await ok<DriverJob>("dispatch.acceptOffer", { driverId: d.driverId, orderId: order.orderId });
 	expect(job.ride).toMatchObject({ orderId: order.orderId, status: "accepted" });
 }
 
 beforeAll(async () => {
-	db = await createTestDatabase("dispatch");
-	node = await startTestNode({
-		databaseUrl: db.url,
+	bed = await startTestbed("dispatch", {
 		services: ["partners", "riders", "pricing", "orders", "dispatch"],
 		env: {
 			FLEET_MODE: "live",
@@ -153,14 +96,12 @@ beforeAll(async () => {
 			LOCATION_INTERVAL_MS: "300",
 		},
 	});
-	pg = await connect(db.url);
-	partnerId = (await ok<{ partnerId: string }>("partners.create", { name: "Dispatch test partner" })).partnerId;
+	pg = bed.pg;
+	partnerId = (await createPartner(bed.node.broker, "Dispatch test partner")).partnerId;
 });
 
 afterAll(async () => {
-	await pg?.end();
-	await node?.stop();
-	await db?.drop();
+	await bed?.stop();
 });
 
 describe("dispatch in live mode", () => {
@@ -233,7 +174,7 @@ describe("dispatch in live mode", () => {
 		expect(rows[idx("accepted")].payload.driver?.id).toBe(near.driverId);
 		// No more location events once dropped.
 		const count = rows.length;
-		await new Promise((r) => setTimeout(r, 700));
+		await sleep(700);
 		expect((await events(order.orderId)).length).toBe(count);
 	});
 
@@ -418,7 +359,7 @@ describe("dispatch in live mode", () => {
 		expect(await call("dispatch.goOnline", { driverId: "drv_unknown", location: { lat: 12, lng: 77 } })).toMatchObject({ status: 404, code: "DRIVER_NOT_FOUND" });
 		expect(await call("dispatch.goOnline", { driverId: "drv_unknown", location: { lat: 91, lng: 77 } })).toMatchObject({ status: 400 });
 
-		const p = phone();
+		const p = randomPhone();
 		const first = await ok<DriverView>("dispatch.register", { name: "Same", phone: p, vehicleNumber: "KA01ZZ0001", serviceType: "scooty" });
 		const again = await ok<DriverView>("dispatch.register", { name: "Same", phone: p, vehicleNumber: "KA01ZZ0001", serviceType: "scooty" });
 		expect(again.driverId).toBe(first.driverId);
@@ -434,7 +375,7 @@ describe("dispatch in live mode", () => {
 		expect((await ok<DriverView>("dispatch.goOffline", { driverId: d.driverId })).status).toBe("offline");
 		// An offline driver is not offered rides.
 		const next = await createOrder(pickup);
-		await new Promise((r) => setTimeout(r, 500));
+		await sleep(500);
 		expect((await driverState(d.driverId)).status).toBe("offline");
 		expect((await ok<any>("dispatch.ride", { orderId: next.orderId })).offers).toEqual([]);
 		await ok("orders.cancel", { orderId: next.orderId }, { partnerId });
