@@ -17,6 +17,7 @@ import {
 } from "./common";
 import { E164_PATTERN } from "./riders";
 import { SERVICE_RETRY_AFTER_SECONDS } from "./constants";
+import type { EventDeliveryState } from "./notifications";
 
 // ---- ride statuses (API.md, "Ride states") -----------------------------------------
 
@@ -204,7 +205,7 @@ export interface DriverInfo {
 	phone: string;
 	vehicleNumber: string;
 }
-export interface DriverView extends DriverInfo {
+export interface OrderDriver extends DriverInfo {
 	location: DriverLocation | null;
 }
 export interface Fare {
@@ -223,7 +224,7 @@ export interface Order {
 	fare: Fare;
 	distance: number;
 	duration: number;
-	driver: DriverView | null;
+	driver: OrderDriver | null;
 	metadata: Record<string, unknown> | null;
 	createdAt: string;
 	updatedAt: string;
@@ -270,27 +271,21 @@ export interface RideEventPayload {
 	status: WebhookStatus;
 	sequence: number;
 	occurredAt: string;
-	driver?: DriverView;
+	driver?: OrderDriver;
 	location?: DriverLocation;
 	eta?: number;
 	metadata: Record<string, unknown> | null;
 }
 
 /** A webhook event's delivery as notifications reports it (pending until notifications knows better). */
-export type DeliveryStateName = "pending" | "delivered" | "failed" | string;
-export interface DeliveryState {
-	state: DeliveryStateName;
-	attempts: number;
-	lastStatus: number | null;
-	lastError: string | null;
-}
+export type EventDelivery = Pick<EventDeliveryState, "state" | "attempts" | "lastStatus" | "lastError">;
 export interface RideEventView {
 	eventId: string;
 	sequence: number;
 	status: WebhookStatus;
 	occurredAt: string;
 	payload: RideEventPayload;
-	delivery: DeliveryState;
+	delivery: EventDelivery;
 }
 export interface EventsResult {
 	events: RideEventView[];

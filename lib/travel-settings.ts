@@ -3,9 +3,9 @@ import type { FleetMode } from "../contracts/dispatch";
 import { envNumber, readSettings, SettingError, type Env, type Point } from "./settings";
 
 /**
- * The settings of the (simulated or real) road world that dispatch and the
- * simulated fleet both read: the fleet mode, the simulation speed and cities,
- * and how fast drivers travel. Read once here so both services (which may
+ * The settings of the (simulated or real) road world that pricing, dispatch
+ * and the simulated fleet all read: the fleet mode, the simulation speed and cities,
+ * and how fast drivers travel. Read once here so every service (they may
  * run in different processes) agree on every default.
  */
 export interface TravelSettings {
@@ -13,9 +13,9 @@ export interface TravelSettings {
 	/** Simulated time runs this many times faster than real time (simulated mode). */
 	simSpeed: number;
 	simCities: Point[];
-	/** Road distance ≈ great-circle distance × this (same default as pricing's ROAD_FACTOR). */
+	/** Road distance ≈ great-circle distance × this (pricing, dispatch and the fleet all read it here). */
 	roadFactor: number;
-	/** Average driving speed per service type, km/h (same defaults as pricing's SPEED_KMH_*). */
+	/** Average driving speed per service type, km/h (pricing, dispatch and the fleet all read them here). */
 	speedsKmh: Record<ServiceType, number>;
 }
 

@@ -1,6 +1,7 @@
 import { envNumber, envPositive, type Env } from "../../lib/settings";
 import { readTravelSettings, type TravelSettings } from "../../lib/travel-settings";
 import type { FleetMode } from "../../contracts/dispatch";
+import { DEFAULT_LOCATION_INTERVAL_MS, DEFAULT_SEARCH_RADIUS_METRES } from "../../contracts/constants";
 
 /**
  * Dispatch configuration from the environment. Pure: pass any env object.
@@ -54,11 +55,11 @@ export function effectiveLocationIntervalMs(intervalMs: number, fleetMode: Fleet
 
 export function readDispatchSettings(env: Env): DispatchSettings {
 	const travel = readTravelSettings(env);
-	const locationIntervalMs = effectiveLocationIntervalMs(atLeast(env, "LOCATION_INTERVAL_MS", 5000, 50), travel.fleetMode, travel.simSpeed);
+	const locationIntervalMs = effectiveLocationIntervalMs(atLeast(env, "LOCATION_INTERVAL_MS", DEFAULT_LOCATION_INTERVAL_MS, 50), travel.fleetMode, travel.simSpeed);
 	return {
 		...travel,
 		h3Resolution: intWithin(env, "DISPATCH_H3_RESOLUTION", 8, 5, 10),
-		searchRadiusM: envPositive(env, "DISPATCH_SEARCH_RADIUS_M", 5000),
+		searchRadiusM: envPositive(env, "DISPATCH_SEARCH_RADIUS_M", DEFAULT_SEARCH_RADIUS_METRES),
 		supplyRadiusM: envPositive(env, "DISPATCH_SUPPLY_RADIUS_M", 3000),
 		offerTimeoutMs: atLeast(env, "DISPATCH_OFFER_TIMEOUT_MS", 15_000, 100),
 		dispatchTimeoutMs: atLeast(env, "DISPATCH_TIMEOUT_MS", 120_000, 100),

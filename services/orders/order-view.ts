@@ -1,5 +1,5 @@
 import { randomInt } from "node:crypto";
-import type { DeliveryState, DriverInfo, DriverView, InternalOrder, Order, RideEventPayload, RideEventView, RideStatus, WebhookStatus } from "../../contracts/orders";
+import type { EventDelivery, DriverInfo, OrderDriver, InternalOrder, Order, RideEventPayload, RideEventView, RideStatus, WebhookStatus } from "../../contracts/orders";
 import type { DriverLocation, Place, ServiceType } from "../../contracts/common";
 import { OTP_DIGITS } from "../../contracts/constants";
 
@@ -67,7 +67,7 @@ function location(l: DriverLocation | null | undefined): DriverLocation | null {
 	return out;
 }
 
-export function driverView(row: Pick<OrderRow, "driver" | "driver_location">): DriverView | null {
+export function driverView(row: Pick<OrderRow, "driver" | "driver_location">): OrderDriver | null {
 	if (!row.driver) return null;
 	const d = row.driver;
 	return { id: d.id, name: d.name, phone: d.phone, vehicleNumber: d.vehicleNumber, location: location(row.driver_location) };
@@ -147,14 +147,14 @@ export function serialisedBytes(value: unknown): number {
  * The delivery states notifications.deliveryStates answered, by event id.
  * Accepts either a map keyed by eventId or a list of `{ eventId, … }`.
  */
-export function deliveryStatesById(answer: unknown): Map<string, Partial<DeliveryState>> {
-	const states = new Map<string, Partial<DeliveryState>>();
+export function deliveryStatesById(answer: unknown): Map<string, Partial<EventDelivery>> {
+	const states = new Map<string, Partial<EventDelivery>>();
 	if (Array.isArray(answer)) {
-		for (const item of answer as Array<Partial<DeliveryState> & { eventId?: string }>) {
+		for (const item of answer as Array<Partial<EventDelivery> & { eventId?: string }>) {
 			if (item && typeof item.eventId === "string") states.set(item.eventId, item);
 		}
 	} else if (answer && typeof answer === "object") {
-		for (const [id, item] of Object.entries(answer as Record<string, Partial<DeliveryState>>)) {
+		for (const [id, item] of Object.entries(answer as Record<string, Partial<EventDelivery>>)) {
 			if (item && typeof item === "object") states.set(id, item);
 		}
 	}
@@ -164,7 +164,7 @@ export function deliveryStatesById(answer: unknown): Map<string, Partial<Deliver
 /** One `ride_events` row as /ride/events lists it; an event notifications does not know yet is pending. */
 export function toRideEventView(
 	row: { id: string; sequence: number; status: WebhookStatus; occurred_at: Date | string; payload: RideEventPayload },
-	state: Partial<DeliveryState> | undefined,
+	state: Partial<EventDelivery> | undefined,
 ): RideEventView {
 	return {
 		eventId: row.id,

@@ -1,3 +1,4 @@
+import { readTravelSettings } from "../../lib/travel-settings";
 import { envEnum, envNumber, envPositive, envString, SettingError, type Env } from "../../lib/settings";
 import { DEFAULT_QUOTE_TTL_SECONDS, QUOTE_MATCH_RADIUS_METRES } from "../../contracts/constants";
 import { SERVICE_TYPES, type ServiceType } from "../../contracts/common";
@@ -55,8 +56,6 @@ export const DEFAULT_TARIFFS: Record<ServiceType, Required<TariffConfig>> = {
 	scooty: { currency: "INR", baseFare: 20, perKm: 5, perMinute: 0.5, minimumFare: 30, taxPercent: 5 },
 	cab: { currency: "INR", baseFare: 50, perKm: 14, perMinute: 1.5, minimumFare: 80, taxPercent: 5 },
 };
-
-export const DEFAULT_SPEEDS_KMH: Record<ServiceType, number> = { scooty: 24, cab: 20 };
 
 /** Secrets shorter than this are refused: an HMAC key must not be guessable. */
 export const MIN_SECRET_LENGTH = 32;
@@ -122,23 +121,20 @@ function checkedSecret(name: string, secret: string): string {
 	return secret;
 }
 
-const speedKmh = (env: Env, name: string, fallback: number) => envNumber(env, name, fallback, (n) => n > 0 && n <= 200, "0..200 km/h");
-
 export function readPricingSettings(env: Env): PricingSettings {
 	// ROUTING is read in any case ("OSRM" means osrm).
 	const routing = envEnum({ ROUTING: envString(env, "ROUTING")?.toLowerCase() }, "ROUTING", ROUTINGS, "greatcircle");
 	const surgeMax = envNumber(env, "SURGE_MAX", 2, (n) => n >= 1 && n <= 10 && Math.abs(n * 10 - Math.round(n * 10)) < 1e-9, "1..10 in steps of 0.1");
 	const secret = envString(env, "QUOTE_SIGNING_SECRET");
 	const previous = (envString(env, "QUOTE_SIGNING_PREVIOUS_SECRETS") ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+	// Road factor and speeds are the road world's, read once for pricing, dispatch and the fleet alike.
+	const travel = readTravelSettings(env);
 	return {
 		tariffs: parseTariffs(envString(env, "TARIFFS_JSON")),
 		routing,
 		osrmUrl: envString(env, "OSRM_URL"),
-		roadFactor: envNumber(env, "ROAD_FACTOR", 1.3, (n) => n >= 1 && n <= 5, "1..5"),
-		speedsKmh: {
-			scooty: speedKmh(env, "SPEED_KMH_SCOOTY", DEFAULT_SPEEDS_KMH.scooty),
-			cab: speedKmh(env, "SPEED_KMH_CAB", DEFAULT_SPEEDS_KMH.cab),
-		},
+		roadFactor: travel.roadFactor,
+		speedsKmh: travel.speedsKmh,
 		surgeMaxTenths: Math.round(surgeMax * 10),
 		surgeSensitivity: envNumber(env, "SURGE_SENSITIVITY", 0.5, (n) => n >= 0 && n <= 10, "0..10"),
 		maxTripMetres: Math.round(envPositive(env, "MAX_TRIP_KM", 100) * 1000),
