@@ -1,8 +1,11 @@
-import { randomBytes, randomInt } from "node:crypto";
-import axios from "axios";
+import { randomBytes } from "node:crypto";
 import type { Client } from "pg";
-import { connect, createTestDatabase, type TestDatabase } from "../helpers/db";
+import { PartnerApi } from "../helpers/http";
 import { startTestNode, uniqueNamespace, type TestNode } from "../helpers/node";
+import { randomPhone } from "../helpers/rides";
+import { startTestbed, type Testbed } from "../helpers/testbed";
+import { waitFor } from "../helpers/wait";
+import { createPartner } from "../helpers/webhooks";
 import { destinationPoint, type LatLng } from "../../lib/geo";
 
 /**
@@ -33,40 +36,32 @@ const SIM_ENV = {
 	DISPATCH_TIMEOUT_MS: "20000",
 };
 
-let db: TestDatabase;
+/** Simulated rides take a while, even at SIM_SPEED=60. */
+const RIDE_MS = 60_000;
+
+let bed: Testbed;
 let pg: Client;
 let namespace: string;
 let core: TestNode;
 let sim: TestNode | undefined;
-let apiKey: string;
+let api: PartnerApi;
 
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 60_000): Promise<T> {
-	const deadline = Date.now() + timeoutMs;
-	for (;;) {
-		const v = await fn();
-		if (v) return v;
-		if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-		await new Promise((r) => setTimeout(r, 150));
-	}
-}
-
-async function post<T = any>(path: string, body: unknown): Promise<{ status: number; body: T }> {
-	const res = await axios.post(`${core.baseUrl}${path}`, body, { headers: { Authorization: `Bearer ${apiKey}` }, validateStatus: () => true });
-	return { status: res.status, body: res.data };
-}
+const post = (path: string, body: unknown) => api.post<any>(path, body);
 
 async function startSim(label: string): Promise<TestNode> {
-	const n = await startTestNode({ databaseUrl: db.url, services: ["dispatch", "fleet"], nats: { namespace }, env: { ...SIM_ENV, NODE_ID: `${label}-${randomBytes(3).toString("hex")}` } });
+	const n = await startTestNode({ databaseUrl: bed.db.url, services: ["dispatch", "fleet"], nats: { namespace }, env: { ...SIM_ENV, NODE_ID: `${label}-${randomBytes(3).toString("hex")}` } });
 	await waitFor("the fleet to be seeded", async () => (await n.broker.call<{ seeded: number }>("fleet.status")).seeded === 18, 30_000);
-	await waitFor("the gateway's node to see dispatch", async () =>
-		core.broker.registry.getServiceList({ onlyAvailable: true }).some((s: { name: string; nodeID?: string }) => s.name === "dispatch" && s.nodeID === n.broker.nodeID),
+	await waitFor(
+		"the gateway's node to see dispatch",
+		async () => core.broker.registry.getServiceList({ onlyAvailable: true }).some((s: { name: string; nodeID?: string }) => s.name === "dispatch" && s.nodeID === n.broker.nodeID),
+		RIDE_MS,
 	);
 	return n;
 }
 
 async function book(pickup: LatLng, metadata: Record<string, unknown> = {}, serviceType = "cab"): Promise<{ orderId: string; otp: string }> {
 	const res = await post("/ride/create-order", {
-		user: { name: "Asha Rao", phone: `+9195${String(randomInt(0, 100_000_000)).padStart(8, "0")}` },
+		user: { name: "Asha Rao", phone: randomPhone("+9195") },
 		serviceType,
 		pickup: { ...pickup, address: "Somewhere" },
 		drop: destinationPoint(pickup, 120, 2000),
@@ -77,17 +72,19 @@ async function book(pickup: LatLng, metadata: Record<string, unknown> = {}, serv
 	return res.body;
 }
 
-async function status(orderId: string): Promise<any> {
-	const res = await post("/ride/status", { orderId });
+/** Polls /ride/status until the ride is `wanted`; any answer but 200 fails the test at once. */
+async function untilStatus(orderId: string, wanted: string, timeoutMs = RIDE_MS): Promise<any> {
+	const res = await waitFor(
+		`${orderId} to be ${wanted}`,
+		async () => {
+			const r = await post("/ride/status", { orderId });
+			return r.status !== 200 || r.body.status === wanted ? r : null;
+		},
+		timeoutMs,
+		150, // the gateway's rate limit allows this pace
+	);
 	expect(res.status).toBe(200);
 	return res.body;
-}
-
-async function untilStatus(orderId: string, wanted: string, timeoutMs = 60_000): Promise<any> {
-	return waitFor(`${orderId} to be ${wanted}`, async () => {
-		const s = await status(orderId);
-		return s.status === wanted ? s : null;
-	}, timeoutMs);
 }
 
 interface EventRow {
@@ -102,25 +99,21 @@ async function events(orderId: string): Promise<EventRow[]> {
 }
 
 beforeAll(async () => {
-	db = await createTestDatabase("fleet");
 	namespace = uniqueNamespace("fleet");
-	core = await startTestNode({
-		databaseUrl: db.url,
+	bed = await startTestbed("fleet", {
 		services: ["gateway", "partners", "riders", "pricing", "orders"],
 		nats: { namespace },
 		env: { ...SIM_ENV, NODE_ID: `core-${randomBytes(3).toString("hex")}`, SUPPLY_DEMAND_CACHE_MS: "0" },
 	});
+	({ node: core, pg } = bed);
 	expect(core.baseUrl).toBeDefined();
-	apiKey = (await core.broker.call<{ apiKey: string }, { name: string }>("partners.create", { name: "Sandbox partner" })).apiKey;
+	api = new PartnerApi(core.baseUrl!, (await createPartner(core.broker, "Sandbox partner")).apiKey);
 	sim = await startSim("sim-a");
-	pg = await connect(db.url);
 });
 
 afterAll(async () => {
-	await pg?.end();
 	await sim?.stop();
-	await core?.stop();
-	await db?.drop();
+	await bed?.stop();
 });
 
 describe("simulated fleet (SIM_SPEED=60)", () => {
@@ -157,10 +150,14 @@ describe("simulated fleet (SIM_SPEED=60)", () => {
 		expect((await events(fastFar.orderId)).filter((e) => e.kind === "status").map((e) => e.status)).toEqual(["accepted", "arrived", "started", "dropped"]);
 
 		// driver_drop_out: the first driver gives up on the way; another one accepts.
-		const twoAccepts = await waitFor("a second accepted", async () => {
-			const acc = (await events(dropOut.orderId)).filter((e) => e.status === "accepted");
-			return acc.length >= 2 ? acc : null;
-		});
+		const twoAccepts = await waitFor(
+			"a second accepted",
+			async () => {
+				const acc = (await events(dropOut.orderId)).filter((e) => e.status === "accepted");
+				return acc.length >= 2 ? acc : null;
+			},
+			RIDE_MS,
+		);
 		expect(twoAccepts[0].payload.driver!.id).not.toBe(twoAccepts[1].payload.driver!.id);
 		expect((await post("/ride/cancel", { orderId: dropOut.orderId })).status).toBe(200);
 

@@ -1,5 +1,7 @@
-import { createTestDatabase, type TestDatabase } from "../helpers/db";
-import { startTestNode, type TestNode } from "../helpers/node";
+import { onlineDriver } from "../helpers/rides";
+import { startTestbed, type Testbed } from "../helpers/testbed";
+import { waitFor } from "../helpers/wait";
+import { createPartner } from "../helpers/webhooks";
 import { destinationPoint } from "../../lib/geo";
 import type { EstimateResult, PricedTrip } from "../../contracts/pricing";
 
@@ -12,27 +14,25 @@ import type { EstimateResult, PricedTrip } from "../../contracts/pricing";
 const PICKUP = { lat: 12.9716, lng: 77.5946 };
 const DROP = { lat: 12.9352, lng: 77.6245 };
 
-let db: TestDatabase;
-let node: TestNode;
+let bed: Testbed;
 let partnerId: string;
 
-const estimate = () => node.broker.call<EstimateResult, Record<string, unknown>>("pricing.estimate", { pickup: PICKUP, drop: DROP }, { meta: { partnerId } });
+const estimate = () => bed.node.broker.call<EstimateResult, Record<string, unknown>>("pricing.estimate", { pickup: PICKUP, drop: DROP }, { meta: { partnerId } });
 
-/** Polls `read` until `done` holds, for at most `timeoutMs`; returns the last value. */
-async function until<T>(read: () => Promise<T>, done: (v: T) => boolean, timeoutMs = 20_000): Promise<T> {
-	const deadline = Date.now() + timeoutMs;
-	let value = await read();
-	while (!done(value) && Date.now() < deadline) {
-		await new Promise((r) => setTimeout(r, 100));
-		value = await read();
-	}
-	return value;
-}
+/** The first estimate in which `done` holds (polled every 100 ms, for up to 20 s). */
+const estimateOnce = (what: string, done: (r: EstimateResult) => boolean) =>
+	waitFor(
+		what,
+		async () => {
+			const r = await estimate();
+			return done(r) ? r : null;
+		},
+		20_000,
+		100,
+	);
 
 beforeAll(async () => {
-	db = await createTestDatabase("pricingdispatch");
-	node = await startTestNode({
-		databaseUrl: db.url,
+	bed = await startTestbed("pricingdispatch", {
 		services: ["partners", "pricing", "riders", "orders", "dispatch"],
 		env: {
 			QUOTE_SIGNING_SECRET: `dispatch-it-${"d".repeat(40)}`,
@@ -41,12 +41,11 @@ beforeAll(async () => {
 			DISPATCH_TIMEOUT_MS: "600000", // the rides must stay searching for the whole test
 		},
 	});
-	partnerId = (await node.broker.call<{ partnerId: string }, { name: string }>("partners.create", { name: "Surge" })).partnerId;
+	partnerId = (await createPartner(bed.node.broker, "Surge")).partnerId;
 });
 
 afterAll(async () => {
-	await node?.stop();
-	await db?.drop();
+	await bed?.stop();
 });
 
 it("has no ETA and no surge while nobody is around", async () => {
@@ -58,14 +57,8 @@ it("has no ETA and no surge while nobody is around", async () => {
 });
 
 it("reports the ETA of an available driver of that type", async () => {
-	const driver = await node.broker.call<{ driverId: string }, Record<string, unknown>>("dispatch.register", {
-		name: "Ravi K",
-		phone: "+919800000101",
-		vehicleNumber: "KA01AB1234",
-		serviceType: "scooty",
-	});
-	await node.broker.call("dispatch.goOnline", { driverId: driver.driverId, location: { ...destinationPoint(PICKUP, 90, 800), heading: 270 } });
-	const res = await until(estimate, (r) => r.quotes[0].eta !== null);
+	await onlineDriver(bed.node.broker, PICKUP, 800, "scooty");
+	const res = await estimateOnce("a scooty ETA", (r) => r.quotes[0].eta !== null);
 	const [scooty, cab] = res.quotes;
 	expect(Number.isInteger(scooty.eta)).toBe(true);
 	expect(scooty.eta).toBeGreaterThan(0);
@@ -75,7 +68,7 @@ it("reports the ETA of an available driver of that type", async () => {
 it("surges the service type whose demand exceeds its supply, up to SURGE_MAX", async () => {
 	const calm = (await estimate()).quotes[1];
 	for (let i = 0; i < 2; i++) {
-		await node.broker.call(
+		await bed.node.broker.call(
 			"orders.create",
 			{
 				user: { name: `Rider ${i}`, phone: `+91981234560${i}` },
@@ -87,16 +80,16 @@ it("surges the service type whose demand exceeds its supply, up to SURGE_MAX", a
 			{ meta: { partnerId } },
 		);
 	}
-	const res = await until(estimate, (r) => r.quotes[1].fareBreakdown.surgeMultiplier > 1);
+	const res = await estimateOnce("cab surge", (r) => r.quotes[1].fareBreakdown.surgeMultiplier > 1);
 	const [scooty, cab] = res.quotes;
 	expect(cab.fareBreakdown.surgeMultiplier).toBe(2); // two cab requests, no cab at all: maximum shortage
 	expect(cab.totalAmount).toBeGreaterThan(calm.totalAmount);
 	expect(scooty.fareBreakdown.surgeMultiplier).toBe(1); // the scooty driver covers scooty demand (none)
 
 	// The surged price is what create-order is charged without a quote, and what a quote honours.
-	const trip = await node.broker.call<PricedTrip, Record<string, unknown>>("pricing.quote", { serviceType: "cab", pickup: PICKUP, drop: DROP });
+	const trip = await bed.node.broker.call<PricedTrip, Record<string, unknown>>("pricing.quote", { serviceType: "cab", pickup: PICKUP, drop: DROP });
 	expect(trip.fareBreakdown.surgeMultiplier).toBe(2);
-	const honoured = await node.broker.call<PricedTrip, Record<string, unknown>>(
+	const honoured = await bed.node.broker.call<PricedTrip, Record<string, unknown>>(
 		"pricing.verifyQuote",
 		{ quoteId: cab.quoteId, serviceType: "cab", pickup: PICKUP, drop: DROP },
 		{ meta: { partnerId } },
