@@ -1,52 +1,36 @@
 import { randomInt } from "node:crypto";
-import axios from "axios";
 import type { Client } from "pg";
-import { connect, createTestDatabase, type TestDatabase } from "../helpers/db";
-import { startTestNode, type TestNode } from "../helpers/node";
-import type { ServiceName } from "../../services";
+import { callAction, type CallAnswer } from "../helpers/broker";
+import { PartnerApi } from "../helpers/http";
+import { randomPhone } from "../helpers/rides";
+import { startTestbed, type Testbed } from "../helpers/testbed";
+import { createPartner } from "../helpers/webhooks";
 
 /**
  * The orders service under concurrency, on the server PostgreSQL: the
  * database (partial unique index, conditional updates, primary keys) judges
  * every race, so exactly one caller wins and nothing is written twice.
+ * Partner races go through the real gateway over HTTP, as partners send them.
  */
 
-// Partner races go through the real gateway over HTTP, as partners send them.
-const SERVICES: ServiceName[] = ["partners", "riders", "pricing", "orders", "gateway"];
-
-interface Partner {
-	partnerId: string;
-	apiKey: string;
-}
 interface Answer<T = any> {
 	status: number;
 	body: T;
 }
 
-let db: TestDatabase;
-let node: TestNode;
+let bed: Testbed;
 let pg: Client;
-let partner: Partner;
+let api: PartnerApi;
 
 /** A partner request over HTTP through the gateway. */
 async function post<T = any>(path: string, body: unknown, idempotencyKey?: string): Promise<Answer<T>> {
-	const res = await axios.post(`${node.baseUrl}${path}`, body, {
-		headers: { Authorization: `Bearer ${partner.apiKey}`, ...(idempotencyKey !== undefined ? { "Idempotency-Key": idempotencyKey } : {}) },
-		validateStatus: () => true,
-	});
-	return { status: res.status, body: res.data };
+	const res = await api.post<T>(path, body, idempotencyKey !== undefined ? { "Idempotency-Key": idempotencyKey } : {});
+	return { status: res.status, body: res.body };
 }
 
-async function internal<T = any>(action: string, params: unknown): Promise<Answer<T>> {
-	try {
-		return { status: 200, body: await node.broker.call<T, unknown>(action, params) };
-	} catch (err) {
-		const e = err as { code: number; type: string };
-		return { status: typeof e.code === "number" ? e.code : 500, body: { code: e.type } as T };
-	}
-}
+const internal = <T = any>(action: string, params: unknown) => callAction<T>(bed.node.broker, action, params);
 
-function orderBody(phone = `+9197${String(randomInt(0, 100_000_000)).padStart(8, "0")}`) {
+function orderBody(phone = randomPhone()) {
 	return {
 		user: { name: "Asha Rao", phone },
 		serviceType: "scooty",
@@ -71,26 +55,24 @@ async function eventsOf(orderId: string) {
 	return (await pg.query("SELECT sequence, kind, status FROM ride_events WHERE order_id = $1 ORDER BY sequence", [orderId])).rows;
 }
 
-function tally(answers: Answer[]): Record<string, number> {
+/** Answers counted by status and code (an HTTP answer's body code, or an internal call's error type). */
+function tally(answers: Array<Answer | CallAnswer>): Record<string, number> {
 	const out: Record<string, number> = {};
 	for (const a of answers) {
-		const key = `${a.status} ${a.body?.code ?? ""}`.trim();
+		const key = `${a.status} ${(a as CallAnswer).code ?? a.body?.code ?? ""}`.trim();
 		out[key] = (out[key] ?? 0) + 1;
 	}
 	return out;
 }
 
 beforeAll(async () => {
-	db = await createTestDatabase("ordersrace");
-	node = await startTestNode({ databaseUrl: db.url, services: SERVICES });
-	pg = await connect(db.url);
-	partner = await node.broker.call<Partner, { name: string }>("partners.create", { name: "Race partner" });
+	bed = await startTestbed("ordersrace", { services: ["partners", "riders", "pricing", "orders", "gateway"] });
+	pg = bed.pg;
+	api = new PartnerApi(bed.node.baseUrl!, (await createPartner(bed.node.broker, "Race partner")).apiKey);
 });
 
 afterAll(async () => {
-	await pg?.end();
-	await node?.stop();
-	await db?.drop();
+	await bed?.stop();
 });
 
 it("makes exactly one ride from 50 simultaneous create-order calls for one rider", async () => {
