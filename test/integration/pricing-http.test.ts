@@ -1,38 +1,33 @@
 import { randomBytes } from "node:crypto";
-import axios, { type AxiosInstance } from "axios";
-import { createTestDatabase, type TestDatabase } from "../helpers/db";
-import { startTestNode, type TestNode } from "../helpers/node";
+import { PartnerApi } from "../helpers/http";
+import { startTestbed, type Testbed } from "../helpers/testbed";
 
 /** POST /ride/fare-estimate through the real gateway over HTTP. */
 
-let db: TestDatabase;
-let node: TestNode;
-let http: AxiosInstance;
+let bed: Testbed;
+let http: PartnerApi;
 const apiKey = `rk_test_${randomBytes(24).toString("base64url")}`;
 
 beforeAll(async () => {
-	db = await createTestDatabase("pricinghttp");
-	node = await startTestNode({
-		databaseUrl: db.url,
+	bed = await startTestbed("pricinghttp", {
 		services: ["partners", "pricing", "riders", "gateway"],
 		env: { BOOTSTRAP_PARTNER_KEY: apiKey, QUOTE_SIGNING_SECRET: `http-it-${"q".repeat(40)}` },
 	});
-	if (!node.baseUrl) throw new Error("the gateway did not report an address");
-	http = axios.create({ baseURL: node.baseUrl, validateStatus: () => true, headers: { Authorization: `Bearer ${apiKey}` } });
+	if (!bed.node.baseUrl) throw new Error("the gateway did not report an address");
+	http = new PartnerApi(bed.node.baseUrl, apiKey);
 });
 
 afterAll(async () => {
-	await node?.stop();
-	await db?.drop();
+	await bed?.stop();
 });
 
 describe("POST /ride/fare-estimate", () => {
 	it("answers 200 with one quote per service type", async () => {
-		const res = await http.post("/ride/fare-estimate", { pickup: { lat: 12.9716, lng: 77.5946 }, drop: { lat: 12.9352, lng: 77.6245 } });
+		const res = await http.post<any>("/ride/fare-estimate", { pickup: { lat: 12.9716, lng: 77.5946 }, drop: { lat: 12.9352, lng: 77.6245 } });
 		expect(res.status).toBe(200);
-		expect(res.data).toMatchObject({ distance: expect.any(Number), duration: expect.any(Number) });
-		expect(res.data.quotes.map((q: { serviceType: string }) => q.serviceType)).toEqual(["scooty", "cab"]);
-		expect(res.data.quotes[0]).toMatchObject({
+		expect(res.body).toMatchObject({ distance: expect.any(Number), duration: expect.any(Number) });
+		expect(res.body.quotes.map((q: { serviceType: string }) => q.serviceType)).toEqual(["scooty", "cab"]);
+		expect(res.body.quotes[0]).toMatchObject({
 			quoteId: expect.stringMatching(/^qt_/),
 			totalAmount: expect.any(Number),
 			currency: "INR",
@@ -49,16 +44,16 @@ describe("POST /ride/fare-estimate", () => {
 			{ body: { pickup: { lat: 12.9716, lng: 77.5946 }, drop: { lat: 12.9352, lng: 77.6245 }, serviceType: "bike" }, field: "serviceType" },
 		];
 		for (const c of cases) {
-			const res = await http.post("/ride/fare-estimate", c.body);
+			const res = await http.post<any>("/ride/fare-estimate", c.body);
 			expect(res.status).toBe(400);
-			expect(res.data).toMatchObject({ code: "VALIDATION_ERROR", retryable: false });
-			expect(res.data.details.map((d: { field: string }) => d.field)).toContain(c.field);
+			expect(res.body).toMatchObject({ code: "VALIDATION_ERROR", retryable: false });
+			expect(res.body.details.map((d: { field: string }) => d.field)).toContain(c.field);
 		}
 	});
 
 	it("answers 401 without a valid key", async () => {
-		const res = await http.post("/ride/fare-estimate", { pickup: { lat: 12.9716, lng: 77.5946 }, drop: { lat: 12.9352, lng: 77.6245 } }, { headers: { Authorization: "Bearer nope" } });
+		const res = await new PartnerApi(http.baseUrl, "nope").post("/ride/fare-estimate", { pickup: { lat: 12.9716, lng: 77.5946 }, drop: { lat: 12.9352, lng: 77.6245 } });
 		expect(res.status).toBe(401);
-		expect(res.data.code).toBe("UNAUTHORIZED");
+		expect(res.body.code).toBe("UNAUTHORIZED");
 	});
 });

@@ -1,6 +1,8 @@
-import { Errors } from "moleculer";
+import { rejection as expectError } from "../helpers/broker";
 import { createTestDatabase, connect, type TestDatabase } from "../helpers/db";
 import { startTestNode, type TestNode } from "../helpers/node";
+import { startTestbed, type Testbed } from "../helpers/testbed";
+import { createPartner } from "../helpers/webhooks";
 import { destinationPoint } from "../../lib/geo";
 import { encodeQuote, QuoteKeyring } from "../../services/pricing/quote-token";
 import { computeFare } from "../../services/pricing/fare";
@@ -16,6 +18,7 @@ const SECRET = `it-secret-${"x".repeat(40)}`;
 const MG_ROAD = { lat: 12.9716, lng: 77.5946, address: "MG Road" };
 const KORAMANGALA = { lat: 12.9352, lng: 77.6245 };
 
+let bed: Testbed;
 let db: TestDatabase;
 let node: TestNode;
 let partnerA: string;
@@ -23,33 +26,18 @@ let partnerB: string;
 
 const asPartner = (partnerId: string) => ({ meta: { partnerId } });
 
-async function expectError(p: Promise<unknown>, type: string, code?: number): Promise<Errors.MoleculerError> {
-	const err = (await p.then(
-		() => {
-			throw new Error(`expected ${type}, got success`);
-		},
-		(e: unknown) => e,
-	)) as Errors.MoleculerError;
-	expect(err).toBeInstanceOf(Errors.MoleculerError);
-	expect(err.type).toBe(type);
-	if (code !== undefined) expect(err.code).toBe(code);
-	return err;
-}
-
 beforeAll(async () => {
-	db = await createTestDatabase("pricing");
-	node = await startTestNode({
-		databaseUrl: db.url,
+	bed = await startTestbed("pricing", {
 		services: ["partners", "pricing", "riders"],
 		env: { QUOTE_SIGNING_SECRET: SECRET, QUOTE_TTL_SECONDS: "300", MAX_TRIP_KM: "100" },
 	});
-	partnerA = (await node.broker.call<{ partnerId: string }, { name: string }>("partners.create", { name: "A" })).partnerId;
-	partnerB = (await node.broker.call<{ partnerId: string }, { name: string }>("partners.create", { name: "B" })).partnerId;
+	({ db, node } = bed);
+	partnerA = (await createPartner(node.broker, "A")).partnerId;
+	partnerB = (await createPartner(node.broker, "B")).partnerId;
 });
 
 afterAll(async () => {
-	await node?.stop();
-	await db?.drop();
+	await bed?.stop();
 });
 
 describe("pricing.estimate", () => {
@@ -122,23 +110,19 @@ describe("pricing.estimate", () => {
 	});
 
 	it("writes nothing to the database", async () => {
-		const pg = await connect(db.url);
-		try {
-			const tables = (await pg.query<{ table_name: string }>("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1")).rows.map((r) => r.table_name);
-			expect(tables).toEqual(expect.arrayContaining(["pricing_secrets", "riders", "partners"]));
-			// Every row of every table, fingerprinted: an estimate must change none of them.
-			const snapshot = async () => {
-				const out: Record<string, string> = {};
-				for (const t of tables) out[t] = (await pg.query<{ h: string }>(`SELECT count(*) || ':' || coalesce(md5(string_agg(x::text, ',' ORDER BY x::text)), '') AS h FROM "${t}" x`)).rows[0].h;
-				return out;
-			};
-			const before = await snapshot();
-			expect(before.pricing_secrets).toBe("0:"); // QUOTE_SIGNING_SECRET is set: nothing generated
-			await Promise.all(Array.from({ length: 10 }, () => node.broker.call("pricing.estimate", { pickup: MG_ROAD, drop: KORAMANGALA }, asPartner(partnerA))));
-			expect(await snapshot()).toEqual(before);
-		} finally {
-			await pg.end();
-		}
+		const pg = bed.pg;
+		const tables = (await pg.query<{ table_name: string }>("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1")).rows.map((r) => r.table_name);
+		expect(tables).toEqual(expect.arrayContaining(["pricing_secrets", "riders", "partners"]));
+		// Every row of every table, fingerprinted: an estimate must change none of them.
+		const snapshot = async () => {
+			const out: Record<string, string> = {};
+			for (const t of tables) out[t] = (await pg.query<{ h: string }>(`SELECT count(*) || ':' || coalesce(md5(string_agg(x::text, ',' ORDER BY x::text)), '') AS h FROM "${t}" x`)).rows[0].h;
+			return out;
+		};
+		const before = await snapshot();
+		expect(before.pricing_secrets).toBe("0:"); // QUOTE_SIGNING_SECRET is set: nothing generated
+		await Promise.all(Array.from({ length: 10 }, () => node.broker.call("pricing.estimate", { pickup: MG_ROAD, drop: KORAMANGALA }, asPartner(partnerA))));
+		expect(await snapshot()).toEqual(before);
 	});
 });
 

@@ -1,43 +1,29 @@
-import { Errors } from "moleculer";
 import type { Client } from "pg";
-import { createTestDatabase, connect, type TestDatabase } from "../helpers/db";
-import { startTestNode, type TestNode } from "../helpers/node";
+import { rejection as expectError } from "../helpers/broker";
+import type { TestNode } from "../helpers/node";
+import { startTestbed, type Testbed } from "../helpers/testbed";
+import { createPartner } from "../helpers/webhooks";
 import type { Rider } from "../../contracts/riders";
 
 /** riders on a real broker and the server PostgreSQL (real concurrency). */
 
-let db: TestDatabase;
+let bed: Testbed;
 let node: TestNode;
 let pg: Client;
 let partnerA: string;
 let partnerB: string;
 
-async function expectError(p: Promise<unknown>, type: string): Promise<Errors.MoleculerError> {
-	const err = (await p.then(
-		() => {
-			throw new Error(`expected ${type}, got success`);
-		},
-		(e: unknown) => e,
-	)) as Errors.MoleculerError;
-	expect(err).toBeInstanceOf(Errors.MoleculerError);
-	expect(err.type).toBe(type);
-	return err;
-}
-
 const upsert = (params: Record<string, unknown>) => node.broker.call<Rider, Record<string, unknown>>("riders.upsert", params);
 
 beforeAll(async () => {
-	db = await createTestDatabase("riders");
-	node = await startTestNode({ databaseUrl: db.url, services: ["partners", "pricing", "riders"], env: { QUOTE_SIGNING_SECRET: `riders-it-${"z".repeat(40)}` } });
-	partnerA = (await node.broker.call<{ partnerId: string }, { name: string }>("partners.create", { name: "A" })).partnerId;
-	partnerB = (await node.broker.call<{ partnerId: string }, { name: string }>("partners.create", { name: "B" })).partnerId;
-	pg = await connect(db.url);
+	bed = await startTestbed("riders", { services: ["partners", "pricing", "riders"], env: { QUOTE_SIGNING_SECRET: `riders-it-${"z".repeat(40)}` } });
+	({ node, pg } = bed);
+	partnerA = (await createPartner(node.broker, "A")).partnerId;
+	partnerB = (await createPartner(node.broker, "B")).partnerId;
 });
 
 afterAll(async () => {
-	await pg?.end();
-	await node?.stop();
-	await db?.drop();
+	await bed?.stop();
 });
 
 describe("riders.upsert", () => {
