@@ -3,7 +3,9 @@ import type { AddressInfo } from "node:net";
 import { randomInt } from "node:crypto";
 import type { ServiceBroker } from "moleculer";
 import { Webhook } from "standardwebhooks";
+import type { DeliveryStatesResult } from "../../contracts/notifications";
 import { randomPhone } from "./rides";
+import { startTestbed, type Testbed } from "./testbed";
 
 /**
  * Test fixtures for webhook delivery: a real partner endpoint (node http
@@ -194,6 +196,46 @@ export async function createRide(broker: ServiceBroker, partner: TestPartner, we
 		},
 		{ meta: { partnerId: partner.partnerId } },
 	);
+}
+
+/** A testbed running the services a ride's webhooks go through (partners, riders, pricing, orders, notifications), with a partner and that partner's endpoint. */
+export interface WebhookTestbed extends Testbed {
+	partner: TestPartner;
+	endpoint: PartnerEndpoint;
+	/** The ride's requests at the endpoint, every try. */
+	hooksOf(ride: TestRide): ReceivedWebhook[];
+	/** The ride's accepted deliveries, first one per event, in arrival order. */
+	deliveredOf(ride: TestRide): ReceivedWebhook[];
+	/** The ride's event rows, in sequence order. */
+	eventsOf(orderId: string): Promise<Array<{ id: string; sequence: number; status: string; kind: string }>>;
+	/** notifications' delivery state of each event. */
+	states(eventIds: string[]): Promise<DeliveryStatesResult>;
+}
+
+/** Starts the webhook testbed with `env` (the delivery settings under test); `stop` also closes the endpoint. */
+export async function startWebhookTestbed(label: string, env: Record<string, string>): Promise<WebhookTestbed> {
+	const bed = await startTestbed(label, { services: ["partners", "riders", "pricing", "orders", "notifications"], env: { WEBHOOK_ALLOW_PRIVATE: "true", ...env } });
+	try {
+		const partner = await createPartner(bed.node.broker);
+		const endpoint = await startPartnerEndpoint(partner.webhookSecret);
+		const stopBed = bed.stop;
+		return Object.assign(bed, {
+			partner,
+			endpoint,
+			hooksOf: (ride: TestRide) => endpoint.received.filter((h) => h.orderId === ride.orderId),
+			deliveredOf: (ride: TestRide) => endpoint.delivered().filter((h) => h.orderId === ride.orderId),
+			eventsOf: async (orderId: string) =>
+				(await bed.pg.query("SELECT id, sequence, status, kind FROM ride_events WHERE order_id = $1 ORDER BY sequence", [orderId])).rows,
+			states: (eventIds: string[]) => bed.node.broker.call<DeliveryStatesResult, { eventIds: string[] }>("notifications.deliveryStates", { eventIds }),
+			async stop() {
+				await endpoint.close();
+				await stopBed();
+			},
+		});
+	} catch (err) {
+		await bed.stop();
+		throw err;
+	}
 }
 
 let driverCounter = 0;

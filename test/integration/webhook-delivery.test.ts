@@ -1,8 +1,8 @@
-import { createServer } from "node:net";
 import type { Client } from "pg";
 import { Webhook } from "standardwebhooks";
-import { connect, createTestDatabase, type TestDatabase } from "../helpers/db";
-import { startTestNode, type TestNode } from "../helpers/node";
+import { connect } from "../helpers/db";
+import { freePort } from "../helpers/http";
+import { sleep, waitFor } from "../helpers/wait";
 import {
 	completeRide,
 	createPartner,
@@ -10,13 +10,13 @@ import {
 	move,
 	orderViolations,
 	recordLocation,
-	startPartnerEndpoint,
-	waitFor,
+	startWebhookTestbed,
 	type PartnerEndpoint,
 	type TestPartner,
 	type TestRide,
+	type WebhookTestbed,
 } from "../helpers/webhooks";
-import type { DeliveryStatesResult, StatsResult } from "../../contracts/notifications";
+import type { StatsResult } from "../../contracts/notifications";
 
 /**
  * Webhook delivery end to end, in one process: real rides moved through
@@ -27,63 +27,28 @@ import type { DeliveryStatesResult, StatsResult } from "../../contracts/notifica
 const SCHEDULE = "100,200,400,800,1600,3200,6400"; // eight tries over ~6.4 s
 const TIMEOUT_MS = 800;
 
-let db: TestDatabase;
-let node: TestNode;
+let bed: WebhookTestbed;
+let node: WebhookTestbed["node"];
 let pg: Client;
 let partner: TestPartner;
 let endpoint: PartnerEndpoint;
-
-/** A free local port for this node's Prometheus endpoint (metrics on, so the delivery metrics are live). */
-async function freePort(): Promise<number> {
-	const server = createServer();
-	await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-	const port = (server.address() as { port: number }).port;
-	await new Promise<void>((resolve) => server.close(() => resolve()));
-	return port;
-}
+let hooksOf: WebhookTestbed["hooksOf"];
+let deliveredOf: WebhookTestbed["deliveredOf"];
+let eventsOf: WebhookTestbed["eventsOf"];
+let states: WebhookTestbed["states"];
 
 beforeAll(async () => {
-	db = await createTestDatabase("webhooks");
-	node = await startTestNode({
-		databaseUrl: db.url,
-		services: ["partners", "riders", "pricing", "orders", "notifications"],
-		env: {
-			WEBHOOK_RETRY_SCHEDULE_MS: SCHEDULE,
-			WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
-			WEBHOOK_ALLOW_PRIVATE: "true",
-			METRICS_PORT: String(await freePort()),
-		},
-	});
-	pg = await connect(db.url);
-	partner = await createPartner(node.broker);
-	endpoint = await startPartnerEndpoint(partner.webhookSecret);
+	// Metrics on (a free port for this node's Prometheus endpoint), so the delivery metrics are live.
+	bed = await startWebhookTestbed("webhooks", { WEBHOOK_RETRY_SCHEDULE_MS: SCHEDULE, WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS), METRICS_PORT: String(await freePort()) });
+	({ node, pg, partner, endpoint, hooksOf, deliveredOf, eventsOf, states } = bed);
 });
 
 afterAll(async () => {
-	await endpoint?.close();
-	await pg?.end();
-	await node?.stop();
-	await db?.drop();
+	await bed?.stop();
 });
 
-async function eventsOf(orderId: string): Promise<Array<{ id: string; sequence: number; status: string; kind: string }>> {
-	return (await pg.query("SELECT id, sequence, status, kind FROM ride_events WHERE order_id = $1 ORDER BY sequence", [orderId])).rows;
-}
-
-function hooksOf(ride: TestRide) {
-	return endpoint.received.filter((h) => h.orderId === ride.orderId);
-}
-
-function deliveredOf(ride: TestRide) {
-	return endpoint.delivered().filter((h) => h.orderId === ride.orderId);
-}
-
 async function attemptsOf(eventId: string): Promise<Array<{ outcome: string; http_status: number | null; attempt: number }>> {
-	return (await pg.query("SELECT outcome, http_status, attempt FROM webhook_attempts WHERE event_id = $1 ORDER BY started_at", [eventId])).rows;
-}
-
-async function states(eventIds: string[]): Promise<DeliveryStatesResult> {
-	return node.broker.call<DeliveryStatesResult, { eventIds: string[] }>("notifications.deliveryStates", { eventIds });
+	return (await bed.pg.query("SELECT outcome, http_status, attempt FROM webhook_attempts WHERE event_id = $1 ORDER BY started_at", [eventId])).rows;
 }
 
 it("retries a 500 with the same webhook-id until it succeeds, keeps the ride's order, and never holds back other rides", async () => {
@@ -264,8 +229,7 @@ it("sends nothing for a ride change that rolled back", async () => {
 	await move(node.broker, ride, "accepted");
 	await waitFor("the committed event", () => deliveredOf(ride).length === 1);
 	// Let a few more polls pass: still only that one event.
-	const polls = Date.now() + 2_500;
-	await waitFor("a few polls", () => Date.now() > polls, 5_000, 100);
+	await sleep(2_500);
 	expect(hooksOf(ride).map((h) => [h.sequence, h.status])).toEqual([[1, "accepted"]]);
 	expect((await pg.query("SELECT count(*)::int AS n FROM webhook_deliveries WHERE order_id = $1", [ride.orderId])).rows[0].n).toBe(1);
 	await pg.query("DROP TRIGGER refuse_poisoned ON ride_events");
@@ -279,19 +243,19 @@ it("recovers when every PostgreSQL connection is cut during deliveries", async (
 
 	// Cut every connection of the services, several times, while deliveries are under way.
 	pg.on("error", () => undefined); // the test's own client is cut too
-	const killer = await connect(db.url);
+	const killer = await connect(bed.db.url);
 	let cuts = 0;
 	try {
 		for (let i = 0; i < 6; i++) {
-			const { rowCount } = await killer.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", [db.name]);
+			const { rowCount } = await killer.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", [bed.db.name]);
 			cuts += rowCount ?? 0;
-			await new Promise((resolve) => setTimeout(resolve, 120));
+			await sleep(120);
 		}
 	} finally {
 		await killer.end();
 	}
 	expect(cuts).toBeGreaterThan(0);
-	pg = await reconnect(pg);
+	bed.pg = pg = await reconnect(pg);
 
 	// The services reconnect: more ride changes commit and everything is delivered, in order.
 	for (const ride of rides) await retryOnce(() => move(node.broker, ride, "arrived"));
@@ -330,7 +294,7 @@ it("exposes delivery metrics: tries by outcome, end-to-end latency, pending coun
 /** The test's own pg client was cut too. */
 async function reconnect(old: Client): Promise<Client> {
 	await old.end().catch(() => undefined);
-	return connect(db.url);
+	return connect(bed.db.url);
 }
 
 /** A ride change whose first try hit a cut connection: try once more (it committed nothing). */

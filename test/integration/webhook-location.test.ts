@@ -1,19 +1,5 @@
-import { connect, createTestDatabase, type TestDatabase } from "../helpers/db";
-import type { Client } from "pg";
-import { startTestNode, type TestNode } from "../helpers/node";
-import {
-	createPartner,
-	createRide,
-	move,
-	orderViolations,
-	recordLocation,
-	startPartnerEndpoint,
-	waitFor,
-	type PartnerEndpoint,
-	type TestPartner,
-	type TestRide,
-} from "../helpers/webhooks";
-import type { DeliveryStatesResult } from "../../contracts/notifications";
+import { sleep, waitFor } from "../helpers/wait";
+import { createRide, move, orderViolations, recordLocation, startWebhookTestbed, type PartnerEndpoint, type TestPartner, type TestRide, type WebhookTestbed } from "../helpers/webhooks";
 
 /**
  * Location events end to end (API.md, "Webhooks"): a `location_updated`
@@ -27,74 +13,35 @@ const LOCATION_TTL_MS = 2_000;
 // A try every 300 ms for half a minute: a status event outlives any outage in these tests.
 const SCHEDULE = Array.from({ length: 100 }, (_, i) => (i + 1) * 300).join(",");
 
-let db: TestDatabase;
-let node: TestNode;
-let pg: Client;
+let bed: WebhookTestbed;
+let node: WebhookTestbed["node"];
 let partner: TestPartner;
 let endpoint: PartnerEndpoint;
+let hooksOf: WebhookTestbed["hooksOf"];
+let deliveredOf: WebhookTestbed["deliveredOf"];
+let states: WebhookTestbed["states"];
 
 beforeAll(async () => {
-	db = await createTestDatabase("webhook_location");
-	node = await startTestNode({
-		databaseUrl: db.url,
-		services: ["partners", "riders", "pricing", "orders", "notifications"],
-		env: {
-			WEBHOOK_LOCATION_TTL_MS: String(LOCATION_TTL_MS),
-			WEBHOOK_RETRY_SCHEDULE_MS: SCHEDULE,
-			WEBHOOK_TIMEOUT_MS: "800",
-			WEBHOOK_ALLOW_PRIVATE: "true",
-		},
-	});
-	pg = await connect(db.url);
-	partner = await createPartner(node.broker);
-	endpoint = await startPartnerEndpoint(partner.webhookSecret);
+	bed = await startWebhookTestbed("webhook_location", { WEBHOOK_LOCATION_TTL_MS: String(LOCATION_TTL_MS), WEBHOOK_RETRY_SCHEDULE_MS: SCHEDULE, WEBHOOK_TIMEOUT_MS: "800" });
+	({ node, partner, endpoint, hooksOf, deliveredOf, states } = bed);
 });
 
 afterAll(async () => {
-	await endpoint?.close();
-	await pg?.end();
-	await node?.stop();
-	await db?.drop();
+	await bed?.stop();
 });
 
-interface EventRow {
-	id: string;
-	sequence: number;
-	status: string;
-	kind: string;
-}
-
-async function eventsOf(orderId: string): Promise<EventRow[]> {
-	return (await pg.query("SELECT id, sequence, status, kind FROM ride_events WHERE order_id = $1 ORDER BY sequence", [orderId])).rows;
-}
-
-async function eventAt(ride: TestRide, sequence: number): Promise<EventRow> {
-	const row = (await eventsOf(ride.orderId)).find((e) => e.sequence === sequence);
+async function eventAt(ride: TestRide, sequence: number) {
+	const row = (await bed.eventsOf(ride.orderId)).find((e) => e.sequence === sequence);
 	if (!row) throw new Error(`${ride.orderId} has no event #${sequence}`);
 	return row;
-}
-
-async function states(eventIds: string[]): Promise<DeliveryStatesResult> {
-	return node.broker.call<DeliveryStatesResult, { eventIds: string[] }>("notifications.deliveryStates", { eventIds });
 }
 
 async function stateOf(eventId: string): Promise<string> {
 	return (await states([eventId]))[eventId].state;
 }
 
-function hooksOf(ride: TestRide) {
-	return endpoint.received.filter((h) => h.orderId === ride.orderId);
-}
-
-function deliveredOf(ride: TestRide) {
-	return endpoint.delivered().filter((h) => h.orderId === ride.orderId);
-}
-
 /** Lets a few polls (1 s each) pass, so anything that would still go out has had its chance. */
-async function letPollsPass(ms = 2_500): Promise<void> {
-	const until = Date.now() + ms;
-	await waitFor("a few polls", () => Date.now() > until, ms + 2_000, 100);
-}
+const letPollsPass = (ms = 2_500): Promise<void> => sleep(ms);
 
 it("drops location events past their lifetime while the endpoint is down; every status event goes out in order once it is back", async () => {
 	const ride = await createRide(node.broker, partner, `${endpoint.url}/down`);
