@@ -51,7 +51,20 @@ export interface SigningSecretParams {
 
 export interface PartnerSigning {
 	partnerId: string;
+	/** The current secret. */
 	webhookSecret: string;
+	/**
+	 * Every secret to sign with: the current one (validUntil null) first, then
+	 * older ones still in their rotation grace period. Absent from partners
+	 * instances older than rotation (rolling upgrade): sign with webhookSecret.
+	 */
+	webhookSecrets?: WebhookSecretEntry[];
+}
+
+export interface WebhookSecretEntry {
+	secret: string;
+	/** ISO 8601; null for the current secret. */
+	validUntil: string | null;
 }
 
 /** One entry of `partners.list` (operators): never keys or secrets. */
@@ -61,4 +74,15 @@ export interface PartnerSummary {
 	/** A Date in the calling process; an ISO 8601 string once it crossed the transporter. */
 	createdAt: Date | string;
 	disabled: boolean;
+}
+
+/** Broadcast by partners after any change of keys, secrets or partners (every instance drops its caches). */
+export const PARTNER_EVENTS = {
+	changed: "partners.changed",
+} as const;
+
+/** `partners.changed`: what changed, for whom. Never a key or a secret. */
+export interface PartnersChangedEvent {
+	partnerId: string;
+	what: "keys" | "webhookSecret" | "partner";
 }

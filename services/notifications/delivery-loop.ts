@@ -7,7 +7,7 @@ import { IngestWindow } from "./ingest-window";
 import type { ClaimedRow, NotificationsRepo } from "./notifications.repo";
 import type { NotificationsSettings } from "./notifications.settings";
 import type { OutageWarnings } from "./outage-warnings";
-import { signedHeaders, webhookBody } from "./signing";
+import { signedHeaders, webhookBody, type SigningSecret } from "./signing";
 import type { AttemptResult, WebhookClient } from "./webhook-client";
 
 /**
@@ -26,8 +26,8 @@ export interface DeliveryLoopDeps {
 	instanceId: string;
 	logger: Logger;
 	warnings: OutageWarnings;
-	/** The partner's webhook signing secret (partners.signingSecret). */
-	fetchSigningSecret(partnerId: string): Promise<string>;
+	/** The partner's webhook signing secret(s) (partners.signingSecret; several during a rotation). */
+	fetchSigningSecret(partnerId: string): Promise<string | readonly SigningSecret[]>;
 	/** Absent when the broker has metrics off. */
 	metrics?: DeliveryMetrics;
 }
@@ -56,7 +56,7 @@ export class DeliveryLoop {
 	private lastObservedAt = 0;
 	private lastSettleAt = 0;
 	private readonly inFlight = new Map<string, Promise<void>>();
-	private readonly secrets = new Map<string, { secret: string; expires: number }>();
+	private readonly secrets = new Map<string, { secret: string | readonly SigningSecret[]; expires: number }>();
 	private pollTimer?: NodeJS.Timeout;
 	private ticking = false;
 	private tickAgain = false;
@@ -65,6 +65,11 @@ export class DeliveryLoop {
 	private readonly stopAbort = new AbortController();
 
 	constructor(private readonly deps: DeliveryLoopDeps) {}
+
+	/** partners.changed: the next try of this partner fetches its secrets again. */
+	forgetSigningSecret(partnerId: string): void {
+		this.secrets.delete(partnerId);
+	}
 
 	/** Tries of this instance in flight now. */
 	get inFlightCount(): number {
@@ -162,7 +167,7 @@ export class DeliveryLoop {
 	/** One try of one claimed event: sign, send, record. */
 	private async deliver(row: ClaimedRow, leaseToken: string): Promise<void> {
 		const { repo, warnings } = this.deps;
-		let secret: string;
+		let secret: string | readonly SigningSecret[];
 		try {
 			secret = await this.signingSecret(row.partner_id);
 		} catch (err) {
@@ -187,7 +192,7 @@ export class DeliveryLoop {
 		await this.record(row, leaseToken, result, startedAt);
 	}
 
-	private async signingSecret(partnerId: string): Promise<string> {
+	private async signingSecret(partnerId: string): Promise<string | readonly SigningSecret[]> {
 		const now = Date.now();
 		const cached = this.secrets.get(partnerId);
 		if (cached && cached.expires > now) return cached.secret;

@@ -15,7 +15,7 @@ import {
 	type StatsResult,
 } from "../../contracts/notifications";
 import type { RideEventRecordedEvent } from "../../contracts/orders";
-import type { PartnerSigning, SigningSecretParams } from "../../contracts/partners";
+import type { PartnerSigning, PartnersChangedEvent, SigningSecretParams } from "../../contracts/partners";
 import { ApiError } from "../../lib/errors";
 import { DbMixin, type DbThis } from "../../mixins/db.mixin";
 import { DeliveryLoop } from "./delivery-loop";
@@ -152,6 +152,10 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 				this.loop.requestTick();
 			},
 		},
+		/** A partner's secrets changed (rotation): sign with the new ones from the next try on. */
+		"partners.changed"(this: NotificationsThis, ctx: Context<PartnersChangedEvent>) {
+			this.loop.forgetSigningSecret(ctx.params.partnerId);
+		},
 	},
 
 	created(this: NotificationsThis) {
@@ -171,7 +175,7 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 			metrics: this.metrics,
 			fetchSigningSecret: async (partnerId) => {
 				const answer = await this.broker.call<PartnerSigning, SigningSecretParams>("partners.signingSecret", { partnerId });
-				return answer.webhookSecret;
+				return answer.webhookSecrets ?? answer.webhookSecret;
 			},
 		});
 	},

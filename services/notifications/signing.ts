@@ -5,7 +5,19 @@ import { createHmac } from "node:crypto";
  * secret is `whsec_` + base64 of the key; the signature is
  * `v1,` + base64(HMAC-SHA256(key, `${id}.${timestamp}.${body}`)).
  * The body signed is the exact byte sequence sent.
+ *
+ * During a secret rotation (partners.rotateWebhookSecret) a partner has
+ * several secrets: the new one and the old one until its `validUntil`. Every
+ * secret valid at the time of the try signs, and `webhook-signature` carries
+ * the signatures space-separated (the spec allows several; a verifier accepts
+ * the message when any one matches its secret).
  */
+
+/** One of a partner's signing secrets; `validUntil` (ISO 8601) is absent or null for the current one. */
+export interface SigningSecret {
+	secret: string;
+	validUntil?: string | null;
+}
 
 export interface WebhookHeaders {
 	"webhook-id": string;
@@ -27,13 +39,26 @@ export function signature(secret: string, id: string, timestampSeconds: number, 
 	return `v1,${mac.digest("base64")}`;
 }
 
-/** Headers of one try: `webhook-id` stays the event id across tries, the timestamp is this try's. */
-export function signedHeaders(secret: string, eventId: string, body: Buffer, nowMs: number): WebhookHeaders {
+/** The secrets that sign at `nowMs`: the current ones, and older ones until their validUntil (newest first as given). */
+export function secretsValidAt(secrets: string | readonly SigningSecret[], nowMs: number): string[] {
+	if (typeof secrets === "string") return [secrets];
+	const valid = secrets.filter((s) => s.validUntil === undefined || s.validUntil === null || Date.parse(s.validUntil) > nowMs).map((s) => s.secret);
+	if (valid.length === 0) throw new Error("No webhook secret valid now");
+	return [...new Set(valid)];
+}
+
+/**
+ * Headers of one try: `webhook-id` stays the event id across tries, the
+ * timestamp is this try's; one signature per secret valid now.
+ */
+export function signedHeaders(secrets: string | readonly SigningSecret[], eventId: string, body: Buffer, nowMs: number): WebhookHeaders {
 	const timestamp = Math.floor(nowMs / 1000);
 	return {
 		"webhook-id": eventId,
 		"webhook-timestamp": String(timestamp),
-		"webhook-signature": signature(secret, eventId, timestamp, body),
+		"webhook-signature": secretsValidAt(secrets, nowMs)
+			.map((secret) => signature(secret, eventId, timestamp, body))
+			.join(" "),
 	};
 }
 
