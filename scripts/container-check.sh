@@ -197,7 +197,7 @@ check1() {
 	new_db one || return 1
 	port=$(free_port) health=$(free_port) key="ck_$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 	ctr=$(run_ctr --network host --name "${RUN_ID}-one" -e DATABASE_URL="$db" -e PORT="$port" -e HEALTH_PORT="$health" \
-		-e METRICS_PORT=0 -e NAMESPACE="$RUN_ID" -e BOOTSTRAP_PARTNER_KEY="$key" "$IMAGE") || return 1
+		-e METRICS_PORT=0 -e NAMESPACE="$RUN_ID" -e ALLOW_BOOTSTRAP_PARTNER=true -e BOOTSTRAP_PARTNER_KEY="$key" "$IMAGE") || return 1
 	smoke ready "http://127.0.0.1:$health/health/ready" 90 || { show_logs "$ctr"; return 1; }
 	podman healthcheck run "$ctr" >/dev/null 2>>"$WORK/podman.log" && health_state=$(podman inspect --format '{{.State.Health.Status}}' "$ctr")
 	[ "$health_state" = healthy ] && echo "HEALTHCHECK: healthy" || { echo "HEALTHCHECK: ${health_state:-failed}"; return 1; }
@@ -216,7 +216,7 @@ check2() {
 	local port key ctr
 	port=$(free_port) key="ck_$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 	# Default ports inside the container's own network; only the API is published, on loopback.
-	ctr=$(run_ctr --name "${RUN_ID}-embedded" -p "127.0.0.1:$port:3000" -e BOOTSTRAP_PARTNER_KEY="$key" "$IMAGE") || return 1
+	ctr=$(run_ctr --name "${RUN_ID}-embedded" -p "127.0.0.1:$port:3000" -e ALLOW_BOOTSTRAP_PARTNER=true -e BOOTSTRAP_PARTNER_KEY="$key" "$IMAGE") || return 1
 	smoke ready "http://127.0.0.1:$port/health/ready" 120 || { show_logs "$ctr"; return 1; }
 	smoke fare "http://127.0.0.1:$port" "$key" || { show_logs "$ctr"; return 1; }
 	stop_ctr "$ctr"
@@ -236,7 +236,7 @@ check3() {
 	for services in gateway,partners pricing riders orders dispatch notifications fleet; do
 		name=${services%%,*}
 		ctr=$(run_ctr "${common[@]}" --name "${RUN_ID}-$name" -e SERVICES="$services" -e HEALTH_PORT="$(free_port)" \
-			-e PORT="$port" -e BOOTSTRAP_PARTNER_KEY="$key" -e BOOTSTRAP_WEBHOOK_SECRET="$secret" "$IMAGE") || return 1
+			-e PORT="$port" -e ALLOW_BOOTSTRAP_PARTNER=true -e BOOTSTRAP_PARTNER_KEY="$key" -e BOOTSTRAP_WEBHOOK_SECRET="$secret" "$IMAGE") || return 1
 		ids+=("$ctr")
 	done
 	for ctr in "${ids[@]}"; do

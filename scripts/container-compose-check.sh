@@ -71,7 +71,7 @@ check4() {
 	port=$(free_port) key="ck_$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" pw=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	local compose=(docker-compose --project-name "$RUN_ID" --file "$ROOT/docker-compose.yml")
 	export DOCKER_HOST=unix://$sock COMPOSE_HTTP_TIMEOUT=300 RIDE_IMAGE=$IMAGE POSTGRES_PASSWORD=$pw GATEWAY_PORT=127.0.0.1:$port \
-		BOOTSTRAP_PARTNER_KEY=$key BOOTSTRAP_WEBHOOK_SECRET=$(whsec) WEBHOOK_ALLOW_PRIVATE=true NAMESPACE=$RUN_ID
+		BOOTSTRAP_PARTNER_KEY=$key BOOTSTRAP_WEBHOOK_SECRET=$(whsec) ALLOW_BOOTSTRAP_PARTNER=true WEBHOOK_ALLOW_PRIVATE=true NAMESPACE=$RUN_ID
 
 	# The health check scheduler podman lacks here.
 	compose_pid_file=$WORK/health-loop-$RUN_ID.pid
@@ -109,6 +109,6 @@ check4() {
 	wait "$service_pid" 2>/dev/null
 	service_pid=
 	rm -f "$sock" "$compose_pid_file"
-	unset DOCKER_HOST RIDE_IMAGE POSTGRES_PASSWORD GATEWAY_PORT BOOTSTRAP_PARTNER_KEY BOOTSTRAP_WEBHOOK_SECRET WEBHOOK_ALLOW_PRIVATE NAMESPACE
+	unset DOCKER_HOST RIDE_IMAGE POSTGRES_PASSWORD GATEWAY_PORT BOOTSTRAP_PARTNER_KEY BOOTSTRAP_WEBHOOK_SECRET ALLOW_BOOTSTRAP_PARTNER WEBHOOK_ALLOW_PRIVATE NAMESPACE
 	return "$status"
 }
