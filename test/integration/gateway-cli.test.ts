@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { resolve } from "node:path";
 import { connect, createTestDatabase, type TestDatabase } from "../helpers/db";
+import { PartnerApi } from "../helpers/http";
 import { startTestNode, type TestNode } from "../helpers/node";
 
 /**
@@ -85,8 +86,7 @@ it("npm run partner -- create prints one JSON object whose key then works over H
 	expect(listed.stdout).not.toContain(partner.apiKey);
 
 	node = await startTestNode({ databaseUrl: db.url, services: ["partners", "gateway"] });
-	const call = (key: string) =>
-		fetch(`${node!.baseUrl}/ride/status`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: '{"orderId":"ord_x"}' });
+	const call = (key: string) => new PartnerApi(node!.baseUrl!, key).post("/ride/status", { orderId: "ord_x" });
 	const withKey = await call(partner.apiKey);
 	// Authenticated (orders is not running here, so the answer is 503, not 401).
 	expect(withKey.status).toBe(503);

@@ -1,10 +1,11 @@
 import { lookup } from "node:dns/promises";
 import { hostname } from "node:os";
-import axios from "axios";
 import type { Client } from "pg";
 import { connect, createTestDatabase, type TestDatabase } from "../helpers/db";
+import { PartnerApi } from "../helpers/http";
 import { startTestNode, uniqueNamespace, type TestNode } from "../helpers/node";
-import { createPartner, createRide, move, startPartnerEndpoint, waitFor, type PartnerEndpoint, type TestPartner } from "../helpers/webhooks";
+import { waitFor } from "../helpers/wait";
+import { createPartner, createRide, move, startPartnerEndpoint, type PartnerEndpoint } from "../helpers/webhooks";
 import { createWebhookClient } from "../../services/notifications/webhook-client";
 import type { ResolveAll } from "../../lib/ssrf";
 import { assertWebhookUrlAllowed } from "../../lib/webhook-url";
@@ -58,7 +59,7 @@ afterAll(async () => {
 });
 
 describe("create-order checkpoint (gateway → orders), private targets refused", () => {
-	let partner: TestPartner;
+	let api: PartnerApi;
 
 	beforeAll(async () => {
 		gatewayNode = await startTestNode({
@@ -66,7 +67,7 @@ describe("create-order checkpoint (gateway → orders), private targets refused"
 			services: ["partners", "riders", "pricing", "orders", "gateway"],
 			env: { WEBHOOK_ALLOW_PRIVATE: "false", NODE_ID: `ssrf-gw-${process.pid}` },
 		});
-		partner = await createPartner(gatewayNode.broker);
+		api = new PartnerApi(gatewayNode.baseUrl!, (await createPartner(gatewayNode.broker)).apiKey);
 	});
 
 	const extra = [
@@ -91,20 +92,16 @@ describe("create-order checkpoint (gateway → orders), private targets refused"
 	it("refuses every hostile URL with 400 INVALID_WEBHOOK_URL and writes nothing", async () => {
 		const urls = [...hostileUrls, ...extra];
 		for (const webhookURL of urls) {
-			const res = await axios.post(
-				`${gatewayNode.baseUrl}/ride/create-order`,
-				{
-					user: { name: "Mallory", phone: "+919811111111" },
-					serviceType: "cab",
-					pickup: { lat: 12.9716, lng: 77.5946 },
-					drop: { lat: 12.9352, lng: 77.6245 },
-					webhookURL,
-				},
-				{ headers: { Authorization: `Bearer ${partner.apiKey}` }, validateStatus: () => true },
-			);
-			expect({ webhookURL, status: res.status, code: res.data?.code }).toEqual({ webhookURL, status: 400, code: "INVALID_WEBHOOK_URL" });
-			expect(res.data.retryable).toBe(false);
-			expect(JSON.stringify(res.data)).not.toContain("127.0.0.1");
+			const res = await api.post<any>("/ride/create-order", {
+				user: { name: "Mallory", phone: "+919811111111" },
+				serviceType: "cab",
+				pickup: { lat: 12.9716, lng: 77.5946 },
+				drop: { lat: 12.9352, lng: 77.6245 },
+				webhookURL,
+			});
+			expect({ webhookURL, status: res.status, code: res.body?.code }).toEqual({ webhookURL, status: 400, code: "INVALID_WEBHOOK_URL" });
+			expect(res.body.retryable).toBe(false);
+			expect(JSON.stringify(res.body)).not.toContain("127.0.0.1");
 		}
 		expect((await pg.query("SELECT count(*)::int AS n FROM orders")).rows[0].n).toBe(0);
 		expect((await pg.query("SELECT count(*)::int AS n FROM riders")).rows[0].n).toBe(0);
