@@ -1,8 +1,9 @@
 import type { Client } from "pg";
-import { connect, createTestDatabase, TEST_NATS_URL, type TestDatabase } from "../helpers/db";
-import { startTestNode, uniqueNamespace, type TestNode } from "../helpers/node";
-import { startServiceProcess, type ServiceProcess } from "../helpers/processes";
-import { createPartner, createRide, move, orderViolations, startPartnerEndpoint, waitFor, type PartnerEndpoint, type TestRide } from "../helpers/webhooks";
+import { uniqueNamespace, type TestNode } from "../helpers/node";
+import { Cluster, processesFor } from "../helpers/processes";
+import { startTestbed, type Testbed } from "../helpers/testbed";
+import { waitFor } from "../helpers/wait";
+import { createPartner, createRide, move, orderViolations, startPartnerEndpoint, type PartnerEndpoint, type TestRide } from "../helpers/webhooks";
 
 /**
  * Two notifications processes over NATS share the delivery of 1,000 status
@@ -15,40 +16,25 @@ const RIDES = 100;
 /** accepted ×7 (the driver drops out six times: back to searching, which sends nothing), arrived, started, dropped. */
 const EVENTS_PER_RIDE = 10;
 
-let db: TestDatabase;
+let bed: Testbed;
 let pg: Client;
 let node: TestNode;
 let endpoint: PartnerEndpoint;
-const processes: ServiceProcess[] = [];
+let notifications: Cluster;
 const namespace = uniqueNamespace("scale");
 
 beforeAll(async () => {
-	db = await createTestDatabase("whscale");
-	pg = await connect(db.url);
-	node = await startTestNode({ databaseUrl: db.url, services: ["partners", "riders", "pricing", "orders"], nats: { namespace }, env: { NODE_ID: `${namespace}-main` } });
-	for (const label of ["a", "b"]) {
-		processes.push(
-			await startServiceProcess(`notifications-${label}`, {
-				SERVICES: "notifications",
-				DATABASE_URL: db.url,
-				TRANSPORTER: TEST_NATS_URL,
-				NAMESPACE: namespace,
-				NODE_ID: `${namespace}-${label}`,
-				WEBHOOK_ALLOW_PRIVATE: "true",
-				// Fewer slots than rides: neither process can take all the work alone.
-				WEBHOOK_CONCURRENCY: "16",
-				LOGLEVEL: "info", // the helper waits for the broker's "started successfully" line
-			}),
-		);
-	}
+	bed = await startTestbed("whscale", { services: ["partners", "riders", "pricing", "orders"], nats: { namespace }, env: { NODE_ID: `${namespace}-main` } });
+	({ node, pg } = bed);
+	// Two notifications processes on this node's namespace, with fewer slots than rides: neither can take all the work alone.
+	notifications = new Cluster("scale", bed.db.url, { WEBHOOK_CONCURRENCY: "16" }, namespace);
+	await notifications.startAll(processesFor({ notifications: 2 }));
 });
 
 afterAll(async () => {
-	for (const p of processes) await p.kill("SIGTERM").catch(() => undefined);
+	await notifications?.stopAll();
 	await endpoint?.close();
-	await node?.stop();
-	await pg?.end();
-	await db?.drop();
+	await bed?.stop();
 });
 
 async function driveRide(ride: TestRide): Promise<void> {
