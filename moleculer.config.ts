@@ -1,8 +1,11 @@
 import os from "node:os";
-import { Validators, type BrokerOptions, type Tracer } from "moleculer";
-import { VALIDATION_MESSAGES } from "./contracts/errors";
+import type { BrokerOptions, Tracer } from "moleculer";
+import { createValidator } from "./lib/validator";
+import { readNatsOptions } from "./lib/nats-settings";
 import { readSettings, type Env } from "./lib/settings";
+import { createTraceRedactor, parseTraceAllow } from "./lib/trace-redaction";
 import { AccessMiddleware } from "./middlewares/access.middleware";
+import { DataErrorsMiddleware } from "./middlewares/data-errors.middleware";
 import { ObservabilityMiddleware, jsonLogFormatter } from "./middlewares/observability.middleware";
 
 /**
@@ -27,6 +30,20 @@ function traceExporters(env: Env): Tracer.TracingExporter[] {
 }
 
 /**
+ * What a span says about a call (lib/trace-redaction.ts): params with every
+ * value redacted but the allow-listed ids and enumerations, meta reduced to
+ * allow-listed keys, never the response. Global for actions and events; an
+ * action's own `tracing.tags` would replace it, so none declares one.
+ */
+function traceTags(env: Env): Tracer.TracerOptions["tags"] {
+	const redactor = createTraceRedactor(parseTraceAllow(env.TRACING_TAGS_ALLOW));
+	// Moleculer calls it with (ctx) when the span starts and (ctx, response) when it ends.
+	const tags = (ctx: { params?: unknown; meta?: unknown }, ...response: unknown[]) =>
+		response.length > 0 ? {} : { params: redactor.params(ctx.params), meta: redactor.meta(ctx.meta) };
+	return { action: tags, event: tags } as unknown as Tracer.TracerOptions["tags"];
+}
+
+/**
  * Broker options from the operations contract. `buildBrokerConfig(env)` is
  * what the runner, the REPL and the tests use; the default export serves
  * `moleculer-runner` users.
@@ -40,7 +57,8 @@ export function buildBrokerConfig(env: Env = process.env): BrokerOptions {
 	return {
 		namespace: s.namespace,
 		nodeID: env.NODE_ID || `${os.hostname()}-${service}-${process.pid}`,
-		transporter: s.transporter ? { type: "NATS", options: { url: s.transporter } } : null,
+		// NATS login and TLS from the environment or mounted secret files (lib/nats-settings.ts).
+		transporter: s.transporter ? { type: "NATS", options: { url: s.transporter, ...readNatsOptions(env) } } : null,
 		logger: {
 			type: "Console",
 			options: {
@@ -67,8 +85,8 @@ export function buildBrokerConfig(env: Env = process.env): BrokerOptions {
 		heartbeatInterval: 5,
 		heartbeatTimeout: 15,
 		serializer: "JSON",
-		// Partner-readable messages that name the field ("pickup.lat must be a number"), on every node.
-		validator: new Validators.Fastest({ messages: VALIDATION_MESSAGES }),
+		// Partner-readable messages that name the field, no U+0000/unpaired surrogates, strict objects' unknown keys listed (lib/validator.ts).
+		validator: createValidator(),
 		metrics: {
 			enabled: s.metricsPort > 0,
 			reporter: s.metricsPort > 0 ? [{ type: "Prometheus", options: { port: s.metricsPort, path: "/metrics" } }] : [],
@@ -80,8 +98,12 @@ export function buildBrokerConfig(env: Env = process.env): BrokerOptions {
 			exporter: s.tracing ? traceExporters(env) : [],
 			events: true,
 			sampling: { rate: Number(env.TRACING_SAMPLE_RATE || 1) },
+			// Secrets and personal data stay in the process: redacted params and meta, and errors
+			// without `data` (a validation error's data carries the refused value).
+			tags: traceTags(env),
+			errorFields: ["name", "message", "code", "type", "retryable"],
 		},
-		middlewares: [AccessMiddleware, ObservabilityMiddleware],
+		middlewares: [DataErrorsMiddleware, AccessMiddleware, ObservabilityMiddleware],
 	};
 }
 
