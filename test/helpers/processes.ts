@@ -84,6 +84,29 @@ export async function runNodeScript(args: string[]): Promise<{ code: number | nu
 	return { code, out: proc.output() };
 }
 
+export interface ScriptRun {
+	code: number | null;
+	stdout: string;
+	stderr: string;
+}
+
+/**
+ * Runs a TypeScript entry point (`bin/partner.ts`, `bin/migrate.ts`) to its
+ * end the way `npm run` does, alone (no transporter), with its stdout and
+ * stderr apart: a command-line tool's answer is its stdout.
+ */
+export function runScript(script: string, args: string[], env: Record<string, string>): Promise<ScriptRun> {
+	return new Promise((done, fail) => {
+		const child = spawn(process.execPath, [...TSX, script, ...args], { cwd: ROOT, env: { ...process.env, TRANSPORTER: "", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+		let stdout = "";
+		let stderr = "";
+		child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+		child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+		child.on("error", fail);
+		child.on("exit", (code) => done({ code, stdout, stderr }));
+	});
+}
+
 /**
  * Starts `bin/server.ts` as a separate OS process with the given environment,
  * the way a container would run it. Resolves once the broker reports it

@@ -1,8 +1,7 @@
-import { spawn } from "node:child_process";
-import { resolve } from "node:path";
 import { connect, createTestDatabase, type TestDatabase } from "../helpers/db";
 import { PartnerApi } from "../helpers/http";
 import { startTestNode, type TestNode } from "../helpers/node";
+import { runScript } from "../helpers/processes";
 
 /**
  * The operators' entry points as operators run them: separate Node processes
@@ -10,29 +9,8 @@ import { startTestNode, type TestNode } from "../helpers/node";
  * key they printed used over real HTTP.
  */
 
-const ROOT = resolve(__dirname, "../..");
-
-interface Run {
-	code: number | null;
-	stdout: string;
-	stderr: string;
-}
-
-function run(script: string, args: string[], env: Record<string, string>): Promise<Run> {
-	return new Promise((done, fail) => {
-		const child = spawn(process.execPath, ["--import", "tsx", script, ...args], {
-			cwd: ROOT,
-			env: { ...process.env, TRANSPORTER: "", LOGLEVEL: "info", ...env },
-			stdio: ["ignore", "pipe", "pipe"],
-		});
-		let stdout = "";
-		let stderr = "";
-		child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
-		child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
-		child.on("error", fail);
-		child.on("exit", (code) => done({ code, stdout, stderr }));
-	});
-}
+/** With LOGLEVEL=info in the environment, to show a tool's stdout stays its answer alone. */
+const run = (script: string, args: string[], env: Record<string, string>) => runScript(script, args, { LOGLEVEL: "info", ...env });
 
 let db: TestDatabase;
 let node: TestNode | undefined;
