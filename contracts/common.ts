@@ -24,9 +24,16 @@ export interface DriverLocation extends Point {
 export const latitudeRule = { type: "number", min: -90, max: 90, finite: true } as const;
 export const longitudeRule = { type: "number", min: -180, max: 180, finite: true } as const;
 
-/** A pickup or drop as partners send it. */
+/**
+ * How deep params may nest (objects and arrays, the body itself being level
+ * 0): deeper input is refused before it reaches a serialiser or a database.
+ */
+export const PARAMS_MAX_DEPTH = 32;
+
+/** A pickup or drop as partners send it; unknown keys are refused. */
 export const placeRule = {
 	type: "object",
+	strict: true,
 	props: { lat: latitudeRule, lng: longitudeRule, address: { type: "string", max: 500, optional: true } },
 } as const;
 

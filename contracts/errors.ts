@@ -5,6 +5,7 @@
  * and the OpenAPI document derive from it; a test checks docs/API.md
  * against it. Plain data only.
  */
+import { PARAMS_MAX_DEPTH } from "./common";
 import { QUOTE_MATCH_RADIUS_METRES } from "./constants";
 import { IDEMPOTENCY_TTL_MS } from "./orders";
 
@@ -54,7 +55,7 @@ export const ERRORS = {
 		forStatus: "fallback",
 		documented: true,
 		meaning:
-			"A field is missing, of the wrong type or out of range (including an unknown `serviceType`, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field.",
+			`A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown \`serviceType\`, a string containing U+0000 or an unpaired surrogate, nesting deeper than ${PARAMS_MAX_DEPTH} levels, a value the database cannot store, a body that is not a JSON object, or a bad \`Idempotency-Key\` header). \`details\` names each field.`,
 	},
 	INVALID_WEBHOOK_URL: {
 		status: 400,
@@ -237,8 +238,10 @@ export const SUCCESS_CODES = ["USER_HAVE_ACTIVE_RIDE", "RIDE_CANCELLED", "FEEDBA
  * as written in the body ("pickup.lat must be less than or equal to 90").
  * Every node's broker validator uses them (moleculer.config.ts), so a
  * validation error reads the same whichever node raised it. Kinds not listed
- * (arrayUnique, arrayEnum, objectStrict, objectMinProps, objectMaxProps)
- * keep the library's text.
+ * (arrayUnique, arrayEnum, objectMinProps, objectMaxProps) keep the
+ * library's text. `stringUnsafe`, `objectDepth` and the per-field
+ * `objectStrict` are our own rules (lib/validator.ts), applied to every
+ * action's params.
  */
 export const VALIDATION_MESSAGES: Record<string, string> = {
 	required: "{field} is required",
@@ -299,4 +302,9 @@ export const VALIDATION_MESSAGES: Record<string, string> = {
 	classInstanceOf: "{field} must be an instance of the '{expected}' class",
 	objectID: "{field} must be an valid ObjectID",
 	record: "{field} must be an Object",
+	// lib/validator.ts: an unknown key of a strict object, named by its own path.
+	objectStrict: "{field} is not a known field",
+	// lib/validator.ts: strings PostgreSQL cannot store, in values and keys.
+	stringUnsafe: "{field} must not contain U+0000 or unpaired surrogate characters",
+	objectDepth: `{field} is nested too deeply (at most ${PARAMS_MAX_DEPTH} levels)`,
 };

@@ -60,10 +60,15 @@ export const ORDERS_RETRY_AFTER_SECONDS = SERVICE_RETRY_AFTER_SECONDS;
 
 // ---- partner actions (the /ride/* bodies) ------------------------------------------
 
+// Partner params are strict: an unknown or misspelled field (`quoteID`) is a
+// 400 VALIDATION_ERROR naming it, never silently dropped. `metadata` stays free-form.
+
 /** POST /ride/create-order (orders.create). */
 export const createOrderParams = {
+	$$strict: true,
 	user: {
 		type: "object",
+		strict: true,
 		props: {
 			name: { type: "string", trim: true, min: 1, max: 200 },
 			phone: { type: "string", pattern: E164_PATTERN, messages: { stringPattern: "user.phone must be an E.164 number such as +919812345678" } },
@@ -89,6 +94,7 @@ export interface CreateOrderParams {
 
 /** POST /ride/cancel (orders.cancel). */
 export const cancelParams = {
+	$$strict: true,
 	orderId: orderIdRule,
 	reason: { type: "string", max: 200, optional: true },
 } as const;
@@ -98,6 +104,7 @@ export interface CancelParams extends OrderIdParams {
 
 /** POST /ride/feedback (orders.feedback). */
 export const feedbackParams = {
+	$$strict: true,
 	orderId: orderIdRule,
 	rating: { type: "number", integer: true, min: 1, max: 5 },
 	comment: { type: "string", max: 1000, optional: true },
@@ -110,9 +117,9 @@ export interface FeedbackParams extends OrderIdParams {
 }
 
 /** POST /ride/status (orders.status). */
-export const statusParams = { orderId: orderIdRule } as const;
+export const statusParams = { $$strict: true, orderId: orderIdRule } as const;
 /** POST /ride/events (orders.events). */
-export const eventsParams = { orderId: orderIdRule } as const;
+export const eventsParams = { $$strict: true, orderId: orderIdRule } as const;
 export interface OrderIdParams {
 	orderId: string;
 }

@@ -8,6 +8,7 @@ import { placeRule, serviceTypeRule, type Place, type ServiceType } from "./comm
 
 /** `pricing.estimate` (partner; POST /ride/fare-estimate): one quote per service type, or only the one asked for. */
 export const estimateParams = {
+	$$strict: true,
 	pickup: placeRule,
 	drop: placeRule,
 	serviceType: { ...serviceTypeRule, optional: true },

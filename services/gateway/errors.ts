@@ -1,6 +1,7 @@
 import { Errors } from "moleculer";
 import { codesForStatus, ERRORS, isErrorCode, type ErrorDetail, type ErrorEnvelope, type ErrorSpec } from "../../contracts/errors";
 import { RATE_LIMITED_RETRY_AFTER_SECONDS } from "../../contracts/constants";
+import { dataExceptionState, UNSTORABLE_VALUE_MESSAGE } from "../../lib/data-exception";
 
 /**
  * The gateway's one error mapping: whatever was thrown (by a service on
@@ -187,6 +188,17 @@ export function toErrorResponse(thrown: unknown, opts: ErrorMappingOptions): Err
 		const first = details[0]?.message ?? "The request is invalid";
 		const msg = details.length > 1 ? `${first} (and ${details.length - 1} more)` : first;
 		return { status: 400, body: envelope("VALIDATION_ERROR", msg, false, details), headers: {}, logLevel: "debug" };
+	}
+
+	// Backstop: a value PostgreSQL refused as data (SQLSTATE class 22) reached it, here in this process
+	// (service nodes convert theirs: middlewares/data-errors.middleware.ts). The database's message stays out.
+	if (dataExceptionState(err) !== undefined) {
+		return {
+			status: 400,
+			body: envelope("VALIDATION_ERROR", UNSTORABLE_VALUE_MESSAGE, false, [{ field: "body", message: UNSTORABLE_VALUE_MESSAGE }]),
+			headers: {},
+			logLevel: "debug",
+		};
 	}
 
 	if (isUnavailableError(err)) {

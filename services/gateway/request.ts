@@ -2,6 +2,8 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { REQUEST_ID_MAX_LENGTH } from "../../contracts/constants";
 import { IDEMPOTENCY_KEY_MAX_LENGTH } from "../../contracts/orders";
+import { findUnsafeInput } from "../../lib/input-safety";
+import { unsafeIssue } from "../../lib/validator";
 import { GatewayError } from "./errors";
 
 /**
@@ -89,7 +91,22 @@ export function parseJsonObject(text: string): unknown {
 			details: [{ field: "body", message: "must be a JSON object" }],
 		});
 	}
+	refuseUnsafeInput(value);
 	return value;
+}
+
+/**
+ * U+0000, unpaired surrogates (in values or keys) and too-deep nesting are
+ * refused before any service is called: PostgreSQL cannot store such strings,
+ * and a deep body would overflow the serialiser on its way over NATS. Every
+ * node's validator applies the same rule (lib/validator.ts) to internal calls.
+ */
+export function refuseUnsafeInput(body: unknown): void {
+	const issues = findUnsafeInput(body).map(unsafeIssue);
+	if (issues.length === 0) return;
+	const details = issues.map((i) => ({ field: i.field ?? "body", message: i.message ?? "is invalid" }));
+	const message = details.length > 1 ? `${details[0].message} (and ${details.length - 1} more)` : details[0].message;
+	throw new GatewayError(400, "VALIDATION_ERROR", message, { details });
 }
 
 /**
