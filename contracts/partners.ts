@@ -86,3 +86,94 @@ export interface PartnersChangedEvent {
 	partnerId: string;
 	what: "keys" | "webhookSecret" | "partner";
 }
+
+/** Labels of API keys: what an operator tells keys apart by ("2026-05 rotation", "staging"). */
+const keyLabel = { type: "string", min: 1, max: 100, trim: true } as const;
+
+/** `partners.listKeys` (operators): every key, or one partner's; never the key itself. */
+export const listKeysParams = {
+	partnerId: { type: "string", min: 1, max: 100, optional: true },
+} as const;
+
+export interface ListKeysParams {
+	partnerId?: string;
+}
+
+export interface ApiKeySummary {
+	keyId: string;
+	partnerId: string;
+	label: string;
+	/** ISO 8601. */
+	createdAt: string;
+	/** ISO 8601, updated at most about once a minute; null if never used. */
+	lastUsedAt: string | null;
+	/** ISO 8601; null while the key works. */
+	revokedAt: string | null;
+}
+
+/** `partners.createKey` (rotate-key): one more active key for the partner; the old ones keep working until revoked. */
+export const createKeyParams = {
+	partnerId: { type: "string", min: 1, max: 100 },
+	label: keyLabel,
+	apiKey: { type: "string", min: 32, max: 200, pattern: /^[A-Za-z0-9_-]+$/, optional: true },
+} as const;
+
+export interface CreateKeyParams {
+	partnerId: string;
+	label: string;
+	/** Generated when omitted (32+ of A-Za-z0-9_-). */
+	apiKey?: string;
+}
+
+/** The new key, shown only here. */
+export interface CreatedKey {
+	keyId: string;
+	partnerId: string;
+	label: string;
+	apiKey: string;
+}
+
+/** `partners.revokeKey`: one key (keyId), or a whole partner (partnerId: the partner and all its keys). */
+export const revokeKeyParams = {
+	keyId: { type: "string", min: 1, max: 100, optional: true },
+	partnerId: { type: "string", min: 1, max: 100, optional: true },
+} as const;
+
+export interface RevokeKeyParams {
+	keyId?: string;
+	partnerId?: string;
+}
+
+export interface RevokedKeys {
+	partnerId: string;
+	/** Keys revoked by this call (empty when they already were). */
+	revokedKeyIds: string[];
+	/** True when the whole partner is revoked (now or before). */
+	partnerRevoked: boolean;
+}
+
+/** Grace period of the old webhook secret when none is given: a day. */
+export const DEFAULT_WEBHOOK_SECRET_GRACE_SECONDS = 86_400;
+
+/** `partners.rotateWebhookSecret`: a new current secret; the old one still signs until the grace period ends. */
+export const rotateWebhookSecretParams = {
+	partnerId: { type: "string", min: 1, max: 100 },
+	graceSeconds: { type: "number", integer: true, min: 0, max: 30 * 86_400, optional: true },
+	webhookSecret: { type: "string", optional: true },
+} as const;
+
+export interface RotateWebhookSecretParams {
+	partnerId: string;
+	/** DEFAULT_WEBHOOK_SECRET_GRACE_SECONDS when omitted; 0 ends the old secret at once. */
+	graceSeconds?: number;
+	/** Generated when omitted. */
+	webhookSecret?: string;
+}
+
+export interface RotatedWebhookSecret {
+	partnerId: string;
+	/** The new current secret, shown only here. */
+	webhookSecret: string;
+	/** ISO 8601: the old secret stops signing then. */
+	previousValidUntil: string;
+}

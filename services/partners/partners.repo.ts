@@ -1,48 +1,114 @@
-import { QueryTypes, type Sequelize } from "sequelize";
-import type { AuthenticatedPartner, PartnerSigning, PartnerSummary } from "../../contracts/partners";
+import { QueryTypes, type Sequelize, type Transaction } from "sequelize";
+import type { ApiKeySummary, AuthenticatedPartner, PartnerSummary, WebhookSecretEntry } from "../../contracts/partners";
 
 /**
- * Every statement of partners, on its one table `partners`. API keys are
- * stored only as their SHA-256 hash (lib/secrets.ts): callers pass hashes.
+ * Every statement of partners, on its tables `partners` (disabled_at: revoked
+ * by an operator), `api_keys` (several per partner, stored only as their
+ * SHA-256 hash, lib/secrets.ts: callers pass hashes) and `webhook_secrets`
+ * (valid_until null: the current one; older ones sign until valid_until).
+ * Rows are never deleted: a revoked key or partner stays visible as revoked.
  */
 
-const INSERT_SQL = `INSERT INTO partners (id, name, api_key_hash, webhook_secret) VALUES ($1, $2, $3, $4)
-				 ON CONFLICT (api_key_hash) DO NOTHING RETURNING id`;
-const BY_KEY_HASH_SQL = "SELECT id, name FROM partners WHERE api_key_hash = $1 AND disabled_at IS NULL";
-const SIGNING_SECRET_SQL = "SELECT id, webhook_secret FROM partners WHERE id = $1";
+const INSERT_PARTNER_SQL = "INSERT INTO partners (id, name) VALUES ($1, $2)";
+const INSERT_KEY_SQL = `INSERT INTO api_keys (id, partner_id, key_hash, label) VALUES ($1, $2, $3, $4)
+				 ON CONFLICT (key_hash) DO NOTHING RETURNING id`;
+const INSERT_SECRET_SQL = "INSERT INTO webhook_secrets (partner_id, secret) VALUES ($1, $2)";
+const BY_KEY_HASH_SQL = `SELECT p.id, p.name FROM api_keys k JOIN partners p ON p.id = k.partner_id
+				 WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND p.disabled_at IS NULL`;
+const KEY_STATE_SQL = `SELECT k.partner_id, k.revoked_at, p.disabled_at FROM api_keys k JOIN partners p ON p.id = k.partner_id WHERE k.key_hash = $1`;
+// At most one write per key per minute whatever the number of instances.
+const TOUCH_KEY_SQL = "UPDATE api_keys SET last_used_at = now() WHERE key_hash = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')";
+const SECRETS_SQL = `SELECT secret, valid_until FROM webhook_secrets WHERE partner_id = $1 AND (valid_until IS NULL OR valid_until > now())
+				 ORDER BY valid_until IS NOT NULL, valid_until DESC`;
 const LIST_SQL = "SELECT id, name, created_at, disabled_at FROM partners ORDER BY created_at";
-const SET_SECRET_BY_KEY_HASH_SQL = "UPDATE partners SET webhook_secret = $2 WHERE api_key_hash = $1";
+const PARTNER_SQL = "SELECT id, disabled_at FROM partners WHERE id = $1";
+const LOCK_PARTNER_SQL = "SELECT id, disabled_at FROM partners WHERE id = $1 FOR UPDATE";
+const LIST_KEYS_SQL = `SELECT id, partner_id, label, created_at, last_used_at, revoked_at FROM api_keys
+				 WHERE $1::text IS NULL OR partner_id = $1 ORDER BY partner_id, created_at`;
+const REVOKE_KEY_SQL = "UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING id";
+const KEY_PARTNER_SQL = "SELECT partner_id FROM api_keys WHERE id = $1";
+const REVOKE_PARTNER_SQL = "UPDATE partners SET disabled_at = now() WHERE id = $1 AND disabled_at IS NULL";
+const REVOKE_PARTNER_KEYS_SQL = "UPDATE api_keys SET revoked_at = now() WHERE partner_id = $1 AND revoked_at IS NULL RETURNING id";
+// The old current secret and any older one still in grace end at most `grace` from now.
+const END_SECRETS_SQL = `UPDATE webhook_secrets SET valid_until = LEAST(COALESCE(valid_until, 'infinity'), now() + make_interval(secs => $2))
+				 WHERE partner_id = $1 AND (valid_until IS NULL OR valid_until > now()) RETURNING valid_until`;
+const SET_CURRENT_SECRET_SQL = "UPDATE webhook_secrets SET secret = $2 WHERE partner_id = $1 AND valid_until IS NULL AND secret <> $2 RETURNING partner_id";
+
+type Iso = Date | string;
+const iso = (d: Iso): string => new Date(d).toISOString();
+const isoOrNull = (d: Iso | null): string | null => (d === null ? null : iso(d));
 
 interface PartnerRow {
 	id: string;
 	name: string;
-	webhook_secret: string;
 	created_at: Date;
 	disabled_at: Date | null;
 }
 
+interface KeyRow {
+	id: string;
+	partner_id: string;
+	label: string;
+	created_at: Iso;
+	last_used_at: Iso | null;
+	revoked_at: Iso | null;
+}
+
+/** What bootstrap needs to know about a key: whose, and whether an operator revoked it or its partner. */
+export interface KeyState {
+	partnerId: string;
+	revoked: boolean;
+}
+
+export type RevokeOutcome = { found: false } | { found: true; partnerId: string; revokedKeyIds: string[]; partnerRevoked: boolean };
+
 export class PartnersRepo {
 	constructor(private readonly sequelize: Sequelize) {}
 
-	private select<R extends object>(sql: string, bind: unknown[]): Promise<R[]> {
-		return this.sequelize.query<R>(sql, { bind, type: QueryTypes.SELECT });
+	private select<R extends object>(sql: string, bind: unknown[], transaction?: Transaction): Promise<R[]> {
+		return this.sequelize.query<R>(sql, { bind, type: QueryTypes.SELECT, transaction });
 	}
 
-	/** The new partner's id, or null when that API key is already taken. */
-	async insert(id: string, name: string, apiKeyHash: string, webhookSecret: string): Promise<string | null> {
-		const rows = await this.select<{ id: string }>(INSERT_SQL, [id, name, apiKeyHash, webhookSecret]);
-		return rows[0]?.id ?? null;
+	private async exec(sql: string, bind: unknown[], transaction?: Transaction): Promise<void> {
+		await this.sequelize.query(sql, { bind, transaction });
 	}
 
-	/** The enabled partner holding this key, or null. */
-	async findByKeyHash(apiKeyHash: string): Promise<AuthenticatedPartner | null> {
-		const [row] = await this.select<PartnerRow>(BY_KEY_HASH_SQL, [apiKeyHash]);
+	/** The new partner's id, or null when that API key is already taken (nothing is written then). */
+	async insertPartner(p: { partnerId: string; name: string; keyId: string; keyHash: string; label: string; webhookSecret: string }): Promise<string | null> {
+		try {
+			return await this.sequelize.transaction(async (t) => {
+				await this.exec(INSERT_PARTNER_SQL, [p.partnerId, p.name], t);
+				const [key] = await this.select<{ id: string }>(INSERT_KEY_SQL, [p.keyId, p.partnerId, p.keyHash, p.label], t);
+				if (!key) throw new KeyTaken();
+				await this.exec(INSERT_SECRET_SQL, [p.partnerId, p.webhookSecret], t);
+				return p.partnerId;
+			});
+		} catch (err) {
+			if (err instanceof KeyTaken) return null;
+			throw err;
+		}
+	}
+
+	/** The enabled partner holding this unrevoked key, or null. */
+	async findByKeyHash(keyHash: string): Promise<AuthenticatedPartner | null> {
+		const [row] = await this.select<PartnerRow>(BY_KEY_HASH_SQL, [keyHash]);
 		return row ? { partnerId: row.id, name: row.name } : null;
 	}
 
-	async signingSecret(partnerId: string): Promise<PartnerSigning | null> {
-		const [row] = await this.select<PartnerRow>(SIGNING_SECRET_SQL, [partnerId]);
-		return row ? { partnerId: row.id, webhookSecret: row.webhook_secret } : null;
+	/** Any key with this hash, revoked or not: bootstrap must see what an operator revoked. */
+	async keyState(keyHash: string): Promise<KeyState | null> {
+		const [row] = await this.select<{ partner_id: string; revoked_at: Date | null; disabled_at: Date | null }>(KEY_STATE_SQL, [keyHash]);
+		return row ? { partnerId: row.partner_id, revoked: row.revoked_at !== null || row.disabled_at !== null } : null;
+	}
+
+	async touchKey(keyHash: string): Promise<void> {
+		await this.exec(TOUCH_KEY_SQL, [keyHash]);
+	}
+
+	/** The partner's secrets that sign now, current first; empty for an unknown partner. */
+	async signingSecrets(partnerId: string): Promise<WebhookSecretEntry[]> {
+		const rows = await this.select<{ secret: string; valid_until: Iso | null }>(SECRETS_SQL, [partnerId]);
+		return rows.map((r) => ({ secret: r.secret, validUntil: isoOrNull(r.valid_until) }));
 	}
 
 	async list(): Promise<PartnerSummary[]> {
@@ -50,7 +116,73 @@ export class PartnersRepo {
 		return rows.map((r) => ({ partnerId: r.id, name: r.name, createdAt: r.created_at, disabled: r.disabled_at !== null }));
 	}
 
-	async setWebhookSecretByKeyHash(apiKeyHash: string, webhookSecret: string): Promise<void> {
-		await this.sequelize.query(SET_SECRET_BY_KEY_HASH_SQL, { bind: [apiKeyHash, webhookSecret] });
+	/** "missing", "revoked" or "active". */
+	async partnerState(partnerId: string): Promise<"missing" | "revoked" | "active"> {
+		const [row] = await this.select<{ disabled_at: Date | null }>(PARTNER_SQL, [partnerId]);
+		return !row ? "missing" : row.disabled_at ? "revoked" : "active";
+	}
+
+	async listKeys(partnerId: string | undefined): Promise<ApiKeySummary[]> {
+		const rows = await this.select<KeyRow>(LIST_KEYS_SQL, [partnerId ?? null]);
+		return rows.map((r) => ({
+			keyId: r.id,
+			partnerId: r.partner_id,
+			label: r.label,
+			createdAt: iso(r.created_at),
+			lastUsedAt: isoOrNull(r.last_used_at),
+			revokedAt: isoOrNull(r.revoked_at),
+		}));
+	}
+
+	/** One more key for an active partner: "created", or why not. */
+	async insertKey(partnerId: string, keyId: string, keyHash: string, label: string): Promise<"created" | "missing" | "revoked" | "taken"> {
+		return this.sequelize.transaction(async (t) => {
+			// Locked, so a concurrent revocation of the partner cannot miss this key.
+			const [partner] = await this.select<{ disabled_at: Date | null }>(LOCK_PARTNER_SQL, [partnerId], t);
+			if (!partner) return "missing";
+			if (partner.disabled_at) return "revoked";
+			const [key] = await this.select<{ id: string }>(INSERT_KEY_SQL, [keyId, partnerId, keyHash, label], t);
+			return key ? "created" : "taken";
+		});
+	}
+
+	async revokeKey(keyId: string): Promise<RevokeOutcome> {
+		const [owner] = await this.select<{ partner_id: string }>(KEY_PARTNER_SQL, [keyId]);
+		if (!owner) return { found: false };
+		const revoked = await this.select<{ id: string }>(REVOKE_KEY_SQL, [keyId]);
+		const state = await this.partnerState(owner.partner_id);
+		return { found: true, partnerId: owner.partner_id, revokedKeyIds: revoked.map((r) => r.id), partnerRevoked: state === "revoked" };
+	}
+
+	/** The partner and every key of it. */
+	async revokePartner(partnerId: string): Promise<RevokeOutcome> {
+		return this.sequelize.transaction(async (t) => {
+			const [partner] = await this.select<{ id: string }>(LOCK_PARTNER_SQL, [partnerId], t);
+			if (!partner) return { found: false } as const;
+			await this.exec(REVOKE_PARTNER_SQL, [partnerId], t);
+			const keys = await this.select<{ id: string }>(REVOKE_PARTNER_KEYS_SQL, [partnerId], t);
+			return { found: true, partnerId, revokedKeyIds: keys.map((k) => k.id), partnerRevoked: true } as const;
+		});
+	}
+
+	/** A new current secret; the previous ones end within `graceSeconds`. Null for an unknown partner. */
+	async rotateWebhookSecret(partnerId: string, webhookSecret: string, graceSeconds: number): Promise<{ previousValidUntil: string } | null> {
+		return this.sequelize.transaction(async (t) => {
+			// Serialises rotations of one partner (one current secret, the partial unique index).
+			const [partner] = await this.select<{ id: string }>(LOCK_PARTNER_SQL, [partnerId], t);
+			if (!partner) return null;
+			const ended = await this.select<{ valid_until: Iso }>(END_SECRETS_SQL, [partnerId, graceSeconds], t);
+			await this.exec(INSERT_SECRET_SQL, [partnerId, webhookSecret], t);
+			const latest = ended.map((r) => new Date(r.valid_until).getTime()).reduce((a, b) => Math.max(a, b), Date.now());
+			return { previousValidUntil: new Date(latest).toISOString() };
+		});
+	}
+
+	/** Bootstrap's BOOTSTRAP_WEBHOOK_SECRET: replaces the current secret in place (dev and tests, no grace). True when it changed. */
+	async setCurrentSecret(partnerId: string, webhookSecret: string): Promise<boolean> {
+		const rows = await this.select<{ partner_id: string }>(SET_CURRENT_SECRET_SQL, [partnerId, webhookSecret]);
+		return rows.length > 0;
 	}
 }
+
+class KeyTaken extends Error {}

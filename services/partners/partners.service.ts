@@ -1,92 +1,130 @@
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { DbMixin, type DbThis } from "../../mixins/db.mixin";
-import { ApiError } from "../../lib/errors";
+import { ApiError, validationError } from "../../lib/errors";
 import { newId } from "../../lib/ids";
 import { hashApiKey, isWebhookSecret, newApiKey, newWebhookSecret } from "../../lib/secrets";
 import {
 	authenticateParams,
+	createKeyParams,
 	createPartnerParams,
+	DEFAULT_WEBHOOK_SECRET_GRACE_SECONDS,
+	listKeysParams,
+	PARTNER_EVENTS,
+	revokeKeyParams,
+	rotateWebhookSecretParams,
 	signingSecretParams,
+	type ApiKeySummary,
 	type AuthenticateParams,
 	type AuthenticatedPartner,
+	type CreatedKey,
 	type CreatedPartner,
+	type CreateKeyParams,
 	type CreatePartnerParams,
+	type ListKeysParams,
+	type PartnersChangedEvent,
 	type PartnerSigning,
 	type PartnerSummary,
+	type RevokedKeys,
+	type RevokeKeyParams,
+	type RotatedWebhookSecret,
+	type RotateWebhookSecretParams,
 	type SigningSecretParams,
 } from "../../contracts/partners";
-import { AuthCache } from "./auth-cache";
+import { AuthCache, OncePer } from "./auth-cache";
 import { readPartnersSettings, WEBHOOK_SECRET_RULE, type PartnersSettings } from "./partners.settings";
-import { PartnersRepo } from "./partners.repo";
+import { PartnersRepo, type RevokeOutcome } from "./partners.repo";
 import { migrations } from "./migrations";
 import { serviceEnv } from "../../lib/settings";
 
 /**
- * Partners: who may call the API, and the secret their webhooks are signed
- * with. Every action is for services and operators (the gateway, notifications,
- * the REPL and `npm run partner`), never mapped on the gateway.
+ * Partners: who may call the API (several API keys per partner, each
+ * revocable), and the secrets their webhooks are signed with (rotated with a
+ * grace period). Every action is for services and operators (the gateway,
+ * notifications, the REPL and `npm run partner`), never mapped on the gateway.
+ *
+ * Every change broadcasts `partners.changed`: each partners instance drops its
+ * auth cache and each notifications instance the partner's cached secrets.
+ * Events are fire-and-forget, so the caches' TTL is the safety net.
  */
 
 interface PartnersMethods {
 	insertPartner(name: string, apiKey: string, webhookSecret: string): Promise<string | null>;
+	announce(partnerId: string, what: PartnersChangedEvent["what"]): Promise<void>;
+	revoked(outcome: RevokeOutcome, what: string): Promise<RevokedKeys>;
+	bootstrap(): Promise<void>;
 }
 
 interface PartnersLocal {
 	cfg: PartnersSettings;
 	repo: PartnersRepo;
-	authCache: AuthCache<AuthenticatedPartner | null>;
+	authCache: AuthCache<AuthenticatedPartner>;
+	touches: OncePer;
 }
 
 type PartnersThis = Service & PartnersMethods & PartnersLocal & DbThis;
 
 const INTERNAL = { access: "internal", visibility: "public" } as const;
 
+/** api_keys.last_used_at is written at most this often per key (per instance; the UPDATE skips fresher rows). */
+const TOUCH_EVERY_MS = 60_000;
+
+function checkWebhookSecret(webhookSecret: string): void {
+	if (!isWebhookSecret(webhookSecret)) throw validationError("webhookSecret", `must be ${WEBHOOK_SECRET_RULE}`);
+}
+
 const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, PartnersLocal & DbThis> = {
 	name: "partners",
 	mixins: [DbMixin({ service: "partners", migrations })],
 
 	actions: {
-		/** Creates a partner; the API key is returned only here. REPL: `call partners.create --name Acme` */
+		/** Creates a partner with one key labelled "initial"; the API key is returned only here. REPL: `call partners.create --name Acme` */
 		create: {
 			...INTERNAL,
 			params: createPartnerParams,
 			async handler(this: PartnersThis, ctx: Context<CreatePartnerParams>): Promise<CreatedPartner> {
 				const apiKey = ctx.params.apiKey ?? newApiKey();
 				const webhookSecret = ctx.params.webhookSecret ?? newWebhookSecret();
-				if (!isWebhookSecret(webhookSecret)) {
-					throw new ApiError(400, "VALIDATION_ERROR", `webhookSecret must be ${WEBHOOK_SECRET_RULE}`, {
-						details: [{ field: "webhookSecret", message: `must be ${WEBHOOK_SECRET_RULE}` }],
-					});
-				}
+				checkWebhookSecret(webhookSecret);
 				const partnerId = await this.insertPartner(ctx.params.name, apiKey, webhookSecret);
 				if (!partnerId) throw new ApiError(409, "CONFLICT", "That API key is already in use");
+				// A miss for this key may be cached somewhere.
+				await this.announce(partnerId, "keys");
 				return { partnerId, apiKey, webhookSecret };
 			},
 		},
 
-		/** Resolves an API key to its partner, or null. Called by the gateway on every request. */
+		/** Resolves an API key to its partner, or null (unknown, revoked key, revoked partner). Called by the gateway on every request. */
 		authenticate: {
 			...INTERNAL,
 			params: authenticateParams,
 			async handler(this: PartnersThis, ctx: Context<AuthenticateParams>): Promise<AuthenticatedPartner | null> {
 				const hash = hashApiKey(ctx.params.apiKey);
-				const now = Date.now();
-				const cached = this.authCache.get(hash, now);
-				if (cached) return cached.value;
-				const value = await this.repo.findByKeyHash(hash);
-				this.authCache.set(hash, value, now);
+				const cached = this.authCache.get(hash);
+				let value: AuthenticatedPartner | null;
+				if (cached) {
+					value = cached.value;
+				} else {
+					const generation = this.authCache.generation;
+					value = await this.repo.findByKeyHash(hash);
+					this.authCache.set(hash, value, generation);
+				}
+				if (value && this.touches.take(hash)) {
+					// Off the request's path; a lost update only makes last_used_at a minute older.
+					this.repo.touchKey(hash).catch((err: unknown) => this.logger.warn(`Could not record a key's last use: ${(err as Error)?.name ?? "error"}`));
+				}
 				return value;
 			},
 		},
 
-		/** The partner's webhook signing secret (notifications signs every delivery with it). */
+		/** The partner's webhook signing secrets (notifications signs every delivery with each one still valid). */
 		signingSecret: {
 			...INTERNAL,
 			params: signingSecretParams,
 			async handler(this: PartnersThis, ctx: Context<SigningSecretParams>): Promise<PartnerSigning> {
-				const signing = await this.repo.signingSecret(ctx.params.partnerId);
-				if (!signing) throw new ApiError(404, "NOT_FOUND", "Unknown partner");
-				return signing;
+				const secrets = await this.repo.signingSecrets(ctx.params.partnerId);
+				const current = secrets.find((s) => s.validUntil === null);
+				if (!current) throw new ApiError(404, "NOT_FOUND", "Unknown partner");
+				return { partnerId: ctx.params.partnerId, webhookSecret: current.secret, webhookSecrets: secrets };
 			},
 		},
 
@@ -97,12 +135,111 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 				return this.repo.list();
 			},
 		},
+
+		/** Operators: keys with label, last use and revocation (never the keys). REPL: `call partners.listKeys --partnerId ptn_…` */
+		listKeys: {
+			...INTERNAL,
+			params: listKeysParams,
+			handler(this: PartnersThis, ctx: Context<ListKeysParams>): Promise<ApiKeySummary[]> {
+				return this.repo.listKeys(ctx.params.partnerId);
+			},
+		},
+
+		/** Operators (rotate-key): one more key; the partner's other keys keep working until revoked. */
+		createKey: {
+			...INTERNAL,
+			params: createKeyParams,
+			async handler(this: PartnersThis, ctx: Context<CreateKeyParams>): Promise<CreatedKey> {
+				const { partnerId, label } = ctx.params;
+				const apiKey = ctx.params.apiKey ?? newApiKey();
+				const keyId = newId("key");
+				const outcome = await this.repo.insertKey(partnerId, keyId, hashApiKey(apiKey), label);
+				if (outcome === "missing") throw new ApiError(404, "NOT_FOUND", "Unknown partner");
+				if (outcome === "revoked") throw new ApiError(409, "CONFLICT", "That partner is revoked");
+				if (outcome === "taken") throw new ApiError(409, "CONFLICT", "That API key is already in use");
+				await this.announce(partnerId, "keys");
+				return { keyId, partnerId, label, apiKey };
+			},
+		},
+
+		/** Operators: revokes one key (keyId) or a whole partner and all its keys (partnerId). Permanent. */
+		revokeKey: {
+			...INTERNAL,
+			params: revokeKeyParams,
+			async handler(this: PartnersThis, ctx: Context<RevokeKeyParams>): Promise<RevokedKeys> {
+				const { keyId, partnerId } = ctx.params;
+				if ((keyId === undefined) === (partnerId === undefined)) throw validationError("keyId", "give exactly one of keyId or partnerId");
+				if (keyId !== undefined) return this.revoked(await this.repo.revokeKey(keyId), "key");
+				return this.revoked(await this.repo.revokePartner(partnerId!), "partner");
+			},
+		},
+
+		/** Operators: a new signing secret; the old one keeps signing too until the grace period ends. */
+		rotateWebhookSecret: {
+			...INTERNAL,
+			params: rotateWebhookSecretParams,
+			async handler(this: PartnersThis, ctx: Context<RotateWebhookSecretParams>): Promise<RotatedWebhookSecret> {
+				const { partnerId } = ctx.params;
+				const webhookSecret = ctx.params.webhookSecret ?? newWebhookSecret();
+				checkWebhookSecret(webhookSecret);
+				const grace = ctx.params.graceSeconds ?? DEFAULT_WEBHOOK_SECRET_GRACE_SECONDS;
+				const rotated = await this.repo.rotateWebhookSecret(partnerId, webhookSecret, grace);
+				if (!rotated) throw new ApiError(404, "NOT_FOUND", "Unknown partner");
+				await this.announce(partnerId, "webhookSecret");
+				this.logger.info(`Webhook secret of ${partnerId} rotated; the previous one signs until ${rotated.previousValidUntil}`);
+				return { partnerId, webhookSecret, previousValidUntil: rotated.previousValidUntil };
+			},
+		},
+	},
+
+	events: {
+		/** Any instance changed keys or a partner: forget every cached answer (rare; the cache refills from the database). */
+		[PARTNER_EVENTS.changed](this: PartnersThis) {
+			this.authCache.clear();
+		},
 	},
 
 	methods: {
 		/** The new partner's id, or null when that API key is already in use. */
 		insertPartner(this: PartnersThis, name: string, apiKey: string, webhookSecret: string): Promise<string | null> {
-			return this.repo.insert(newId("ptn"), name, hashApiKey(apiKey), webhookSecret);
+			return this.repo.insertPartner({ partnerId: newId("ptn"), name, keyId: newId("key"), keyHash: hashApiKey(apiKey), label: "initial", webhookSecret });
+		},
+
+		/** Every instance (this one included) drops what it cached about the partner. */
+		async announce(this: PartnersThis, partnerId: string, what: PartnersChangedEvent["what"]): Promise<void> {
+			this.authCache.clear();
+			await this.broker.broadcast(PARTNER_EVENTS.changed, { partnerId, what } satisfies PartnersChangedEvent);
+		},
+
+		async revoked(this: PartnersThis, outcome: RevokeOutcome, what: string): Promise<RevokedKeys> {
+			if (!outcome.found) throw new ApiError(404, "NOT_FOUND", `Unknown ${what}`);
+			const { partnerId, revokedKeyIds, partnerRevoked } = outcome;
+			await this.announce(partnerId, partnerRevoked ? "partner" : "keys");
+			this.logger.info(`Revoked ${what === "partner" ? `partner ${partnerId} and` : ""} ${revokedKeyIds.length} key(s) of ${partnerId}`);
+			return { partnerId, revokedKeyIds, partnerRevoked };
+		},
+
+		/**
+		 * BOOTSTRAP_PARTNER_KEY / BOOTSTRAP_WEBHOOK_SECRET (dev, compose, tests):
+		 * make sure that partner exists; an explicit secret is kept in step. A
+		 * key or partner an operator revoked stays revoked (a warning says so).
+		 */
+		async bootstrap(this: PartnersThis): Promise<void> {
+			const { bootstrapPartnerKey: key, bootstrapWebhookSecret: secret } = this.cfg;
+			if (!key) return;
+			const state = await this.repo.keyState(hashApiKey(key));
+			if (state?.revoked) {
+				this.logger.warn(`BOOTSTRAP_PARTNER_KEY belongs to ${state.partnerId}, revoked by an operator: left revoked, not re-created`);
+				return;
+			}
+			if (state) {
+				if (secret && (await this.repo.setCurrentSecret(state.partnerId, secret))) await this.announce(state.partnerId, "webhookSecret");
+				this.logger.info(`Bootstrap partner ${state.partnerId} present`);
+				return;
+			}
+			const created = await this.insertPartner("Bootstrap partner", key, secret ?? newWebhookSecret());
+			// null: another instance created it at the same moment.
+			this.logger.info(created ? `Bootstrap partner ${created} created` : "Bootstrap partner present");
 		},
 	},
 
@@ -110,21 +247,14 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 		// Bad settings stop the start-up here, with a message that names the setting.
 		this.cfg = readPartnersSettings(serviceEnv(this));
 		this.authCache = new AuthCache(this.cfg.authCacheMs);
+		this.touches = new OncePer(TOUCH_EVERY_MS);
 		// The DB mixin's `created` ran first and acquired the pool.
 		this.repo = new PartnersRepo(this.sequelize);
 	},
 
-	/**
-	 * BOOTSTRAP_PARTNER_KEY / BOOTSTRAP_WEBHOOK_SECRET (dev, compose, tests):
-	 * make sure that partner exists; an explicit secret is kept in step.
-	 */
 	async started(this: PartnersThis) {
-		// Runs after the DB mixin's `started`, so the partners table exists.
-		const { bootstrapPartnerKey: key, bootstrapWebhookSecret: secret } = this.cfg;
-		if (!key) return;
-		const created = await this.insertPartner("Bootstrap partner", key, secret ?? newWebhookSecret());
-		if (!created && secret) await this.repo.setWebhookSecretByKeyHash(hashApiKey(key), secret);
-		this.logger.info(created ? `Bootstrap partner ${created} created` : "Bootstrap partner present");
+		// Runs after the DB mixin's `started`, so the tables exist.
+		await this.bootstrap();
 	},
 };
 

@@ -39,6 +39,43 @@ describe("webhook signing (Standard Webhooks)", () => {
 		expect(a["webhook-signature"]).not.toBe(b["webhook-signature"]);
 	});
 
+	it("during a rotation signs with every secret still valid: the standardwebhooks package verifies with either", () => {
+		const oldSecret = newWebhookSecret();
+		const body = webhookBody(payload);
+		const now = 1_790_000_000_000;
+		const secrets = [
+			{ secret, validUntil: null },
+			{ secret: oldSecret, validUntil: new Date(now + 60_000).toISOString() },
+		];
+		const headers = signedHeaders(secrets, "evt_abc", body, now);
+		const parts = headers["webhook-signature"].split(" ");
+		expect(parts).toHaveLength(2);
+		expect(parts[0]).toBe(signature(secret, "evt_abc", now / 1000, body));
+		expect(parts[1]).toBe(signature(oldSecret, "evt_abc", now / 1000, body));
+		// The package checks the timestamp against its own clock: verify at `now`.
+		jest.useFakeTimers({ now });
+		try {
+			expect(new Webhook(secret).verify(body.toString(), { ...headers })).toEqual(payload);
+			expect(new Webhook(oldSecret).verify(body.toString(), { ...headers })).toEqual(payload);
+			expect(() => new Webhook(newWebhookSecret()).verify(body.toString(), { ...headers })).toThrow();
+		} finally {
+			jest.useRealTimers();
+		}
+	});
+
+	it("after the grace period signs with the new secret only", () => {
+		const oldSecret = newWebhookSecret();
+		const body = webhookBody(payload);
+		const now = 1_790_000_000_000;
+		const secrets = [
+			{ secret, validUntil: null },
+			{ secret: oldSecret, validUntil: new Date(now).toISOString() },
+		];
+		const headers = signedHeaders(secrets, "evt_abc", body, now);
+		expect(headers["webhook-signature"]).toBe(signature(secret, "evt_abc", now / 1000, body));
+		expect(() => signedHeaders([{ secret: oldSecret, validUntil: new Date(now).toISOString() }], "evt_abc", body, now)).toThrow(/No webhook secret/);
+	});
+
 	it("puts the body's fields in the contract's order (jsonb does not keep it)", () => {
 		const keys = Object.keys(JSON.parse(webhookBody({ ...payload, extra: 1 }).toString()));
 		expect(keys).toEqual(["eventId", "orderId", "status", "sequence", "occurredAt", "eta", "metadata", "extra"]);

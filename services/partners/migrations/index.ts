@@ -18,4 +18,55 @@ export const migrations: Migration[] = [
 			await sequelize.query("DROP TABLE partners");
 		},
 	},
+	{
+		/**
+		 * Several keys per partner (label, last use, revocation) and several
+		 * webhook secrets during a rotation (valid_until; null = the current
+		 * one). partners.disabled_at now means "revoked by an operator".
+		 * Existing keys become each partner's "initial" key.
+		 */
+		name: "002-api-keys-and-webhook-secrets",
+		async up(_qi, sequelize) {
+			await sequelize.transaction(async (transaction) => {
+				const run = (sql: string) => sequelize.query(sql, { transaction });
+				await run(`
+					CREATE TABLE api_keys (
+						id text PRIMARY KEY,
+						partner_id text NOT NULL REFERENCES partners (id),
+						key_hash text NOT NULL UNIQUE,
+						label text NOT NULL,
+						created_at timestamptz NOT NULL DEFAULT now(),
+						last_used_at timestamptz,
+						revoked_at timestamptz
+					)`);
+				await run("CREATE INDEX api_keys_partner ON api_keys (partner_id)");
+				await run(`
+					INSERT INTO api_keys (id, partner_id, key_hash, label, created_at, revoked_at)
+					SELECT 'key_' || substr(md5(id || api_key_hash), 1, 20), id, api_key_hash, 'initial', created_at, disabled_at FROM partners`);
+				await run(`
+					CREATE TABLE webhook_secrets (
+						id bigserial PRIMARY KEY,
+						partner_id text NOT NULL REFERENCES partners (id),
+						secret text NOT NULL,
+						created_at timestamptz NOT NULL DEFAULT now(),
+						valid_until timestamptz
+					)`);
+				await run("CREATE UNIQUE INDEX webhook_secrets_current ON webhook_secrets (partner_id) WHERE valid_until IS NULL");
+				await run("INSERT INTO webhook_secrets (partner_id, secret, created_at) SELECT id, webhook_secret, created_at FROM partners");
+				await run("ALTER TABLE partners DROP COLUMN api_key_hash, DROP COLUMN webhook_secret");
+			});
+		},
+		async down(_qi, sequelize) {
+			await sequelize.transaction(async (transaction) => {
+				const run = (sql: string) => sequelize.query(sql, { transaction });
+				await run("ALTER TABLE partners ADD COLUMN api_key_hash text UNIQUE, ADD COLUMN webhook_secret text");
+				await run(`UPDATE partners p SET
+					api_key_hash = (SELECT key_hash FROM api_keys k WHERE k.partner_id = p.id ORDER BY k.revoked_at IS NOT NULL, k.created_at LIMIT 1),
+					webhook_secret = (SELECT secret FROM webhook_secrets s WHERE s.partner_id = p.id AND s.valid_until IS NULL)`);
+				await run("ALTER TABLE partners ALTER COLUMN api_key_hash SET NOT NULL, ALTER COLUMN webhook_secret SET NOT NULL");
+				await run("DROP TABLE webhook_secrets");
+				await run("DROP TABLE api_keys");
+			});
+		},
+	},
 ];
