@@ -6,12 +6,15 @@ import { readGatewaySettings, type GatewaySettings } from "./gateway.settings";
 import { describeForLog, GatewayError, toErrorResponse, WrappedError } from "./errors";
 import { buildOpenApiDocument, type OpenApiDocument } from "./openapi";
 import { renderDocsPage } from "./docs-page";
-import { TokenBucketLimiter } from "./rate-limiter";
+import type Redis from "ioredis";
+import { openLimitRedis, partnerLimiter, windowLimiter, type LimitStoreOptions, type PartnerLimiter } from "./rate-limiter";
+import { AuthFailureThrottle } from "./auth-throttle";
+import { clientAddress } from "./client-address";
 import { idempotencyKeyFrom, parseBearer, readJsonBody, requestIdFrom } from "./request";
 import { RIDE_BASE_PATH, type PartnerCallMeta } from "../../contracts/gateway";
 import type { AuthenticatedPartner, AuthenticateParams } from "../../contracts/partners";
 import { sendJson, serviceResponseHeaders, successStatus } from "./http-answers";
-import { checkReadiness, type Readiness } from "./readiness";
+import { checkReadiness, ReadinessProbe, type Readiness } from "./readiness";
 import { rideAliases } from "./routes";
 import { serviceEnv } from "../../lib/settings";
 
@@ -19,7 +22,8 @@ import { serviceEnv } from "../../lib/settings";
  * The public door: moleculer-web with explicit aliases only. Every `/ride/*`
  * request goes through one pipeline before any service is called:
  *
- *   route known? (else 404) → API key (401) → per-partner rate limit (429)
+ *   route known? (else 404) → client address throttled for failed
+ *   authentications? (429) → API key (401) → per-partner rate limit (429)
  *   → JSON body ≤ BODY_LIMIT (415/413/400) → target service present? (503)
  *   → the action's own validation (400) → the action.
  *
@@ -28,8 +32,9 @@ import { serviceEnv } from "../../lib/settings";
  * unauthenticated route.
  *
  * Files: gateway.settings.ts (environment); routes.ts (aliases from the
- * route table in contracts/gateway.ts); the rules request.ts, rate-limiter.ts,
- * errors.ts, http-answers.ts, readiness.ts; the documents openapi/ and
+ * route table in contracts/gateway.ts); the rules request.ts, rate-limiter.ts
+ * (limits in memory or shared through REDIS_URL), auth-throttle.ts,
+ * client-address.ts, errors.ts, http-answers.ts, readiness.ts; the documents openapi/ and
  * docs-page.ts. No repo: the gateway owns no tables (API keys live in the
  * partners service, which it calls).
  */
@@ -72,7 +77,11 @@ interface GatewayMethods {
 
 interface GatewayLocal {
 	config: GatewaySettings;
-	limiter: TokenBucketLimiter;
+	limiter: PartnerLimiter;
+	authThrottle: AuthFailureThrottle;
+	/** The Redis the limits are shared through (REDIS_URL), if any. */
+	redis?: Redis;
+	readinessProbe: ReadinessProbe;
 	/** True once shutdown began: /health/ready answers 503 so load balancers stop sending traffic. */
 	draining: boolean;
 	openapi: OpenApiDocument;
@@ -230,11 +239,23 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 			if (!bearer.ok) {
 				throw unauthorized(bearer.reason === "missing" ? "Missing API key: send Authorization: Bearer <apiKey>" : "Malformed Authorization header: expected Bearer <apiKey>");
 			}
+			// An address that keeps sending unknown keys stops costing partners a lookup per key.
+			const address = clientAddress(req.socket?.remoteAddress, req.headers["x-forwarded-for"], this.config.trustProxyHops);
+			const gate = await this.authThrottle.check(address, bearer.apiKey);
+			if (!gate.allowed) {
+				throw new GatewayError(429, "RATE_LIMITED", `Too many failed authentications from this address; retry in ${gate.retryAfterSeconds} s`, {
+					retryAfter: gate.retryAfterSeconds,
+				});
+			}
 			const partner = await req.$ctx.call<AuthenticatedPartner | null, AuthenticateParams>("partners.authenticate", { apiKey: bearer.apiKey });
-			if (!partner) throw unauthorized("Invalid API key");
+			if (!partner) {
+				await this.authThrottle.failed(address, bearer.apiKey);
+				throw unauthorized("Invalid API key");
+			}
+			this.authThrottle.succeeded(bearer.apiKey);
 			req.$partner = partner;
 
-			const decision = this.limiter.take(partner.partnerId);
+			const decision = await this.limiter.take(partner.partnerId);
 			if (this.limiter.enabled) {
 				res.setHeader("X-RateLimit-Limit", String(decision.limit));
 				res.setHeader("X-RateLimit-Remaining", String(decision.remaining));
@@ -300,7 +321,7 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 		},
 
 		readiness(this: GatewayThis): Promise<Readiness> {
-			return checkReadiness(this.broker, this.config.readyCheckTimeoutMs, () => this.draining);
+			return this.readinessProbe.read();
 		},
 
 		startDraining(this: GatewayThis): void {
@@ -312,10 +333,34 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 	created(this: GatewayThis) {
 		this.config = readGatewaySettings(serviceEnv(this));
 		this.settings.port = this.config.port;
-		this.limiter = new TokenBucketLimiter({ perMinute: this.config.rateLimitPerMinute, burst: this.config.rateLimitBurst });
+		const cfg = this.config;
+		if (cfg.redisUrl) {
+			this.redis = openLimitRedis(cfg.redisUrl, cfg.redisTimeoutMs, (state, err) => {
+				if (state === "ready") this.logger.info("Limits shared through Redis");
+				else this.logger.warn("Redis unreachable: limits counted in this gateway's memory until it is back", { error: err?.message });
+			});
+		}
+		const store: LimitStoreOptions = { redis: this.redis, keyPrefix: cfg.redisKeyPrefix };
+		const onStoreError = (err: unknown) => this.logger.warn("Limit store failed: request let through", { error: (err as Error)?.name });
+		this.limiter = partnerLimiter({ perMinute: cfg.rateLimitPerMinute, burst: cfg.rateLimitBurst }, store, onStoreError);
+		this.authThrottle = new AuthFailureThrottle(
+			cfg.authFailureLimitPerMinute > 0 ? windowLimiter(store, "authfail", cfg.authFailureLimitPerMinute, 60) : undefined,
+			cfg.authFailureLimitPerMinute,
+			onStoreError,
+		);
 		this.draining = false;
+		this.readinessProbe = new ReadinessProbe(
+			() => checkReadiness(this.broker, cfg.readyCheckTimeoutMs, () => false),
+			cfg.readyCacheMs,
+			() => this.draining,
+		);
 		this.openapi = buildOpenApiDocument(this.config);
 		this.docsHtml = renderDocsPage(this.openapi);
+	},
+
+	async stopped(this: GatewayThis) {
+		// quit() would wait for a Redis that is away; the counts live in Redis anyway.
+		this.redis?.disconnect();
 	},
 };
 

@@ -1,8 +1,20 @@
+import Redis from "ioredis";
+import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from "rate-limiter-flexible";
+
 /**
- * Per-partner token bucket, in memory. Each gateway instance keeps its own
- * buckets, so with N gateway replicas a partner can reach N times the
- * configured rate (documented in the OpenAPI document). Pure: the caller
- * passes the clock.
+ * The gateway's limits: the per-partner rate limit and the counter behind the
+ * failed-authentication throttle (auth-throttle.ts).
+ *
+ * Without REDIS_URL each gateway counts in its own memory: the partner limit
+ * is the token bucket below (pure: the caller passes the clock), so N gateway
+ * replicas allow N times the rate. With REDIS_URL every gateway counts in the
+ * same Redis keys (rate-limiter-flexible's RateLimiterRedis, atomic Lua), so
+ * the limits hold for the deployment as a whole.
+ *
+ * Redis down or slow (REDIS_TIMEOUT_MS): each gateway falls back to an
+ * in-memory limiter of the same size (rate-limiter-flexible's insurance
+ * limiter). That fails open to per-gateway limits: partners are never refused
+ * because Redis is away, and no gateway stops limiting either.
  */
 export interface RateDecision {
 	allowed: boolean;
@@ -83,4 +95,129 @@ export class TokenBucketLimiter {
 	get size(): number {
 		return this.buckets.size;
 	}
+}
+
+/** What the pipeline asks of a partner limit, whichever store counts. */
+export interface PartnerLimiter {
+	readonly enabled: boolean;
+	take(partnerId: string): Promise<RateDecision>;
+}
+
+/** The in-memory token bucket behind the PartnerLimiter interface. */
+export class MemoryPartnerLimiter implements PartnerLimiter {
+	constructor(private readonly bucket: TokenBucketLimiter) {}
+
+	get enabled(): boolean {
+		return this.bucket.enabled;
+	}
+
+	take(partnerId: string): Promise<RateDecision> {
+		return Promise.resolve(this.bucket.take(partnerId));
+	}
+}
+
+export interface WindowOptions {
+	perMinute: number;
+	burst: number;
+}
+
+/**
+ * The token bucket as a window a shared store can count: `burst` requests per
+ * `burst / perMinute` minutes (whole seconds, at least 1). With the default
+ * burst (one minute's worth) that is exactly "perMinute per minute".
+ */
+export function windowOf(opts: WindowOptions): { points: number; durationSeconds: number } {
+	const points = Math.max(1, Math.floor(opts.burst));
+	return { points, durationSeconds: Math.max(1, Math.round((points * 60) / opts.perMinute)) };
+}
+
+function isLimiterAnswer(value: unknown): value is RateLimiterRes {
+	return value instanceof RateLimiterRes;
+}
+
+function retrySeconds(msBeforeNext: number): number {
+	return Math.max(1, Math.ceil(msBeforeNext / 1000));
+}
+
+/** A per-partner limit counted in a rate-limiter-flexible limiter (Redis with its insurance, in the gateway). */
+export class SharedPartnerLimiter implements PartnerLimiter {
+	readonly enabled = true;
+
+	constructor(
+		private readonly limiter: RateLimiterAbstract,
+		private readonly perMinute: number,
+		/** Called when neither Redis nor the insurance could answer; the request is let through. */
+		private readonly onStoreError: (err: unknown) => void = () => undefined,
+	) {}
+
+	async take(partnerId: string): Promise<RateDecision> {
+		const limit = this.perMinute;
+		try {
+			const res = await this.limiter.consume(partnerId);
+			return { allowed: true, limit, remaining: res.remainingPoints, retryAfterSeconds: 0 };
+		} catch (err) {
+			if (isLimiterAnswer(err)) return { allowed: false, limit, remaining: 0, retryAfterSeconds: retrySeconds(err.msBeforeNext) };
+			this.onStoreError(err);
+			return { allowed: true, limit, remaining: 0, retryAfterSeconds: 0 };
+		}
+	}
+}
+
+export interface LimitStoreOptions {
+	/** Shared counting in this Redis; undefined = this gateway's memory. */
+	redis?: Redis;
+	/** Redis keys start with `<keyPrefix>:<name>:`. */
+	keyPrefix: string;
+}
+
+/**
+ * A fixed-window counter of `points` per `durationSeconds`: in Redis with an
+ * in-memory insurance of the same size, or only in memory.
+ */
+export function windowLimiter(store: LimitStoreOptions, name: string, points: number, durationSeconds: number): RateLimiterAbstract {
+	const memory = new RateLimiterMemory({ keyPrefix: name, points, duration: durationSeconds });
+	if (!store.redis) return memory;
+	return new RateLimiterRedis({
+		storeClient: store.redis,
+		keyPrefix: `${store.keyPrefix}:${name}`,
+		points,
+		duration: durationSeconds,
+		// Not connected: straight to the insurance, no waiting for a reconnect.
+		rejectIfRedisNotReady: true,
+		insuranceLimiter: memory,
+	});
+}
+
+/** The partner limit the settings ask for: off, this gateway's token bucket, or a window shared through Redis. */
+export function partnerLimiter(opts: WindowOptions, store: LimitStoreOptions, onStoreError?: (err: unknown) => void): PartnerLimiter {
+	if (!(opts.perMinute > 0) || !store.redis) return new MemoryPartnerLimiter(new TokenBucketLimiter(opts));
+	const { points, durationSeconds } = windowOf(opts);
+	return new SharedPartnerLimiter(windowLimiter(store, "partner", points, durationSeconds), opts.perMinute, onStoreError);
+}
+
+/**
+ * The Redis client of the limits: commands fail at once while disconnected
+ * and after `timeoutMs` when Redis is slow, so a limit check never holds a
+ * request up; it reconnects on its own. `onState` hears "ready" and each
+ * first error after it (never the URL: it may hold a password).
+ */
+export function openLimitRedis(url: string, timeoutMs: number, onState: (state: "ready" | "error", err?: Error) => void): Redis {
+	const redis = new Redis(url, {
+		enableOfflineQueue: false,
+		commandTimeout: timeoutMs,
+		connectTimeout: Math.max(timeoutMs, 1000),
+		maxRetriesPerRequest: 0,
+		retryStrategy: (times) => Math.min(times * 200, 5000),
+	});
+	let healthy = true;
+	redis.on("ready", () => {
+		healthy = true;
+		onState("ready");
+	});
+	redis.on("error", (err: Error) => {
+		if (!healthy) return;
+		healthy = false;
+		onState("error", err);
+	});
+	return redis;
 }

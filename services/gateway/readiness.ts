@@ -37,3 +37,42 @@ export async function checkReadiness(broker: ServiceBroker, timeoutMs: number, i
 	const ready = results.every(([, state]) => state === "ok");
 	return { ready, status: ready ? "ready" : "not_ready", checks };
 }
+
+/**
+ * Keeps `/health/ready` cheap: one check runs at a time (probes arriving
+ * meanwhile share it) and its answer is reused for `ttlMs`, so any number of
+ * probes costs each service at most one `dbHealth` per `ttlMs`. Draining is
+ * never cached: it is read on every probe.
+ */
+export class ReadinessProbe {
+	private last: { at: number; answer: Readiness } | undefined;
+	private running: Promise<Readiness> | undefined;
+
+	constructor(
+		private readonly check: () => Promise<Readiness>,
+		private readonly ttlMs: number,
+		private readonly isDraining: () => boolean,
+		private readonly now: () => number = Date.now,
+	) {}
+
+	async read(): Promise<Readiness> {
+		if (this.isDraining()) return { ready: false, status: "draining", checks: this.last?.answer.checks ?? {} };
+		const answer = this.last && this.now() - this.last.at < this.ttlMs ? this.last.answer : await this.refresh();
+		if (this.isDraining()) return { ready: false, status: "draining", checks: answer.checks };
+		return answer;
+	}
+
+	private refresh(): Promise<Readiness> {
+		if (!this.running) {
+			this.running = this.check()
+				.then((answer) => {
+					this.last = { at: this.now(), answer };
+					return answer;
+				})
+				.finally(() => {
+					this.running = undefined;
+				});
+		}
+		return this.running;
+	}
+}

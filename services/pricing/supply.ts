@@ -1,3 +1,4 @@
+import { LRUCache } from "lru-cache";
 import type { LatLng } from "../../lib/geo";
 import { SERVICE_TYPES } from "../../contracts/common";
 import type { SupplyDemand, SupplyDemandReply } from "../../contracts/dispatch";
@@ -59,15 +60,20 @@ export async function fetchSupplyDemand(
 
 /**
  * A short-lived cache of dispatch answers per ~100 m cell, so a burst of
- * estimates around one place costs dispatch one call. Bounded in size.
+ * estimates around one place costs dispatch one call. A real LRU
+ * (`lru-cache`) bounded to `maxEntries` cells: a flood of estimates for new
+ * places evicts the least recently used cells one by one, never the whole
+ * cache. Expiry follows the caller's clock (`nowMs`), so it is testable.
  */
 export class SupplyCache {
-	private readonly entries = new Map<string, { value: SupplyDemandReply; expires: number }>();
+	private readonly entries: LRUCache<string, { value: SupplyDemandReply; expires: number }>;
 
 	constructor(
 		private readonly ttlMs: number,
-		private readonly maxEntries = 10_000,
-	) {}
+		maxEntries = 10_000,
+	) {
+		this.entries = new LRUCache({ max: Math.max(1, maxEntries) });
+	}
 
 	static keyOf(p: LatLng): string {
 		return `${p.lat.toFixed(3)},${p.lng.toFixed(3)}`;
@@ -87,7 +93,10 @@ export class SupplyCache {
 
 	set(p: LatLng, value: SupplyDemandReply, nowMs: number): void {
 		if (this.ttlMs <= 0) return;
-		if (this.entries.size >= this.maxEntries) this.entries.clear();
 		this.entries.set(SupplyCache.keyOf(p), { value, expires: nowMs + this.ttlMs });
+	}
+
+	get size(): number {
+		return this.entries.size;
 	}
 }

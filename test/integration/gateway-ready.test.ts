@@ -99,7 +99,8 @@ function orderBody(phone: string, extra: Record<string, unknown> = {}) {
 
 beforeAll(async () => {
 	db = await createTestDatabase("gatewayready");
-	node = await startTestNode({ databaseUrl: db.url });
+	// Readiness answers are reused for a minute here, so counting the checks below cannot depend on timing.
+	node = await startTestNode({ databaseUrl: db.url, env: { READY_CACHE_MS: "60000" } });
 	base = node.baseUrl!;
 	keyA = (await node.broker.call<{ apiKey: string }, { name: string }>("partners.create", { name: "Partner A" })).apiKey;
 	keyB = (await node.broker.call<{ apiKey: string }, { name: string }>("partners.create", { name: "Partner B" })).apiKey;
@@ -195,6 +196,25 @@ it("takes the partner from the key, never from the body, and answers foreign ids
 	const unknown = await post("/ride/status", keyB, { orderId: "ord_doesnotexist000000000" });
 	expect([theirs.status, theirs.json.code]).toEqual([404, "ORDER_NOT_FOUND"]);
 	expect(theirs.json).toEqual(unknown.json);
+});
+
+it("keeps /health/ready cheap: a flood of probes costs each service at most one database check", async () => {
+	// Counts the gateway's calls and passes each on unchanged to the real services.
+	const call = node.broker.call.bind(node.broker);
+	let dbHealth = 0;
+	const spy = jest.spyOn(node.broker, "call").mockImplementation(((action: string, ...rest: unknown[]) => {
+		if (typeof action === "string" && action.endsWith(".dbHealth")) dbHealth += 1;
+		return (call as (...args: unknown[]) => unknown)(action, ...rest);
+	}) as typeof node.broker.call);
+	try {
+		const answers = await Promise.all(Array.from({ length: 40 }, () => fetch(`${base}/health/ready`)));
+		for (let i = 0; i < 40; i++) answers.push(await fetch(`${base}/health/ready`));
+		expect(answers.map((r) => r.status)).toEqual(Array(80).fill(200));
+		// Without the cache: 80 probes × 4 services.
+		expect(dbHealth).toBeLessThanOrEqual(4);
+	} finally {
+		spy.mockRestore();
+	}
 });
 
 it("stops being ready while draining", async () => {

@@ -1,0 +1,77 @@
+import { createHash } from "node:crypto";
+import { LRUCache } from "lru-cache";
+import { RateLimiterRes, type RateLimiterAbstract } from "rate-limiter-flexible";
+
+/**
+ * The failed-authentication throttle. Every unknown API key costs the
+ * partners service a database lookup (and a slot in its cache), so a client
+ * address that sent `limit` unknown keys within a minute is answered
+ * `429 RATE_LIMITED` for the rest of that minute without asking partners.
+ *
+ * A key this gateway has seen succeed is never held back, even from a
+ * throttled address (a partner behind the same NAT as an attacker keeps
+ * working): it is still authenticated by partners, which answers it from its
+ * cache. Only SHA-256 hashes of those keys are kept, in a bounded LRU.
+ *
+ * The counter is a rate-limiter-flexible limiter (rate-limiter.ts): shared
+ * through Redis when REDIS_URL is set, this gateway's memory otherwise.
+ */
+export interface ThrottleDecision {
+	allowed: boolean;
+	/** Seconds until the address may try unknown keys again (0 when allowed). */
+	retryAfterSeconds: number;
+}
+
+const ALLOWED: ThrottleDecision = Object.freeze({ allowed: true, retryAfterSeconds: 0 });
+const KNOWN_GOOD_MAX = 10_000;
+const KNOWN_GOOD_TTL_MS = 10 * 60_000;
+
+function keyHash(apiKey: string): string {
+	return createHash("sha256").update(apiKey).digest("base64url");
+}
+
+export class AuthFailureThrottle {
+	private readonly knownGood = new LRUCache<string, true>({ max: KNOWN_GOOD_MAX, ttl: KNOWN_GOOD_TTL_MS });
+
+	constructor(
+		/** Counts failures per address per minute; undefined turns the throttle off. */
+		private readonly counter: RateLimiterAbstract | undefined,
+		readonly limit: number,
+		/** Neither Redis nor the insurance answered: the request is let through (and this says why). */
+		private readonly onStoreError: (err: unknown) => void = () => undefined,
+	) {}
+
+	get enabled(): boolean {
+		return this.counter !== undefined && this.limit > 0;
+	}
+
+	/** Before authenticating: may this address try this key? */
+	async check(address: string, apiKey: string): Promise<ThrottleDecision> {
+		if (!this.enabled || this.knownGood.has(keyHash(apiKey))) return ALLOWED;
+		try {
+			const res = await this.counter!.get(address);
+			if (res && res.consumedPoints >= this.limit) return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil(res.msBeforeNext / 1000)) };
+			return ALLOWED;
+		} catch (err) {
+			this.onStoreError(err);
+			return ALLOWED;
+		}
+	}
+
+	/** The key was unknown: one more failure for the address (and the key is no longer known good). */
+	async failed(address: string, apiKey: string): Promise<void> {
+		if (!this.enabled) return;
+		this.knownGood.delete(keyHash(apiKey));
+		try {
+			await this.counter!.consume(address);
+		} catch (err) {
+			// Over the limit already: the next check says so.
+			if (!(err instanceof RateLimiterRes)) this.onStoreError(err);
+		}
+	}
+
+	/** The key authenticated. */
+	succeeded(apiKey: string): void {
+		if (this.enabled) this.knownGood.set(keyHash(apiKey), true);
+	}
+}
