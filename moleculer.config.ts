@@ -58,7 +58,7 @@ export function buildBrokerConfig(env: Env = process.env): BrokerOptions {
 		namespace: s.namespace,
 		nodeID: env.NODE_ID || `${os.hostname()}-${service}-${process.pid}`,
 		// NATS login and TLS from the environment or mounted secret files (lib/nats-settings.ts).
-		transporter: s.transporter ? { type: "NATS", options: { url: s.transporter } } : null,
+		transporter: s.transporter ? { type: "NATS", options: { url: s.transporter, ...readNatsOptions(env) } } : null,
 		logger: {
 			type: "Console",
 			options: {
