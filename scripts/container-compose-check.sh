@@ -58,7 +58,7 @@ EOF
 }
 
 check4() {
-	local t0 sock port key pw status unhealthy
+	local t0 sock port key pw natspw status unhealthy
 	command -v docker-compose >/dev/null 2>&1 || { echo "docker-compose is not installed"; return 1; }
 	t0=$(date +%s)
 	build_standins || { echo "cannot build the stand-in nats/postgres images"; return 1; }
@@ -69,8 +69,10 @@ check4() {
 	service_pid=$!
 	for _ in $(seq 1 50); do [ -S "$sock" ] && break; sleep 0.1; done
 	port=$(free_port) key="ck_$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" pw=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
+	# The bus password: the stand-in nats-server gets the file's config (k8s/infra/nats-server.conf), which requires it.
+	natspw=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	local compose=(docker-compose --project-name "$RUN_ID" --file "$ROOT/docker-compose.yml")
-	export DOCKER_HOST=unix://$sock COMPOSE_HTTP_TIMEOUT=300 RIDE_IMAGE=$IMAGE POSTGRES_PASSWORD=$pw GATEWAY_PORT=127.0.0.1:$port \
+	export DOCKER_HOST=unix://$sock COMPOSE_HTTP_TIMEOUT=300 RIDE_IMAGE=$IMAGE POSTGRES_PASSWORD=$pw NATS_PASSWORD=$natspw GATEWAY_PORT=127.0.0.1:$port \
 		BOOTSTRAP_PARTNER_KEY=$key BOOTSTRAP_WEBHOOK_SECRET=$(whsec) ALLOW_BOOTSTRAP_PARTNER=true WEBHOOK_ALLOW_PRIVATE=true NAMESPACE=$RUN_ID
 
 	# The health check scheduler podman lacks here.
@@ -109,6 +111,6 @@ check4() {
 	wait "$service_pid" 2>/dev/null
 	service_pid=
 	rm -f "$sock" "$compose_pid_file"
-	unset DOCKER_HOST RIDE_IMAGE POSTGRES_PASSWORD GATEWAY_PORT BOOTSTRAP_PARTNER_KEY BOOTSTRAP_WEBHOOK_SECRET ALLOW_BOOTSTRAP_PARTNER WEBHOOK_ALLOW_PRIVATE NAMESPACE
+	unset DOCKER_HOST RIDE_IMAGE POSTGRES_PASSWORD NATS_PASSWORD GATEWAY_PORT BOOTSTRAP_PARTNER_KEY BOOTSTRAP_WEBHOOK_SECRET ALLOW_BOOTSTRAP_PARTNER WEBHOOK_ALLOW_PRIVATE NAMESPACE
 	return "$status"
 }

@@ -31,7 +31,7 @@ function runNode(args: string[], env: Record<string, string | undefined> = {}): 
 }
 
 const hasDockerCompose = spawnSync("docker-compose", ["version", "--short"], { encoding: "utf8" }).status === 0;
-const COMPOSE_ENV = { POSTGRES_PASSWORD: "test-only-placeholder" };
+const COMPOSE_ENV = { POSTGRES_PASSWORD: "test-only-placeholder", NATS_PASSWORD: "test-only-nats-placeholder" };
 
 let tmp: string;
 beforeAll(() => {
@@ -82,6 +82,53 @@ describe("Kubernetes manifests", () => {
 		expect(Number(config.SHUTDOWN_TIMEOUT_MS)).toBeLessThanOrEqual(25_000);
 		expect(of("Job")[0].spec.template.spec.containers[0].command).toEqual(["node", "dist/bin/migrate.js"]);
 		expect(of("StatefulSet").map((s) => s.metadata.name).sort()).toEqual(["nats", "postgres"]);
+	});
+
+	test("the bus and the database are closed: NATS requires the Secret's password, and NetworkPolicies let only the platform's pods reach NATS and PostgreSQL", () => {
+		const load = (f: string) => parseAllDocuments(readFileSync(join(ROOT, "k8s", f), "utf8")).map((d) => d.toJS()).filter(Boolean);
+		const kustomization = parse(readFileSync(join(ROOT, "k8s/kustomization.yaml"), "utf8"));
+		expect(kustomization.resources).toContain("network-policy.yaml");
+		const generator = kustomization.configMapGenerator.find((g: { name: string }) => g.name === "nats-config");
+		expect(generator.files).toEqual(["nats-server.conf=infra/nats-server.conf"]);
+		expect(readFileSync(join(ROOT, "k8s/infra/nats-server.conf"), "utf8")).toMatch(/authorization\s*\{\s*user:\s*ride\s+password:\s*\$NATS_PASSWORD\s*\}/);
+
+		const nats = load("infra/nats.yaml").find((d) => d.kind === "StatefulSet");
+		const container = nats.spec.template.spec.containers[0];
+		expect(container.args.slice(0, 2)).toEqual(["-c", "/etc/nats/nats-server.conf"]);
+		expect(container.env).toContainEqual({ name: "NATS_PASSWORD", valueFrom: { secretKeyRef: { name: "ride-secrets", key: "NATS_PASSWORD" } } });
+		expect(nats.spec.template.spec.volumes).toContainEqual({ name: "config", configMap: { name: "nats-config" } });
+		expect(container.volumeMounts).toContainEqual({ name: "config", mountPath: "/etc/nats", readOnly: true });
+		// Every service gets the login: NATS_USER from the ConfigMap, NATS_PASSWORD from the Secret they all read.
+		expect(load("configmap.yaml")[0].data.NATS_USER).toBe("ride");
+		expect(load("secret.example.yaml").find((d) => d.metadata.name === "ride-secrets").stringData.NATS_PASSWORD).toBe("REPLACE_ME");
+		const platformPods = ["gateway.yaml", "pricing.yaml", "riders.yaml", "orders.yaml", "dispatch.yaml", "notifications.yaml", "fleet.yaml", "migrate-job.yaml"]
+			.flatMap(load)
+			.filter((d) => d.kind === "Deployment" || d.kind === "Job");
+		expect(platformPods).toHaveLength(8);
+		for (const w of platformPods) {
+			expect([w.metadata.name, w.spec.template.metadata.labels["app.kubernetes.io/part-of"]]).toEqual([w.metadata.name, "ride-platform"]);
+			expect(w.spec.template.spec.containers[0].envFrom).toContainEqual({ secretRef: { name: "ride-secrets" } });
+		}
+
+		const policies = load("network-policy.yaml");
+		expect(policies.every((p) => p.kind === "NetworkPolicy" && p.apiVersion === "networking.k8s.io/v1")).toBe(true);
+		const policyFor = (name: string) => policies.find((p) => p.spec.podSelector.matchLabels["app.kubernetes.io/name"] === name);
+		for (const [name, ports] of [["nats", [4222, 8222]], ["postgres", [5432]]] as const) {
+			const policy = policyFor(name);
+			expect(policy.spec.policyTypes).toEqual(["Ingress"]);
+			// One rule: from pods labelled as the platform's, on the server's ports only.
+			expect(policy.spec.ingress).toEqual([{ from: [{ podSelector: { matchLabels: { "app.kubernetes.io/part-of": "ride-platform" } } }], ports: ports.map((port) => ({ protocol: "TCP", port })) }]);
+			// It selects the real server pods.
+			const server = load(`infra/${name}.yaml`).find((d) => d.kind === "StatefulSet");
+			expect(server.spec.template.metadata.labels["app.kubernetes.io/name"]).toBe(name);
+		}
+	});
+
+	test("the validator fails on a NetworkPolicy schema error", async () => {
+		const dir = brokenK8sCopy("netpol", "network-policy.yaml", (t) => t.replace("port: 5432", 'port: [5432]'));
+		const r = await runNode(["scripts/validate-manifests.mjs", dir]);
+		expect(r.code).toBe(1);
+		expect(r.out).toMatch(/NetworkPolicy\/postgres-from-platform-only: schema/);
 	});
 
 	test("the validator fails on a schema error (replicas is not an integer)", async () => {
@@ -137,6 +184,14 @@ describe("docker-compose.yml", () => {
 			expect(s.depends_on.migrate.condition).toBe("service_completed_successfully");
 			expect(s.healthcheck.test).toEqual(["CMD", "node", "dist/bin/healthcheck.js", "ready"]);
 		}
+		// The bus requires a login: nats-server reads its password from its environment, the services log in with it.
+		expect(services.nats.command.slice(0, 2)).toEqual(["-c", "/etc/nats/ride.conf"]);
+		expect(services.nats.volumes).toContain("./k8s/infra/nats-server.conf:/etc/nats/ride.conf:ro");
+		expect(services.nats.environment.NATS_PASSWORD).toMatch(/^\$\{NATS_PASSWORD:\?/);
+		for (const name of [...Object.keys(expected), "migrate"]) {
+			expect([name, services[name].environment.NATS_USER]).toEqual([name, "ride"]);
+			expect([name, services[name].environment.NATS_PASSWORD]).toEqual([name, expect.stringMatching(/^\$\{NATS_PASSWORD:\?/)]);
+		}
 		// No secret values in the file: the password comes from the environment or .env.
 		expect(readFileSync(join(ROOT, "docker-compose.yml"), "utf8")).not.toMatch(/^\s*POSTGRES_PASSWORD:\s*[^$\s]/m);
 	});
@@ -145,6 +200,9 @@ describe("docker-compose.yml", () => {
 		const r = await runNode(["scripts/validate-compose.mjs", "docker-compose.yml", "--builtin-only"], { POSTGRES_PASSWORD: "" });
 		expect(r.code).toBe(1);
 		expect(r.out).toMatch(/required variable POSTGRES_PASSWORD is not set/);
+		const noNats = await runNode(["scripts/validate-compose.mjs", "docker-compose.yml", "--builtin-only"], { ...COMPOSE_ENV, NATS_PASSWORD: "" });
+		expect(noNats.code).toBe(1);
+		expect(noNats.out).toMatch(/services\.nats\.environment\.NATS_PASSWORD: required variable NATS_PASSWORD is not set/);
 	});
 
 	test("the built-in check fails on a broken compose file", async () => {
@@ -163,7 +221,7 @@ describe("docker-compose.yml", () => {
 
 	(hasDockerCompose ? test : test.skip)("docker-compose config -q fails on a broken compose file", async () => {
 		const file = join(tmp, "docker-compose.broken2.yml");
-		writeFileSync(file, readFileSync(join(ROOT, "docker-compose.yml"), "utf8").replace("    restart: unless-stopped\n    volumes:\n      - nats-data:/data", "    restart: unless-stopped\n    volumes: nats-data"));
+		writeFileSync(file, readFileSync(join(ROOT, "docker-compose.yml"), "utf8").replace("    volumes:\n      - nats-data:/data\n      - ./k8s/infra/nats-server.conf:/etc/nats/ride.conf:ro", "    volumes: nats-data"));
 		const r = spawnSync("docker-compose", ["-f", file, "config", "-q"], { encoding: "utf8", env: { ...process.env, ...COMPOSE_ENV } });
 		expect(r.status).not.toBe(0);
 		expect(r.stderr + r.stdout).toMatch(/volumes/);

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { ServiceBroker } from "moleculer";
 import { buildBrokerConfig } from "../../moleculer.config";
 import { freePort } from "../helpers/http";
@@ -33,9 +33,8 @@ const started: ServiceProcess[] = [];
 
 async function startNatsServer(): Promise<void> {
 	const port = await freePort();
-	const conf = join(dir, "nats-server.conf");
-	// The same authorization block as k8s/infra/nats-server.conf: the password comes from the server's environment.
-	writeFileSync(conf, "authorization {\n  user: ride\n  password: $NATS_PASSWORD\n}\n");
+	// The configuration compose mounts and k8s generates its ConfigMap from: the password comes from the server's environment.
+	const conf = resolve(__dirname, "../../k8s/infra/nats-server.conf");
 	nats = spawn(NATS_SERVER, ["-c", conf, "-a", "127.0.0.1", "-p", String(port)], { env: { ...process.env, NATS_PASSWORD: password }, stdio: ["ignore", "pipe", "pipe"] });
 	let out = "";
 	nats.stderr!.on("data", (c: Buffer) => (out += c.toString()));
