@@ -95,10 +95,10 @@ afterAll(async () => {
 		await broker.start();
 		try {
 			await waitFor("node-good in the registry", () => broker.registry.nodes.get("node-good")?.available === true);
-			const health = await broker.call<{ nodeID?: string; cpu?: unknown }>("$node.health", {}, { nodeID: "node-good" });
+			const health = await broker.call<{ cpu?: unknown }, Record<string, never>>("$node.health", {}, { nodeID: "node-good" });
 			expect(health.cpu).toBeDefined();
 			// What any bus member can read of a node's options holds no password.
-			const options = await broker.call("$node.options", {}, { nodeID: "node-good" });
+			const options = await broker.call<unknown, Record<string, never>>("$node.options", {}, { nodeID: "node-good" });
 			expect(JSON.stringify(options)).not.toContain(password);
 			// The refused nodes never joined.
 			expect(broker.registry.nodes.get("node-wrong")).toBeUndefined();

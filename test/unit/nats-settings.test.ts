@@ -24,10 +24,11 @@ describe("NATS login settings (lib/nats-settings.ts)", () => {
 	});
 
 	test("user and password, from the environment or mounted files, become an authenticator; nothing secret is serialisable", () => {
-		for (const env of [
+		const envs: Record<string, string>[] = [
 			{ NATS_USER: "ride", NATS_PASSWORD: "env-password" },
 			{ NATS_USER_FILE: "/run/secrets/nats-user", NATS_PASSWORD_FILE: "/run/secrets/nats-password" },
-		]) {
+		];
+		for (const env of envs) {
 			const options = read(env)!;
 			expect(typeof options.authenticator).toBe("function");
 			const auth = options.authenticator!() as { user: string; pass: string };
