@@ -7,6 +7,7 @@ import { createTraceRedactor, parseTraceAllow } from "./lib/trace-redaction";
 import { AccessMiddleware } from "./middlewares/access.middleware";
 import { DataErrorsMiddleware } from "./middlewares/data-errors.middleware";
 import { ObservabilityMiddleware, jsonLogFormatter } from "./middlewares/observability.middleware";
+import { readShutdownSettings } from "./lib/shutdown-settings";
 
 /**
  * Trace exporters by name (`TRACING_EXPORTER`, comma list): Console prints
@@ -53,7 +54,7 @@ export function buildBrokerConfig(env: Env = process.env): BrokerOptions {
 	const service = (s.services ?? ["all"]).join("+");
 	const jsonLogs = s.production || env.LOG_FORMAT === "json";
 	// Bound for a graceful stop: running calls and event handlers get this long to finish.
-	const shutdownTimeout = Number(env.SHUTDOWN_TIMEOUT_MS || 20_000);
+	const shutdownTimeout = readShutdownSettings(env).brokerStopMs;
 	return {
 		namespace: s.namespace,
 		nodeID: env.NODE_ID || `${os.hostname()}-${service}-${process.pid}`,

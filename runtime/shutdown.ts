@@ -20,8 +20,8 @@ import type { RunningNode } from "./node";
  *     its claims, the DB pools close.
  *  5. The health server and the embedded database close.
  *
- * All of it is bounded: `SHUTDOWN_TIMEOUT_MS` (default 25 s, below the usual
- * 30 s grace period) after the signal the process exits anyway. Nothing
+ * All of it is bounded: `SHUTDOWN_TIMEOUT_MS` (lib/shutdown-settings.ts, below
+ * the usual 30 s grace period) after the signal the process exits anyway. Nothing
  * acknowledged depends on finishing: every accepted change is committed in
  * PostgreSQL before it is acknowledged, and a webhook claim left behind
  * expires and is taken over by another instance.
@@ -33,18 +33,8 @@ export interface ShutdownOptions {
 	log?: (message: string) => void;
 }
 
-export interface ShutdownSettings {
-	delayMs: number;
-	timeoutMs: number;
-}
-
-export function shutdownSettingsFrom(env: Record<string, string | undefined>): ShutdownSettings {
-	const delayMs = Number(env.SHUTDOWN_DELAY_MS || 0);
-	const timeoutMs = Number(env.SHUTDOWN_TIMEOUT_MS || 25_000);
-	if (!Number.isFinite(delayMs) || delayMs < 0) throw new Error("SHUTDOWN_DELAY_MS must be a non-negative number");
-	if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) throw new Error("SHUTDOWN_TIMEOUT_MS must be a positive number");
-	return { delayMs, timeoutMs };
-}
+import type { ShutdownSettings } from "../lib/shutdown-settings";
+export { readShutdownSettings as shutdownSettingsFrom, type ShutdownSettings } from "../lib/shutdown-settings";
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
