@@ -81,6 +81,12 @@ export const PARTNER_EVENTS = {
 	changed: "partners.changed",
 } as const;
 
+/** `partners.announce`: broadcasts partners.changed from a cluster member (for `npm run partner`, which changes the database from a private broker). */
+export const announceParams = {
+	partnerId: { type: "string", min: 1, max: 100 },
+	what: { type: "enum", values: ["keys", "webhookSecret", "partner"] },
+} as const;
+
 /** `partners.changed`: what changed, for whom. Never a key or a secret. */
 export interface PartnersChangedEvent {
 	partnerId: string;

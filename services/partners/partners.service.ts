@@ -4,6 +4,7 @@ import { ApiError, validationError } from "../../lib/errors";
 import { newId } from "../../lib/ids";
 import { hashApiKey, isWebhookSecret, newApiKey, newWebhookSecret } from "../../lib/secrets";
 import {
+	announceParams,
 	authenticateParams,
 	createKeyParams,
 	createPartnerParams,
@@ -49,7 +50,7 @@ import { serviceEnv } from "../../lib/settings";
 
 interface PartnersMethods {
 	insertPartner(name: string, apiKey: string, webhookSecret: string): Promise<string | null>;
-	announce(partnerId: string, what: PartnersChangedEvent["what"]): Promise<void>;
+	broadcastChange(partnerId: string, what: PartnersChangedEvent["what"]): Promise<void>;
 	revoked(outcome: RevokeOutcome, what: string): Promise<RevokedKeys>;
 	bootstrap(): Promise<void>;
 }
@@ -88,7 +89,7 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 				const partnerId = await this.insertPartner(ctx.params.name, apiKey, webhookSecret);
 				if (!partnerId) throw new ApiError(409, "CONFLICT", "That API key is already in use");
 				// A miss for this key may be cached somewhere.
-				await this.announce(partnerId, "keys");
+				await this.broadcastChange(partnerId, "keys");
 				return { partnerId, apiKey, webhookSecret };
 			},
 		},
@@ -157,7 +158,7 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 				if (outcome === "missing") throw new ApiError(404, "NOT_FOUND", "Unknown partner");
 				if (outcome === "revoked") throw new ApiError(409, "CONFLICT", "That partner is revoked");
 				if (outcome === "taken") throw new ApiError(409, "CONFLICT", "That API key is already in use");
-				await this.announce(partnerId, "keys");
+				await this.broadcastChange(partnerId, "keys");
 				return { keyId, partnerId, label, apiKey };
 			},
 		},
@@ -185,9 +186,19 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 				const grace = ctx.params.graceSeconds ?? DEFAULT_WEBHOOK_SECRET_GRACE_SECONDS;
 				const rotated = await this.repo.rotateWebhookSecret(partnerId, webhookSecret, grace);
 				if (!rotated) throw new ApiError(404, "NOT_FOUND", "Unknown partner");
-				await this.announce(partnerId, "webhookSecret");
+				await this.broadcastChange(partnerId, "webhookSecret");
 				this.logger.info(`Webhook secret of ${partnerId} rotated; the previous one signs until ${rotated.previousValidUntil}`);
 				return { partnerId, webhookSecret, previousValidUntil: rotated.previousValidUntil };
+			},
+		},
+
+		/** `npm run partner` changed the database from its private broker: tell every instance. */
+		announce: {
+			...INTERNAL,
+			params: announceParams,
+			async handler(this: PartnersThis, ctx: Context<PartnersChangedEvent>): Promise<{ announced: true }> {
+				await this.broadcastChange(ctx.params.partnerId, ctx.params.what);
+				return { announced: true };
 			},
 		},
 	},
@@ -206,7 +217,7 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 		},
 
 		/** Every instance (this one included) drops what it cached about the partner. */
-		async announce(this: PartnersThis, partnerId: string, what: PartnersChangedEvent["what"]): Promise<void> {
+		async broadcastChange(this: PartnersThis, partnerId: string, what: PartnersChangedEvent["what"]): Promise<void> {
 			this.authCache.clear();
 			await this.broker.broadcast(PARTNER_EVENTS.changed, { partnerId, what } satisfies PartnersChangedEvent);
 		},
@@ -214,7 +225,7 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 		async revoked(this: PartnersThis, outcome: RevokeOutcome, what: string): Promise<RevokedKeys> {
 			if (!outcome.found) throw new ApiError(404, "NOT_FOUND", `Unknown ${what}`);
 			const { partnerId, revokedKeyIds, partnerRevoked } = outcome;
-			await this.announce(partnerId, partnerRevoked ? "partner" : "keys");
+			await this.broadcastChange(partnerId, partnerRevoked ? "partner" : "keys");
 			this.logger.info(`Revoked ${what === "partner" ? `partner ${partnerId} and` : ""} ${revokedKeyIds.length} key(s) of ${partnerId}`);
 			return { partnerId, revokedKeyIds, partnerRevoked };
 		},
@@ -233,7 +244,7 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 				return;
 			}
 			if (state) {
-				if (secret && (await this.repo.setCurrentSecret(state.partnerId, secret))) await this.announce(state.partnerId, "webhookSecret");
+				if (secret && (await this.repo.setCurrentSecret(state.partnerId, secret))) await this.broadcastChange(state.partnerId, "webhookSecret");
 				this.logger.info(`Bootstrap partner ${state.partnerId} present`);
 				return;
 			}
