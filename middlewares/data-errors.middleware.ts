@@ -25,7 +25,8 @@ export const DataErrorsMiddleware: Middleware = {
 		const broker = this;
 		const name = String(action.name ?? "");
 		return function convertDataErrors(this: unknown, ctx: Context) {
-			return Promise.resolve(next.call(this as never, ctx)).catch((err: unknown) => {
+			// A synchronous throw becomes a rejection too, so it is converted like any other.
+			return new Promise((resolve) => resolve(next.call(this as never, ctx))).catch((err: unknown) => {
 				const converted = toDataValidationError(err);
 				if (converted !== err) broker.getLogger("data-errors").warn(`A database data exception (SQLSTATE ${dataExceptionState(err)}) in ${name} answered 400`);
 				throw converted;

@@ -29,7 +29,7 @@ const ORDER = {
 };
 
 function check(schema: Record<string, unknown>, params: unknown): true | Array<{ type: string; field: string; message: string }> {
-	return createValidator().compile(schema)(params as object) as never;
+	return createValidator().compile(schema)(params as Record<string, unknown>) as never;
 }
 
 describe("unsafe strings", () => {
