@@ -135,6 +135,12 @@ export const ERRORS = {
 		documented: false,
 		meaning: "A ride status move its actor may not make (driver and fleet calls).",
 	},
+	OTP_LOCKED: {
+		status: 409,
+		retryable: false,
+		documented: false,
+		meaning: "Too many OTP tries for this ride: starting it with an OTP is refused until an operator unlocks it (orders.unlockOtp); the driver may drop out, the partner may cancel (driver and fleet calls).",
+	},
 	DRIVER_NOT_AVAILABLE: {
 		status: 409,
 		retryable: false,

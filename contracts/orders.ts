@@ -118,8 +118,22 @@ export interface FeedbackParams extends OrderIdParams {
 
 /** POST /ride/status (orders.status). */
 export const statusParams = { $$strict: true, orderId: orderIdRule } as const;
-/** POST /ride/events (orders.events). */
-export const eventsParams = { $$strict: true, orderId: orderIdRule } as const;
+/** `/ride/events` pages: this many events unless `limit` says otherwise, at most the maximum. */
+export const EVENTS_PAGE_DEFAULT = 100;
+export const EVENTS_PAGE_MAX = 1000;
+/** POST /ride/events (orders.events): one page of the ride's events, from the start or after `cursor`. */
+export const eventsParams = {
+	$$strict: true,
+	orderId: orderIdRule,
+	cursor: { type: "string", min: 1, max: 200, optional: true },
+	limit: { type: "number", integer: true, min: 1, max: EVENTS_PAGE_MAX, optional: true },
+} as const;
+export interface EventsParams extends OrderIdParams {
+	/** `nextCursor` of the previous page; absent = the first page. */
+	cursor?: string;
+	/** Events per page, 1..1000 (default 100). */
+	limit?: number;
+}
 export interface OrderIdParams {
 	orderId: string;
 }
@@ -193,15 +207,26 @@ export interface RecordLocationParams {
 	eta?: number | null;
 }
 
-/** orders.listActive: active rides, oldest first (dispatch's reconciliation sweep). */
+/** orders.listActive: one page of the active rides, oldest first (dispatch's reconciliation sweep pages through all of them). */
 export const listActiveParams = {
 	status: { type: "enum", values: [...ACTIVE_STATUSES], optional: true },
 	limit: { type: "number", integer: true, min: 1, max: 10_000, optional: true },
+	/** `nextCursor` of the previous page; absent = from the oldest. */
+	after: { type: "string", min: 1, max: 200, optional: true },
 } as const;
 export interface ListActiveParams {
 	status?: ActiveStatus;
 	limit?: number;
+	after?: string;
 }
+export interface ListActiveResult {
+	orders: InternalOrder[];
+	/** Pass as `after` for the next page; null after the last. */
+	nextCursor: string | null;
+}
+
+/** orders.unlockOtp (operators): a fresh set of OTP tries for an `arrived` ride whose start was locked by wrong OTPs. */
+export const unlockOtpParams = { orderId: orderIdRule } as const;
 
 // ---- replies -----------------------------------------------------------------------
 
@@ -295,7 +320,10 @@ export interface RideEventView {
 	delivery: EventDelivery;
 }
 export interface EventsResult {
+	/** In sequence order, at most `limit`. */
 	events: RideEventView[];
+	/** Pass as `cursor` for the next page; null when this page is the last. */
+	nextCursor: string | null;
 }
 
 // ---- broker events orders emits (hints only: the tables are the truth) -------------

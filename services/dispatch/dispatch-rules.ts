@@ -119,6 +119,17 @@ export function followOrder(mirror: RideMirror, orderStatus: string, orderDriver
 	return { kind: "none" };
 }
 
+/**
+ * Demand near a point for surge: each partner's searching rides count up to
+ * `perPartnerCap`, so one partner's burst of requests (or of requests it
+ * cancels again) cannot raise every partner's fares beyond its share.
+ */
+export function cappedDemand(perPartner: Iterable<number>, perPartnerCap: number): number {
+	let total = 0;
+	for (const n of perPartner) total += Math.max(0, Math.min(n, perPartnerCap));
+	return total;
+}
+
 /** Errors of orders that mean "it decided no" (as opposed to "it did not answer"). */
 const DEFINITIVE_ORDER_ERRORS = new Set(["CONFLICT", "INVALID_TRANSITION", "ORDER_NOT_FOUND", "RIDE_NOT_ACTIVE", "INVALID_OTP", "VALIDATION_ERROR"]);
 

@@ -34,6 +34,8 @@ export interface RideRow {
 	pickup_lng: number;
 	drop_lat: number;
 	drop_lng: number;
+	/** Null for rides mirrored before the column existed. */
+	partner_id: string | null;
 	state: RidePhase;
 	order_status: string;
 	order_version: number;
@@ -232,11 +234,11 @@ export class DispatchRepo {
 		return (await this.q<RideRow & { lease_active: boolean }>(sql, [orderId], t))[0];
 	}
 
-	async insertRide(r: { orderId: string; serviceType: ServiceType; pickup: LatLng; drop: LatLng; sandbox: SandboxScenario | null }, t: Transaction): Promise<void> {
+	async insertRide(r: { orderId: string; partnerId: string; serviceType: ServiceType; pickup: LatLng; drop: LatLng; sandbox: SandboxScenario | null }, t: Transaction): Promise<void> {
 		await this.q(
-			`INSERT INTO dispatch_rides (order_id, service_type, pickup_lat, pickup_lng, drop_lat, drop_lng, state, order_status, sandbox)
-			 VALUES ($1, $2, $3, $4, $5, $6, 'searching', 'searching', $7) ON CONFLICT (order_id) DO NOTHING`,
-			[r.orderId, r.serviceType, r.pickup.lat, r.pickup.lng, r.drop.lat, r.drop.lng, r.sandbox],
+			`INSERT INTO dispatch_rides (order_id, partner_id, service_type, pickup_lat, pickup_lng, drop_lat, drop_lng, state, order_status, sandbox)
+			 VALUES ($1, $8, $2, $3, $4, $5, $6, 'searching', 'searching', $7) ON CONFLICT (order_id) DO NOTHING`,
+			[r.orderId, r.serviceType, r.pickup.lat, r.pickup.lng, r.drop.lat, r.drop.lng, r.sandbox, r.partnerId],
 			t,
 		);
 	}
@@ -358,12 +360,10 @@ export class DispatchRepo {
 		);
 	}
 
-	/** Rides that count as demand: searching, or requested within the window. */
-	async demandRides(windowMs: number) {
-		return this.q<{ order_id: string; service_type: ServiceType; pickup_lat: number; pickup_lng: number; state: string; created_ms: string }>(
-			`SELECT order_id, service_type, pickup_lat, pickup_lng, state, (extract(epoch FROM created_at) * 1000)::bigint AS created_ms
-			 FROM dispatch_rides WHERE state = 'searching' OR created_at > now() - $1 ${MS}`,
-			[windowMs],
+	/** Rides that count as demand: those still searching (a cancelled or matched request is no demand). */
+	async demandRides() {
+		return this.q<{ order_id: string; service_type: ServiceType; pickup_lat: number; pickup_lng: number; partner_id: string | null }>(
+			"SELECT order_id, service_type, pickup_lat, pickup_lng, partner_id FROM dispatch_rides WHERE state = 'searching'",
 		);
 	}
 

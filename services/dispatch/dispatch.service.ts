@@ -139,6 +139,10 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		/**
 		 * The rider is in: `arrived → started`, only with the rider's OTP. A wrong
 		 * OTP is refused by orders (422 INVALID_OTP) and counted on the driver.
+		 * Orders counts every try per order (in PostgreSQL, across instances):
+		 * after `OTP_MAX_TRIES` (5) the start answers 409 OTP_LOCKED, even with the
+		 * right OTP, until an operator calls `orders.unlockOtp`; the driver may
+		 * drop out, the partner may cancel.
 		 * REPL: `call dispatch.startRide --driverId drv_… --orderId ord_… --otp 4821`
 		 */
 		startRide: {
@@ -216,8 +220,9 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		/**
 		 * Pricing's input per service type around a point: `eta` of the nearest
 		 * available driver (null when none within the search radius), available
-		 * drivers and demand (searching or recent ride requests) within the supply
-		 * radius. In memory only: pricing waits for it at most ~300 ms.
+		 * drivers and demand within the supply radius: rides still searching, each
+		 * partner's counted up to `DISPATCH_DEMAND_PER_PARTNER` (a cancelled or
+		 * matched request is no demand). In memory only: pricing waits for it at most ~300 ms.
 		 * REPL: `call dispatch.supplyDemand --point.lat 12.9716 --point.lng 77.5946`
 		 */
 		supplyDemand: {
@@ -252,12 +257,13 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 			},
 		},
 
-		/** Operators and tests: run one matching/expiry/location pass and one sweep now. REPL: `call dispatch.runOnce` */
+		/** Operators and tests: run one matching/expiry/location pass, one sweep and one index refresh now. REPL: `call dispatch.runOnce` */
 		runOnce: {
 			...INTERNAL,
 			async handler(this: DispatchThis) {
 				await this.tick();
 				await this.sweep();
+				await Promise.all([this.refreshIndex(), this.refreshDemand()]);
 				return { ok: true };
 			},
 		},

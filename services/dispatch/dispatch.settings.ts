@@ -29,10 +29,12 @@ export interface DispatchSettings extends TravelSettings {
 	tickMs: number;
 	/** How often each instance reconciles its rides with `orders.listActive`. */
 	sweepMs: number;
+	/** Active rides per `orders.listActive` page in the sweep (every sweep pages through all of them). */
+	sweepPage: number;
 	/** How often the in-memory index re-reads recently changed drivers (catches missed broker events). */
 	indexRefreshMs: number;
-	/** Ride requests newer than this count as demand near a point. */
-	demandWindowMs: number;
+	/** At most this many searching rides of one partner count as demand near a point (`DISPATCH_DEMAND_PER_PARTNER`). */
+	demandPerPartner: number;
 	/** A transition call in flight longer than this is treated as lost and reconciled. */
 	transitionLeaseMs: number;
 	/** How many candidates one matching attempt tries to claim, nearest first. */
@@ -68,8 +70,9 @@ export function readDispatchSettings(env: Env): DispatchSettings {
 		// A few ticks per location interval, so location events keep their cadence.
 		tickMs: atLeast(env, "DISPATCH_TICK_MS", Math.max(50, Math.min(500, Math.round(locationIntervalMs / 4))), 10),
 		sweepMs: atLeast(env, "DISPATCH_SWEEP_MS", 5000, 100),
+		sweepPage: intWithin(env, "DISPATCH_SWEEP_PAGE", 1000, 1, 10_000),
 		indexRefreshMs: atLeast(env, "DISPATCH_INDEX_REFRESH_MS", 5000, 100),
-		demandWindowMs: envNumber(env, "DISPATCH_DEMAND_WINDOW_MS", 5 * 60_000, (n) => n >= 0, "non-negative"),
+		demandPerPartner: intWithin(env, "DISPATCH_DEMAND_PER_PARTNER", 10, 1, 100_000),
 		transitionLeaseMs: atLeast(env, "DISPATCH_TRANSITION_LEASE_MS", 20_000, 1000),
 		candidatesPerAttempt: intWithin(env, "DISPATCH_CANDIDATES", 5, 1, 50),
 	};

@@ -31,10 +31,9 @@ import type { CellIndex } from "./spatial-index";
  * driver-moves) and are all mixed into the one service.
  */
 
-/** A ride request as the demand index keeps it. */
+/** A searching ride as the demand index keeps it: whose it is (each partner counts up to a cap). */
 export interface DemandItem {
-	searching: boolean;
-	createdMs: number;
+	partnerId: string;
 }
 
 /** The steps a driver moves its ride by itself: accepted → arrived → started → dropped. */
@@ -68,6 +67,7 @@ export interface DispatchMethods {
 	rebuildIndex(): Promise<void>;
 	refreshIndex(): Promise<void>;
 	refreshDemand(): Promise<void>;
+	setDemand(order: Pick<InternalOrder, "orderId" | "partnerId" | "serviceType" | "pickup">, searching: boolean): void;
 	supplyDemandAt(point: LatLng): SupplyDemandReply;
 	nearestDrivers(params: NearestDriversParams): NearbyDriver[];
 	hasCandidate(ride: RideRow): boolean;

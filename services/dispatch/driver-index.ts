@@ -1,20 +1,20 @@
 import { SERVICE_TYPES } from "../../contracts/common";
 import { DISPATCH_EVENTS, type SupplyDemandReply } from "../../contracts/dispatch";
 import { haversineMeters } from "../../lib/geo";
-import { etaSeconds, shortError } from "./dispatch-rules";
+import { cappedDemand, etaSeconds, shortError } from "./dispatch-rules";
 import { pickupOf, toDriverChange } from "./dispatch-views";
 import { CellIndex } from "./spatial-index";
 import type { DemandItem, DispatchPart } from "./dispatch.types";
 
 /**
  * The driver index: each instance's in-memory H3 cache of the available
- * drivers (for nearest-driver lookups) and of recent ride requests (demand).
+ * drivers (for nearest-driver lookups) and of the searching rides (demand).
  * A cache of the driver table, rebuilt at start and kept fresh by
  * `dispatch.driverChanged` broadcasts plus a periodic re-read of recently
  * changed drivers; a driver's revision orders its changes.
  */
 export const driverIndexMethods: DispatchPart<
-	"publishDrivers" | "applyDriverChange" | "rebuildIndex" | "refreshIndex" | "refreshDemand" | "supplyDemandAt" | "nearestDrivers" | "hasCandidate" | "candidates"
+	"publishDrivers" | "applyDriverChange" | "rebuildIndex" | "refreshIndex" | "refreshDemand" | "setDemand" | "supplyDemandAt" | "nearestDrivers" | "hasCandidate" | "candidates"
 > = {
 	/** Applies driver changes to this instance's index and tells the other instances. */
 	publishDrivers(rows) {
@@ -53,23 +53,33 @@ export const driverIndexMethods: DispatchPart<
 		this.refreshedUpTo = now;
 	},
 
+	/** Re-reads the searching rides (catches changes other instances made). */
 	async refreshDemand() {
-		const rows = await this.repo.demandRides(this.cfg.demandWindowMs);
+		const rows = await this.repo.demandRides();
 		const fresh = { scooty: new CellIndex<DemandItem>(this.cfg.h3Resolution), cab: new CellIndex<DemandItem>(this.cfg.h3Resolution) };
-		for (const r of rows) fresh[r.service_type].upsert(r.order_id, { lat: r.pickup_lat, lng: r.pickup_lng }, { searching: r.state === "searching", createdMs: Number(r.created_ms) });
+		for (const r of rows) fresh[r.service_type].upsert(r.order_id, { lat: r.pickup_lat, lng: r.pickup_lng }, { partnerId: r.partner_id ?? "" });
 		this.demand = fresh;
+	},
+
+	/** This instance's demand index follows a ride it just changed: searching rides count, others do not. */
+	setDemand(order, searching) {
+		const index = this.demand[order.serviceType];
+		if (!index) return;
+		if (searching) index.upsert(order.orderId, order.pickup, { partnerId: order.partnerId });
+		else index.remove(order.orderId);
 	},
 
 	/** Pricing's input: per type, the nearest available driver's ETA and the supply and demand around the point. */
 	supplyDemandAt(point) {
-		const now = Date.now();
 		const out = {} as SupplyDemandReply;
 		for (const type of SERVICE_TYPES) {
 			const nearest = this.available[type].nearest(point, { limit: 1, radiusM: this.cfg.searchRadiusM });
+			const perPartner = new Map<string, number>();
+			this.demand[type].forEachWithin(point, this.cfg.supplyRadiusM, (_id, d) => perPartner.set(d.partnerId, (perPartner.get(d.partnerId) ?? 0) + 1));
 			out[type] = {
 				eta: nearest[0] ? etaSeconds(nearest[0].distanceM, this.cfg.speedsKmh[type], this.cfg.roadFactor) : null,
 				available: this.available[type].countWithin(point, this.cfg.supplyRadiusM),
-				demand: this.demand[type].countWithin(point, this.cfg.supplyRadiusM, (_id, d) => d.searching || now - d.createdMs <= this.cfg.demandWindowMs),
+				demand: cappedDemand(perPartner.values(), this.cfg.demandPerPartner),
 			};
 		}
 		return out;

@@ -1,5 +1,5 @@
 import type { Context } from "moleculer";
-import type { InternalOrder, ListActiveParams, OrderIdParams, TransitionParams } from "../../contracts/orders";
+import type { InternalOrder, ListActiveParams, ListActiveResult, OrderIdParams, TransitionParams } from "../../contracts/orders";
 import type { LatLng } from "../../lib/geo";
 import { errorType, followOrder, isMovingStatus, isTerminalStatus, sandboxScenario, shortError } from "./dispatch-rules";
 import { isStale } from "./dispatch-views";
@@ -39,22 +39,26 @@ export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyO
 		const repo = this.repo;
 		const changedDrivers: DriverRow[] = [];
 		let searchAgain = false;
+		// Whether the ride counts as demand afterwards (null: unchanged).
+		let demand: boolean | null = null;
 		await repo.tx(async (t) => {
 			let ride = await repo.lockRide(order.orderId, t);
 			if (!ride) {
 				if (isTerminalStatus(order.status)) {
 					changedDrivers.push(...(await repo.freeDrivers(order.orderId, t)));
+					demand = false;
 					return;
 				}
 				const sandbox = sandboxScenario(order.metadata, this.cfg.fleetMode);
-				await repo.insertRide({ orderId: order.orderId, serviceType: order.serviceType, pickup: order.pickup, drop: order.drop, sandbox }, t);
-				this.demand[order.serviceType]?.upsert(order.orderId, order.pickup, { searching: true, createdMs: Date.now() });
+				await repo.insertRide({ orderId: order.orderId, partnerId: order.partnerId, serviceType: order.serviceType, pickup: order.pickup, drop: order.drop, sandbox }, t);
+				demand = true;
 				ride = (await repo.lockRide(order.orderId, t))!;
 				searchAgain = true;
 			}
 			if (ride.state === "closed") {
 				// Final. Only make sure nobody still holds the ride.
 				changedDrivers.push(...(await repo.freeDrivers(order.orderId, t)));
+				demand = false;
 				return;
 			}
 			if (isStale(order, ride)) return;
@@ -73,19 +77,23 @@ export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyO
 					await repo.closeRide(order.orderId, t, order);
 					await repo.settleOffers(order.orderId, t);
 					changedDrivers.push(...(await repo.freeDrivers(order.orderId, t)));
+					demand = false;
 					return;
 				case "research":
 					await repo.settleOffers(order.orderId, t);
 					changedDrivers.push(...(await repo.freeDrivers(order.orderId, t)));
 					await repo.searchAgain(seen, action.formerDriverId, action.droppedOut, t);
 					searchAgain = true;
+					demand = true;
 					return;
 				case "resume":
 					await repo.resumeSearch(seen, t);
 					searchAgain = true;
+					demand = true;
 					return;
 				case "assign": {
 					const driverId = action.driverId;
+					demand = false;
 					await repo.settleOffers(order.orderId, t, driverId);
 					changedDrivers.push(...(await repo.freeDrivers(order.orderId, t, { exceptDriverId: driverId })));
 					let origin: LatLng | null = null;
@@ -102,6 +110,7 @@ export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyO
 				}
 			}
 		});
+		if (demand !== null) this.setDemand(order, demand);
 		this.publishDrivers(changedDrivers);
 		if (searchAgain) this.kick();
 	},
@@ -134,7 +143,8 @@ export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyO
 	/**
 	 * Reconciliation, so dispatch survives lost broker events and restarts:
 	 * settles in-flight calls whose lease ran out, learns about active rides
-	 * from `orders.listActive`, closes rides orders no longer has active, and
+	 * from `orders.listActive` (paged through all of them, `DISPATCH_SWEEP_PAGE`
+	 * at a time), closes rides orders no longer has active, and
 	 * frees drivers that hold a ride without reason.
 	 */
 	async sweep() {
@@ -144,26 +154,31 @@ export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyO
 				await this.reconcileOrder(order_id, { abandonInFlight: true }).catch((err: unknown) => this.trouble(`Settling ${order_id}: ${shortError(err)}`));
 			}
 
-			const limit = 5000;
-			const active = await this.broker.call<InternalOrder[], ListActiveParams>("orders.listActive", { limit });
+			// A full pass over every active ride, a page at a time (keyset cursor):
+			// a ride whose hint was lost is found however many rides are active.
 			const mirrors = await this.repo.openRides();
 			const byId = new Map(mirrors.map((m) => [m.order_id, m]));
-			for (const order of active) {
-				if (this.stopping) return;
-				const m = byId.get(order.orderId);
-				const agrees = m && m.order_status === order.status && (order.status === "searching" || m.driver_id === (order.driver?.id ?? null));
-				if (!agrees) {
-					// The snapshot may be a moment old: applyOrder ignores it if dispatch already knows better.
-					await this.applyOrder(order).catch((err: unknown) => this.trouble(`Sweep ${order.orderId}: ${shortError(err)}`));
-				}
-			}
-			if (active.length < limit) {
-				const activeIds = new Set(active.map((o) => o.orderId));
-				for (const m of mirrors) {
+			const activeIds = new Set<string>();
+			let after: string | undefined;
+			do {
+				const page: ListActiveResult = await this.broker.call<ListActiveResult, ListActiveParams>("orders.listActive", after ? { limit: this.cfg.sweepPage, after } : { limit: this.cfg.sweepPage });
+				for (const order of page.orders) {
 					if (this.stopping) return;
-					if (!activeIds.has(m.order_id)) {
-						await this.reconcileOrder(m.order_id).catch((err: unknown) => this.trouble(`Sweep ${m.order_id}: ${shortError(err)}`));
+					activeIds.add(order.orderId);
+					const m = byId.get(order.orderId);
+					const agrees = m && m.order_status === order.status && (order.status === "searching" || m.driver_id === (order.driver?.id ?? null));
+					if (!agrees) {
+						// The snapshot may be a moment old: applyOrder ignores it if dispatch already knows better.
+						await this.applyOrder(order).catch((err: unknown) => this.trouble(`Sweep ${order.orderId}: ${shortError(err)}`));
 					}
+				}
+				after = page.nextCursor ?? undefined;
+			} while (after !== undefined);
+			// The pass saw every ride active since it began: open mirrors it did not see ended meanwhile.
+			for (const m of mirrors) {
+				if (this.stopping) return;
+				if (!activeIds.has(m.order_id)) {
+					await this.reconcileOrder(m.order_id).catch((err: unknown) => this.trouble(`Sweep ${m.order_id}: ${shortError(err)}`));
 				}
 			}
 

@@ -128,10 +128,33 @@ export class CellIndex<T> {
 
 	/** How many entries lie within `radiusM` of `point` (optionally only those `accept` passes). */
 	countWithin(point: LatLng, radiusM: number, accept?: (id: string, item: T) => boolean): number {
-		if (this.entries.size === 0) return 0;
+		let count = 0;
+		this.walkWithin(point, radiusM, (bucket, whollyInside) => {
+			// Wholly inside the circle: every entry counts without measuring each.
+			if (!accept && whollyInside) {
+				count += bucket.size;
+				return;
+			}
+			for (const e of bucket.values()) {
+				if (accept && !accept(e.id, e.item)) continue;
+				if (haversineMeters(point, e) <= radiusM) count++;
+			}
+		});
+		return count;
+	}
+
+	/** Calls `visit` for every entry within `radiusM` of `point` (in no particular order). */
+	forEachWithin(point: LatLng, radiusM: number, visit: (id: string, item: T) => void): void {
+		this.walkWithin(point, radiusM, (bucket) => {
+			for (const e of bucket.values()) if (haversineMeters(point, e) <= radiusM) visit(e.id, e.item);
+		});
+	}
+
+	/** The non-empty cells that may hold entries within `radiusM` of `point`, and whether each lies wholly inside. */
+	private walkWithin(point: LatLng, radiusM: number, onCell: (bucket: Map<string, Entry<T>>, whollyInside: boolean) => void): void {
+		if (this.entries.size === 0) return;
 		const origin = latLngToCell(point.lat, point.lng, this.resolution);
 		const edge = this.edgeOf(origin);
-		let count = 0;
 		// A hexagon lies within its circumradius (= edge) of its centre; 1.2 covers distortion.
 		const slack = edge * 1.2;
 		for (let k = 0; k <= this.maxRings; k++) {
@@ -141,18 +164,9 @@ export class CellIndex<T> {
 				if (!bucket) continue;
 				const toCentre = haversineMeters(point, this.centreOf(cell));
 				if (toCentre - slack > radiusM) continue;
-				// Wholly inside the circle: every entry counts without measuring each.
-				if (!accept && toCentre + slack <= radiusM) {
-					count += bucket.size;
-					continue;
-				}
-				for (const e of bucket.values()) {
-					if (accept && !accept(e.id, e.item)) continue;
-					if (haversineMeters(point, e) <= radiusM) count++;
-				}
+				onCell(bucket, toCentre + slack <= radiusM);
 			}
 		}
-		return count;
 	}
 
 	private ring(origin: string, k: number): string[] {

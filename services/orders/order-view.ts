@@ -25,6 +25,8 @@ export interface OrderRow {
 	duration: number;
 	quote_id: string | null;
 	otp: string;
+	/** OTP tries made on this order (services/orders/otp.ts). */
+	otp_tries: number;
 	webhook_url: string;
 	metadata: Record<string, unknown> | null;
 	driver: DriverInfo | null;

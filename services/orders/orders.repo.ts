@@ -5,6 +5,7 @@ import { isUniqueViolation } from "../../mixins/db.mixin";
 import { newId } from "../../lib/ids";
 import { emitsEvent } from "./ride-state";
 import { buildEventPayload, type OrderRow } from "./order-view";
+import type { ActiveKey } from "./cursor";
 
 /**
  * All of the orders service's SQL on `orders`, `ride_events` and `feedback`
@@ -80,12 +81,38 @@ export class OrdersRepo {
 		return rows[0] ?? null;
 	}
 
-	/** Active rides, oldest first. */
-	async listActive(statuses: readonly ActiveStatus[], limit: number): Promise<OrderRow[]> {
-		return this.sequelize.query<OrderRow>("SELECT * FROM orders WHERE status = ANY($1::text[]) ORDER BY created_at LIMIT $2", {
-			bind: [statuses, limit],
+	/** Active rides, oldest first by (created_at, id), after the keyset `after` when given. */
+	async listActive(statuses: readonly ActiveStatus[], limit: number, after?: ActiveKey): Promise<Array<OrderRow & { key_at: string }>> {
+		return this.sequelize.query<OrderRow & { key_at: string }>(
+			`SELECT *, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS key_at
+			 FROM orders WHERE status IN (${ACTIVE_SQL}) AND status = ANY($1::text[])
+			 AND ($3::timestamptz IS NULL OR (created_at, id) > ($3::timestamptz, $4::text))
+			 ORDER BY created_at, id LIMIT $2`,
+			{ bind: [statuses, limit, after?.createdAt ?? null, after?.id ?? null], type: QueryTypes.SELECT },
+		);
+	}
+
+	/**
+	 * Counts one OTP try on an `arrived` ride before the OTP is compared, only
+	 * while fewer than `maxTries` were made: the new count, or null (not
+	 * arrived, or locked). One conditional update, so concurrent tries through
+	 * any instance never exceed the limit.
+	 */
+	async reserveOtpTry(orderId: string, maxTries: number): Promise<number | null> {
+		const rows = await this.sequelize.query<{ otp_tries: number }>(
+			"UPDATE orders SET otp_tries = otp_tries + 1 WHERE id = $1 AND status = 'arrived' AND otp_tries < $2 RETURNING otp_tries",
+			{ bind: [orderId, maxTries], type: QueryTypes.SELECT },
+		);
+		return rows[0]?.otp_tries ?? null;
+	}
+
+	/** Operators: gives an arrived ride's driver a fresh set of OTP tries; the order, or null when it is not arrived. */
+	async unlockOtp(orderId: string): Promise<OrderRow | null> {
+		const rows = await this.sequelize.query<OrderRow>("UPDATE orders SET otp_tries = 0 WHERE id = $1 AND status = 'arrived' RETURNING *", {
+			bind: [orderId],
 			type: QueryTypes.SELECT,
 		});
+		return rows[0] ?? null;
 	}
 
 	/**
@@ -203,12 +230,12 @@ export class OrdersRepo {
 		return eventId;
 	}
 
-	/** The ride's webhook events in sequence order. */
-	async listEvents(orderId: string): Promise<RideEventRow[]> {
-		return this.sequelize.query<RideEventRow>("SELECT id, sequence, status, occurred_at, payload FROM ride_events WHERE order_id = $1 ORDER BY sequence", {
-			bind: [orderId],
-			type: QueryTypes.SELECT,
-		});
+	/** Up to `limit` of the ride's webhook events after sequence `afterSequence`, in sequence order (the (order_id, sequence) key serves it). */
+	async listEvents(orderId: string, afterSequence: number, limit: number): Promise<RideEventRow[]> {
+		return this.sequelize.query<RideEventRow>(
+			"SELECT id, sequence, status, occurred_at, payload FROM ride_events WHERE order_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3",
+			{ bind: [orderId, afterSequence, limit], type: QueryTypes.SELECT },
+		);
 	}
 
 	/** Stores the ride's feedback; false when it already has some (`feedback.order_id` is the key: once per ride). */

@@ -1,7 +1,8 @@
 import type { Context, Service, ServiceSchema } from "moleculer";
 import { DbMixin, type DbThis } from "../../mixins/db.mixin";
-import { ApiError, orderNotFound } from "../../lib/errors";
+import { ApiError, orderNotFound, validationError } from "../../lib/errors";
 import type { WebhookUrlPolicy } from "../../lib/webhook-url";
+import { webhookDnsResolver } from "../../lib/dns-resolver";
 import {
 	ACTIVE_STATUSES,
 	ORDER_EVENTS,
@@ -20,7 +21,11 @@ import {
 	type CancelResult,
 	type CreateOrderParams,
 	type CreateOrderResult,
+	type EventsParams,
 	type EventsResult,
+	type ListActiveResult,
+	EVENTS_PAGE_DEFAULT,
+	unlockOtpParams,
 	type FeedbackParams,
 	type FeedbackResult,
 	type InternalOrder,
@@ -45,6 +50,8 @@ import { readOrdersSettings, type OrdersSettings } from "./orders.settings";
 import { createOrder } from "./create-order";
 import { planTransition } from "./transition-plan";
 import { callService } from "./remote-calls";
+import { decodeActiveCursor, decodeEventsCursor, encodeActiveCursor, encodeEventsCursor } from "./cursor";
+import { otpTryAllowed } from "./otp";
 import { serviceEnv } from "../../lib/settings";
 
 /**
@@ -64,6 +71,7 @@ interface OrdersLocal {
 interface OrdersMethods {
 	loadPartnerOrder(ctx: Context<OrderIdParams, OrdersMeta>): Promise<void>;
 	loadOrder(ctx: Context<OrderIdParams>): Promise<void>;
+	countOtpTry(row: OrderRow): Promise<OrderRow>;
 	announceMove(from: RideStatus, result: MoveResult, previousDriverId: string | null): void;
 	hint(event: string, payload: unknown): void;
 }
@@ -158,16 +166,28 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			},
 		},
 
-		/** POST /ride/events: the ride's webhook events in sequence order with their delivery state. */
+		/**
+		 * POST /ride/events: one page of the ride's webhook events in sequence
+		 * order with their delivery state; `nextCursor` continues after it (a
+		 * keyset on the sequence: no gaps or repeats while events are added).
+		 */
 		events: {
 			access: "partner",
 			params: eventsParams,
-			async handler(this: OrdersThis, ctx: Context<OrderIdParams, OrdersMeta>): Promise<EventsResult> {
-				const rows = await this.orders.listEvents(loadedOrder(ctx).id);
-				const states = rows.length > 0
-					? deliveryStatesById(await callService<unknown>(ctx, this.logger, "notifications.deliveryStates", { eventIds: rows.map((r) => r.id) }))
+			async handler(this: OrdersThis, ctx: Context<EventsParams, OrdersMeta>): Promise<EventsResult> {
+				const after = ctx.params.cursor === undefined ? 0 : decodeEventsCursor(ctx.params.cursor);
+				if (after === null) throw validationError("cursor", "cursor is not a nextCursor of /ride/events");
+				const limit = ctx.params.limit ?? EVENTS_PAGE_DEFAULT;
+				// One more than the page tells whether another page follows.
+				const rows = await this.orders.listEvents(loadedOrder(ctx).id, after, limit + 1);
+				const page = rows.slice(0, limit);
+				const states = page.length > 0
+					? deliveryStatesById(await callService<unknown>(ctx, this.logger, "notifications.deliveryStates", { eventIds: page.map((r) => r.id) }))
 					: new Map();
-				return { events: rows.map((r) => toRideEventView(r, states.get(r.id))) };
+				return {
+					events: page.map((r) => toRideEventView(r, states.get(r.id))),
+					nextCursor: rows.length > limit ? encodeEventsCursor(page[page.length - 1].sequence) : null,
+				};
 			},
 		},
 
@@ -211,7 +231,8 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			visibility: "public",
 			params: transitionParams,
 			async handler(this: OrdersThis, ctx: Context<TransitionParams>): Promise<InternalOrder> {
-				const row = loadedOrder(ctx);
+				let row = loadedOrder(ctx);
+				if (ctx.params.to === "started" && row.status === "arrived") row = await this.countOtpTry(row);
 				const plan = planTransition(ctx.params, row);
 				const moved = await this.orders.applyMove(row, ctx.params.to, plan.changes, plan.expectDriverId);
 				if (!moved) throw new ApiError(409, "CONFLICT", `The ride is no longer ${plan.from}`);
@@ -240,14 +261,43 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			},
 		},
 
-		/** Active rides (dispatch's reconciliation sweep), oldest first. */
+		/** One page of the active rides (dispatch's reconciliation sweep), oldest first; `after` = the previous page's `nextCursor`. */
 		listActive: {
 			access: "internal",
 			visibility: "public",
 			params: listActiveParams,
-			async handler(this: OrdersThis, ctx: Context<ListActiveParams>): Promise<InternalOrder[]> {
-				const rows = await this.orders.listActive(ctx.params.status ? [ctx.params.status] : ACTIVE_STATUSES, ctx.params.limit ?? 500);
-				return rows.map(toInternalOrder);
+			async handler(this: OrdersThis, ctx: Context<ListActiveParams>): Promise<ListActiveResult> {
+				const after = ctx.params.after === undefined ? undefined : decodeActiveCursor(ctx.params.after);
+				if (after === null) throw validationError("after", "after is not a nextCursor of orders.listActive");
+				const limit = ctx.params.limit ?? 500;
+				const rows = await this.orders.listActive(ctx.params.status ? [ctx.params.status] : ACTIVE_STATUSES, limit, after);
+				const last = rows[rows.length - 1];
+				return {
+					orders: rows.map(toInternalOrder),
+					nextCursor: rows.length === limit && last ? encodeActiveCursor({ createdAt: last.key_at, id: last.id }) : null,
+				};
+			},
+		},
+
+		/**
+		 * Operators: the driver of an `arrived` ride used up its OTP tries
+		 * (starting it answers 409 OTP_LOCKED); after checking with the rider,
+		 * give it a fresh set. Alternatives: the driver drops out, the partner cancels.
+		 * REPL: `call orders.unlockOtp --orderId ord_…`
+		 */
+		unlockOtp: {
+			access: "internal",
+			visibility: "public",
+			params: unlockOtpParams,
+			async handler(this: OrdersThis, ctx: Context<OrderIdParams>): Promise<InternalOrder> {
+				const row = await this.orders.unlockOtp(ctx.params.orderId);
+				if (row) {
+					this.logger.info(`OTP tries of ${row.id} unlocked by an operator`);
+					return toInternalOrder(row);
+				}
+				const current = await this.orders.findOrder(ctx.params.orderId);
+				if (!current) throw orderNotFound();
+				throw new ApiError(409, "INVALID_TRANSITION", `Only an arrived ride has OTP tries to unlock (it is ${current.status})`);
 			},
 		},
 	},
@@ -260,6 +310,25 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			const row = await this.orders.findOrder(ctx.params.orderId, partnerId);
 			if (!row) throw orderNotFound();
 			ctx.locals.order = row;
+		},
+
+		/**
+		 * Counts one OTP try before the OTP is compared (see otp.ts); refuses
+		 * with 409 OTP_LOCKED once the order's tries are used up. The row
+		 * comes back as re-read when the ride moved meanwhile, so the plan
+		 * judges the current status.
+		 */
+		async countOtpTry(this: OrdersThis, row: OrderRow): Promise<OrderRow> {
+			const max = this.settings.otpMaxTries;
+			const tries = await this.orders.reserveOtpTry(row.id, max);
+			if (tries !== null) return { ...row, otp_tries: tries };
+			const current = await this.orders.findOrder(row.id);
+			if (!current) throw orderNotFound();
+			if (current.status === "arrived" && !otpTryAllowed(current.otp_tries, max)) {
+				this.logger.warn(`OTP start of ${row.id} is locked after ${current.otp_tries} tries`);
+				throw new ApiError(409, "OTP_LOCKED", `Too many OTP tries for this ride (${max}): the driver drops out, the partner cancels, or an operator unlocks it`);
+			}
+			return current;
 		},
 
 		async loadOrder(this: OrdersThis, ctx: Context<OrderIdParams>) {
@@ -294,7 +363,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 	created(this: OrdersThis) {
 		// Bad settings stop the start-up here, with a message that names the setting.
 		Object.assign(this.settings, readOrdersSettings(serviceEnv(this)));
-		this.webhookPolicy = { allowPrivate: this.settings.webhookAllowPrivate };
+		this.webhookPolicy = { allowPrivate: this.settings.webhookAllowPrivate, resolveAll: webhookDnsResolver(serviceEnv(this)) };
 		// The DB mixin's created() ran first: the pool is there.
 		this.orders = new OrdersRepo(this.sequelize);
 		this.keys = new IdempotencyRepo(this.sequelize, this.settings.idempotencyRunningTimeoutMs);

@@ -1,5 +1,6 @@
-import { envPositive, readSettings, type Env } from "../../lib/settings";
+import { envNumber, envPositive, readSettings, type Env } from "../../lib/settings";
 import { DEFAULT_RUNNING_TIMEOUT_MS } from "./idempotency";
+import { DEFAULT_OTP_MAX_TRIES } from "./otp";
 
 /**
  * The orders service's settings, read once when it is created. Pure: pass
@@ -16,6 +17,8 @@ export interface OrdersSettings {
 	webhookAllowPrivate: boolean;
 	/** Only the simulated fleet may read a rider's OTP (`FLEET_MODE`). */
 	fleetMode: "simulated" | "live";
+	/** OTP tries per order before starting it with an OTP is locked (`OTP_MAX_TRIES`, 1..20). */
+	otpMaxTries: number;
 }
 
 /** Keys are replayed for 24 h; sweeping older ones every ten minutes keeps the table small. */
@@ -28,5 +31,6 @@ export function readOrdersSettings(env: Env): OrdersSettings {
 		idempotencyCleanupMs: IDEMPOTENCY_CLEANUP_MS,
 		webhookAllowPrivate: runtime.webhookAllowPrivate,
 		fleetMode: runtime.fleetMode,
+		otpMaxTries: envNumber(env, "OTP_MAX_TRIES", DEFAULT_OTP_MAX_TRIES, (n) => Number.isInteger(n) && n >= 1 && n <= 20, "an integer 1..20"),
 	};
 }

@@ -3,6 +3,7 @@ import { ApiError, validationError } from "../../lib/errors";
 import { canTransition, defaultActorFor } from "./ride-state";
 import type { OrderRow } from "./order-view";
 import type { MoveChanges } from "./orders.repo";
+import { otpMatches } from "./otp";
 
 /**
  * What an internal move (orders.transition) writes, decided from the
@@ -41,7 +42,8 @@ export function planTransition(p: TransitionParams, row: Pick<OrderRow, "status"
 		}
 		case "started":
 			// The OTP never changes, so comparing it with the row read before the update is safe.
-			if (typeof p.otp !== "string" || p.otp !== row.otp) throw new ApiError(422, "INVALID_OTP", "The OTP does not match this ride");
+			// Constant time; the try was counted before (orders.transition reserves it).
+			if (!otpMatches(p.otp, row.otp)) throw new ApiError(422, "INVALID_OTP", "The OTP does not match this ride");
 			if (p.location) changes.driverLocation = p.location;
 			changes.eta = p.eta ?? null;
 			break;

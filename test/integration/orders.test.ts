@@ -77,10 +77,13 @@ async function driveTo(order: { orderId: string; otp: string }, target: "accepte
 }
 
 /** Every row the orders service owns (and the riders it touches), to prove an error changed nothing. */
-async function snapshot(): Promise<string> {
+/** Every table's rows; `withoutOtpTries` leaves out the orders' OTP try counters (a wrong OTP counts a try and changes nothing else). */
+async function snapshot({ withoutOtpTries = false } = {}): Promise<string> {
 	const parts: unknown[] = [];
 	for (const [table, order] of [["orders", "id"], ["ride_events", "id"], ["feedback", "order_id"], ["idempotency_keys", "partner_id, key"], ["riders", "id"]]) {
-		parts.push((await pg.query(`SELECT * FROM ${table} ORDER BY ${order}`)).rows);
+		const rows = (await pg.query(`SELECT * FROM ${table} ORDER BY ${order}`)).rows;
+		if (withoutOtpTries && table === "orders") for (const r of rows) delete r.otp_tries;
+		parts.push(rows);
 	}
 	return JSON.stringify(parts);
 }
@@ -510,7 +513,7 @@ describe("status", () => {
 describe("events", () => {
 	it("answers an empty list for a ride without events", async () => {
 		const order = await createOrder();
-		expect(await post("/ride/events", { orderId: order.orderId }, partnerA)).toEqual({ status: 200, body: { events: [] } });
+		expect(await post("/ride/events", { orderId: order.orderId }, partnerA)).toEqual({ status: 200, body: { events: [], nextCursor: null } });
 	});
 
 	it("answers 503 SERVICE_UNAVAILABLE (retryable) while notifications cannot be reached", async () => {
@@ -596,14 +599,15 @@ describe("transitions (dispatch's internal actions)", () => {
 		expect((await eventsOf(order.orderId)).map((e) => [e.sequence, e.status])).toEqual([[1, "no_driver_found"]]);
 	});
 
-	it("starts a ride only with its OTP: 422 INVALID_OTP otherwise, changing nothing", async () => {
+	it("starts a ride only with its OTP: 422 INVALID_OTP otherwise, changing nothing but the try count", async () => {
 		const order = await createOrder();
 		await driveTo(order, "arrived");
 		const wrong = order.otp === "0000" ? "0001" : "0000";
-		const before = await snapshot();
+		const before = await snapshot({ withoutOtpTries: true });
 		expect(await internal("orders.transition", { orderId: order.orderId, to: "started", otp: wrong })).toEqual({ status: 422, code: "INVALID_OTP" });
 		expect(await internal("orders.transition", { orderId: order.orderId, to: "started" })).toEqual({ status: 422, code: "INVALID_OTP" });
-		expect(await snapshot()).toBe(before);
+		expect(await snapshot({ withoutOtpTries: true })).toBe(before);
+		expect((await pg.query("SELECT otp_tries FROM orders WHERE id = $1", [order.orderId])).rows[0].otp_tries).toBe(2);
 		expect((await internal("orders.transition", { orderId: order.orderId, to: "started", otp: order.otp })).body.status).toBe("started");
 	});
 
@@ -662,16 +666,27 @@ describe("transitions (dispatch's internal actions)", () => {
 		expect(got.body).toMatchObject({ orderId: searching.orderId, partnerId: partnerA.partnerId, status: "searching", version: 0, webhookURL: "https://partner.example.com/hooks/rides" });
 		expect(got.body).not.toHaveProperty("otp");
 
-		const all = (await internal("orders.listActive", {})).body as any[];
+		const all = (await internal("orders.listActive", { limit: 10_000 })).body.orders as any[];
 		const ids = all.map((o) => o.orderId);
 		expect(ids).toEqual(expect.arrayContaining([searching.orderId, accepted.orderId]));
 		expect(all.every((o) => ["searching", "accepted", "arrived", "started"].includes(o.status) && !("otp" in o))).toBe(true);
-		const onlySearching = (await internal("orders.listActive", { status: "searching", limit: 1000 })).body as any[];
+		const onlySearching = (await internal("orders.listActive", { status: "searching", limit: 1000 })).body.orders as any[];
 		expect(onlySearching.every((o) => o.status === "searching")).toBe(true);
 		expect(onlySearching.map((o) => o.orderId)).toContain(searching.orderId);
 		expect(onlySearching.map((o) => o.orderId)).not.toContain(accepted.orderId);
 		expect((await internal("orders.listActive", { status: "dropped" })).status).toBe(400);
-		expect((await internal("orders.listActive", { limit: 1 })).body).toHaveLength(1);
+		expect((await internal("orders.listActive", { after: "not-a-cursor" })).status).toBe(400);
+
+		// Pages of one, oldest first by (createdAt, id), chained by nextCursor: the same rides, none twice, none missed.
+		const paged: string[] = [];
+		let after: string | undefined;
+		do {
+			const page = (await internal("orders.listActive", after ? { limit: 1, after } : { limit: 1 })).body as { orders: any[]; nextCursor: string | null };
+			expect(page.orders.length).toBeLessThanOrEqual(1);
+			paged.push(...page.orders.map((o) => o.orderId));
+			after = page.nextCursor ?? undefined;
+		} while (after);
+		expect(paged).toEqual(ids);
 	});
 
 	it("leaves no event row and no change when the transaction rolls back", async () => {

@@ -9,6 +9,7 @@ describe("orders settings", () => {
 			idempotencyCleanupMs: 600_000,
 			webhookAllowPrivate: true,
 			fleetMode: "simulated",
+			otpMaxTries: 5,
 		});
 	});
 

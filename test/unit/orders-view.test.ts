@@ -26,6 +26,7 @@ function row(overrides: Partial<OrderRow> = {}): OrderRow {
 		duration: 960,
 		quote_id: null,
 		otp: "0421",
+		otp_tries: 0,
 		webhook_url: "https://partner.example.com/hooks",
 		metadata: { partnerRef: "booking-8812" },
 		driver: null,
@@ -75,6 +76,7 @@ describe("toOrder", () => {
 		expect(toOrder(row())).toEqual({
 			orderId: "ord_abc",
 			otp: "0421",
+		otp_tries: 0,
 			status: "searching",
 			serviceType: "cab",
 			pickup: { lat: 12.9716, lng: 77.5946, address: "MG Road" },

@@ -105,4 +105,14 @@ export const migrations: Migration[] = [
 			await sequelize.query("DROP TABLE IF EXISTS dispatch_offers, dispatch_rides, drivers");
 		},
 	},
+	{
+		name: "002-ride-partner",
+		async up(_qi, sequelize) {
+			// The partner a ride is for: surge counts each partner's searching rides only up to a cap.
+			await sequelize.query("ALTER TABLE dispatch_rides ADD COLUMN partner_id text");
+		},
+		async down(_qi, sequelize) {
+			await sequelize.query("ALTER TABLE dispatch_rides DROP COLUMN IF EXISTS partner_id");
+		},
+	},
 ];

@@ -78,7 +78,8 @@ function rideOperations(): Record<string, Record<string, unknown>> {
 		},
 		"/events": {
 			summary: "Webhook events of a ride (extension)",
-			description: "Every webhook event of the ride in `sequence` order, each with its delivery state (`pending`, `delivered`, `failed`), attempt count, last HTTP status and last error.",
+			description:
+				"The ride's webhook events in `sequence` order, each with its delivery state (`pending`, `delivered`, `failed`), attempt count, last HTTP status and last error, a page at a time: up to `limit` (default 100, at most 1000) events, then `nextCursor` to send as `cursor` for the next page (`null` at the end). Without `cursor`, the first page.",
 			ok: [["200", "The events.", "RideEvents"]],
 		},
 	};

@@ -110,7 +110,16 @@ const REQUESTS: Record<string, { name: string; prose: Prose }> = {
 	"/cancel": { name: "CancelRequest", prose: {} },
 	"/feedback": { name: "FeedbackRequest", prose: {} },
 	"/status": { name: "StatusRequest", prose: { properties: { orderId: { example: "ord_8x2k…" } } } },
-	"/events": { name: "EventsRequest", prose: { properties: { orderId: { example: "ord_8x2k…" } } } },
+	"/events": {
+		name: "EventsRequest",
+		prose: {
+			properties: {
+				orderId: { example: "ord_8x2k…" },
+				cursor: { description: "The previous page's `nextCursor`; absent = the first page. Anything else → `400 VALIDATION_ERROR`." },
+				limit: { description: "Events per page (default 100)." },
+			},
+		},
+	},
 };
 
 /** Component name of a route's request body. */

@@ -179,8 +179,11 @@ export function responseSchemas(): Record<string, JsonSchema> {
 		},
 		RideEvents: {
 			type: "object",
-			required: ["events"],
-			properties: { events: { type: "array", items: ref("RideEventRecord"), description: "In `sequence` order." } },
+			required: ["events", "nextCursor"],
+			properties: {
+				events: { type: "array", items: ref("RideEventRecord"), description: "In `sequence` order, at most `limit`." },
+				nextCursor: { type: ["string", "null"], description: "Send as `cursor` for the next page; `null` when this page is the last." },
+			},
 		},
 		ErrorDetail: {
 			type: "object",

@@ -94,4 +94,19 @@ export const migrations: Migration[] = [
 			await sequelize.query("DROP TABLE IF EXISTS idempotency_keys, feedback, ride_events, orders");
 		},
 	},
+	{
+		name: "002-otp-tries-active-keyset",
+		async up(_qi, sequelize) {
+			// OTP tries per order (services/orders/otp.ts): shared by every orders and dispatch instance.
+			await sequelize.query("ALTER TABLE orders ADD COLUMN otp_tries integer NOT NULL DEFAULT 0");
+			// orders.listActive pages through the active rides by (created_at, id).
+			await sequelize.query(`
+				CREATE INDEX orders_active_keyset ON orders (created_at, id)
+				WHERE status IN ('searching','accepted','arrived','started')`);
+		},
+		async down(_qi, sequelize) {
+			await sequelize.query("DROP INDEX IF EXISTS orders_active_keyset");
+			await sequelize.query("ALTER TABLE orders DROP COLUMN IF EXISTS otp_tries");
+		},
+	},
 ];
