@@ -1,6 +1,6 @@
-import { connect, createTestDatabase, type TestDatabase } from "../helpers/db";
+import { connect, createTestDatabase, TEST_NATS_URL, type TestDatabase } from "../helpers/db";
 import { PartnerApi } from "../helpers/http";
-import { startTestNode, type TestNode } from "../helpers/node";
+import { startTestNode, uniqueNamespace, type TestNode } from "../helpers/node";
 import { runScript } from "../helpers/processes";
 
 /**
@@ -74,7 +74,8 @@ it("npm run partner -- create prints one JSON object whose key then works over H
 });
 
 it("refuses bad usage with a message on stderr and exit code 2", async () => {
-	for (const args of [[], ["frobnicate"], ["create"], ["create", "--name"], ["create", "--nmae", "Acme"], ["list", "--all"]]) {
+	// Each key-management verb's own usage rules: test/unit/partners-cli.test.ts.
+	for (const args of [[], ["frobnicate"], ["create"], ["create", "--name"], ["create", "--nmae", "Acme"], ["list", "--all"], ["revoke-key"]]) {
 		const r = await run("bin/partner.ts", args, { DATABASE_URL: db.url });
 		expect({ args, code: r.code }).toEqual({ args, code: 2 });
 		expect(r.stdout).toBe("");
@@ -87,4 +88,52 @@ it("exits 1 with a message when the partner cannot be made", async () => {
 	expect(r.code).toBe(1);
 	expect(r.stdout).toBe("");
 	expect(r.stderr).toMatch(/webhookSecret/);
+});
+
+it("rotate-key, list-keys, revoke-key and rotate-webhook-secret; with TRANSPORTER a running gateway refuses a revoked key at once", async () => {
+	const namespace = uniqueNamespace("cli");
+	const onBus = { DATABASE_URL: db.url, TRANSPORTER: TEST_NATS_URL, NAMESPACE: namespace };
+	const running = await startTestNode({ databaseUrl: db.url, services: ["partners", "gateway"], nats: { namespace } });
+	try {
+		const json = async (args: string[], env: Record<string, string> = { DATABASE_URL: db.url }) => {
+			const r = await run("bin/partner.ts", args, env);
+			expect({ args, code: r.code, stderr: r.code === 0 ? "" : r.stderr }).toEqual({ args, code: 0, stderr: "" });
+			return JSON.parse(r.stdout) as unknown;
+		};
+		const call = (key: string) => new PartnerApi(running.baseUrl!, key).post("/ride/status", { orderId: "ord_x" });
+		const partner = (await json(["create", "--name", "Rotator"])) as { partnerId: string; apiKey: string };
+		expect((await call(partner.apiKey)).status).not.toBe(401);
+
+		const fresh = (await json(["rotate-key", "--partner", partner.partnerId, "--label", "second"], onBus)) as Record<string, string>;
+		expect(Object.keys(fresh).sort()).toEqual(["apiKey", "keyId", "label", "partnerId"]);
+		expect((await call(fresh.apiKey)).status).not.toBe(401);
+
+		const listed = await run("bin/partner.ts", ["list-keys", "--partner", partner.partnerId], { DATABASE_URL: db.url });
+		const keys = JSON.parse(listed.stdout) as Array<{ keyId: string; label: string; revokedAt: string | null }>;
+		expect(keys.map((k) => k.label)).toEqual(["initial", "second"]);
+		expect(listed.stdout).not.toContain(partner.apiKey);
+		expect(listed.stdout).not.toContain(fresh.apiKey);
+
+		// The gateway's partners instance had the key cached; the CLI's announcement drops it before it answers.
+		const revoked = (await json(["revoke-key", "--key", keys[0].keyId], onBus)) as { revokedKeyIds: string[] };
+		expect(revoked.revokedKeyIds).toEqual([keys[0].keyId]);
+		expect((await call(partner.apiKey)).status).toBe(401);
+		expect((await call(fresh.apiKey)).status).not.toBe(401);
+
+		const rotated = (await json(["rotate-webhook-secret", "--partner", partner.partnerId, "--grace", "1h"], onBus)) as { webhookSecret: string; previousValidUntil: string };
+		expect(rotated.webhookSecret).toMatch(/^whsec_/);
+		expect(Date.parse(rotated.previousValidUntil)).toBeGreaterThan(Date.now() + 3_000_000);
+		const signing = await running.broker.call<{ webhookSecrets: Array<{ secret: string; validUntil: string | null }> }>("partners.signingSecret", { partnerId: partner.partnerId });
+		expect(signing.webhookSecrets.map((s) => s.validUntil === null)).toEqual([true, false]);
+		expect(signing.webhookSecrets[0].secret).toBe(rotated.webhookSecret);
+
+		// The whole partner: every key refused.
+		await json(["revoke-key", "--partner", partner.partnerId], onBus);
+		expect((await call(fresh.apiKey)).status).toBe(401);
+		const again = await run("bin/partner.ts", ["rotate-key", "--partner", partner.partnerId, "--label", "third"], { DATABASE_URL: db.url });
+		expect(again.code).toBe(1);
+		expect(again.stderr).toMatch(/revoked/);
+	} finally {
+		await running.stop();
+	}
 });
