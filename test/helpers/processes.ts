@@ -188,6 +188,8 @@ export class Cluster {
 			BOOTSTRAP_WEBHOOK_SECRET: "",
 			// These suites drive load and poll statuses; they test processes, not the per-partner limiter.
 			RATE_LIMIT_PER_MINUTE: "0",
+			// Nor the failed-authentication throttle: they poll refused keys from one address (127.0.0.1).
+			AUTH_FAILURE_LIMIT_PER_MINUTE: "0",
 			...this.baseEnv,
 			...spec.env,
 			SERVICES: spec.services,
