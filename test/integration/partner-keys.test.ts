@@ -42,6 +42,13 @@ beforeAll(async () => {
 	await waitFor("both partners instances on the bus", () => partnerNodes().length === 2);
 	nodeIds = ["edge-1", "edge-2"].map((label) => partnerNodes().find((id) => id.includes(`-${label}-`))!);
 	expect(nodeIds.every(Boolean)).toBe(true);
+	// A broadcast reaches the nodes its sender knows: wait until each instance has discovered the other.
+	for (const nodeID of nodeIds) {
+		await waitFor(`${nodeID} sees both partners instances`, async () => {
+			const list = await op.call<Array<{ name: string; nodes?: string[] }>, Record<string, unknown>>("$node.services", { onlyAvailable: true, withActions: false }, { nodeID });
+			return list.find((s) => s.name === "partners")?.nodes?.length === 2;
+		});
+	}
 }, 120_000);
 
 afterAll(async () => {
@@ -62,7 +69,10 @@ async function everywhere(apiKey: string): Promise<number[]> {
 const authenticated = (statuses: number[]) => statuses.every((s) => s !== 401);
 
 async function refusedEverywhereSoon(apiKey: string): Promise<void> {
-	await waitFor("401 on every gateway", async () => (await everywhere(apiKey)).every((s) => s === 401), EVENT_BOUND_MS);
+	let last: number[] = [];
+	await waitFor("401 on every gateway", async () => (last = await everywhere(apiKey)).every((s) => s === 401), EVENT_BOUND_MS).catch((e: Error) => {
+		throw new Error(`${e.message}; statuses ${last.join(",")}`);
+	});
 }
 
 const keysOf = (partnerId: string) => op.call<ApiKeySummary[], { partnerId: string }>("partners.listKeys", { partnerId });
