@@ -1,12 +1,15 @@
 import { randomUUID } from "node:crypto";
 import type { Logger } from "moleculer";
 import { newId } from "../../lib/ids";
+import type { RideEventKind } from "../../contracts/notifications";
 import { afterAttempt } from "./delivery-policy";
 import type { DeliveryMetrics } from "./delivery-metrics";
+import { afterHostFailure, hostVerdict } from "./host-breaker";
 import { IngestWindow } from "./ingest-window";
 import type { ClaimedRow, NotificationsRepo } from "./notifications.repo";
 import type { NotificationsSettings } from "./notifications.settings";
 import type { OutageWarnings } from "./outage-warnings";
+import { SafetyNet } from "./safety-net";
 import { signedHeaders, webhookBody, type SigningSecret } from "./signing";
 import type { AttemptResult, WebhookClient } from "./webhook-client";
 
@@ -15,7 +18,10 @@ import type { AttemptResult, WebhookClient } from "./webhook-client";
  * into `webhook_deliveries`, claim due ones with a lease, send each (signed),
  * record the try, and keep the tries in flight so a stop can drain them.
  * Broker events only wake it up (requestTick); it also polls, so a lost hint
- * costs latency, never an event. See docs/ARCHITECTURE.md, "Webhook delivery".
+ * costs latency, never an event. Status and location events have their own
+ * slots (so neither kind starves the other), and the claim shares them out
+ * fairly between partners and hosts (notifications.repo.ts, CLAIM_SQL).
+ * See docs/ARCHITECTURE.md, "Webhook delivery".
  */
 
 export interface DeliveryLoopDeps {
@@ -36,6 +42,7 @@ export interface DeliveryLoopDeps {
 const INGEST_ROUNDS = 20;
 /** The largest ingested position is observed at most this often (fewer observations only make the window bound more conservative). */
 const OBSERVE_EVERY_MS = 500;
+const KINDS: readonly RideEventKind[] = ["status", "location"];
 /** Location housekeeping at most this often; the claim applies the same rules, so nothing depends on it. */
 const SETTLE_EVERY_MS = 2_000;
 /** A claim without a signing secret comes back this much later. */
@@ -55,7 +62,11 @@ export class DeliveryLoop {
 	private window: IngestWindow | undefined;
 	private lastObservedAt = 0;
 	private lastSettleAt = 0;
+	private lastSafetyNetAt = 0;
+	private safetyNet: SafetyNet | undefined;
 	private readonly inFlight = new Map<string, Promise<void>>();
+	/** Tries in flight by kind (each kind has its own slots). */
+	private readonly busy: Record<RideEventKind, number> = { status: 0, location: 0 };
 	private readonly secrets = new Map<string, { secret: string | readonly SigningSecret[]; expires: number }>();
 	private pollTimer?: NodeJS.Timeout;
 	private ticking = false;
@@ -111,37 +122,47 @@ export class DeliveryLoop {
 				this.lastSettleAt = Date.now();
 				await this.deps.repo.settleLocations(settings.locationTtlMs).catch((err: unknown) => warnings.warn("settle", "Settling location events failed", err));
 			}
-			while (!this.stopping) {
-				const free = settings.concurrency - this.inFlight.size;
-				if (free <= 0) break;
-				let rows: ClaimedRow[];
-				const token = randomUUID();
-				try {
-					// Committed before any HTTP call is made.
-					rows = await this.deps.repo.claim(free, token, this.deps.instanceId, settings.leaseMs, settings.locationTtlMs);
-				} catch (err) {
-					warnings.warn("claim", "Claiming webhook deliveries failed (will retry)", err);
-					break;
-				}
-				for (const row of rows) {
-					const promise = this.deliver(row, token)
-						// Never an unhandled rejection: whatever went wrong, the lease runs out and the event is tried again.
-						.catch((err: unknown) => warnings.warn("deliver", `Delivery of ${row.event_id} failed unexpectedly; it will be retried after its lease`, err))
-						.finally(() => {
-							this.inFlight.delete(row.event_id);
-							// A finished try may unblock the ride's next event: look again at once.
-							this.requestTick();
-						});
-					this.inFlight.set(row.event_id, promise);
-				}
-				if (rows.length < free) break;
-			}
+			for (const kind of KINDS) await this.claimAndSend(kind);
 		} finally {
 			this.ticking = false;
 			if (this.tickAgain) {
 				this.tickAgain = false;
 				this.requestTick();
 			}
+		}
+	}
+
+	/** Claims due events of one kind while this instance has free slots for it, and starts their tries. */
+	private async claimAndSend(kind: RideEventKind): Promise<void> {
+		const { settings, warnings } = this.deps;
+		const slots = kind === "status" ? settings.concurrency : settings.locationConcurrency;
+		const limits = { kind, partnerCap: settings.partnerConcurrency, hostCap: settings.hostConcurrency };
+		while (!this.stopping) {
+			const free = slots - this.busy[kind];
+			if (free <= 0) return;
+			let rows: ClaimedRow[];
+			const token = randomUUID();
+			try {
+				// Committed before any HTTP call is made.
+				rows = await this.deps.repo.claim(free, token, this.deps.instanceId, settings.leaseMs, settings.locationTtlMs, limits);
+			} catch (err) {
+				warnings.warn("claim", "Claiming webhook deliveries failed (will retry)", err);
+				return;
+			}
+			for (const row of rows) {
+				this.busy[kind] += 1;
+				const promise = this.deliver(row, token)
+					// Never an unhandled rejection: whatever went wrong, the lease runs out and the event is tried again.
+					.catch((err: unknown) => warnings.warn("deliver", `Delivery of ${row.event_id} failed unexpectedly; it will be retried after its lease`, err))
+					.finally(() => {
+						this.inFlight.delete(row.event_id);
+						this.busy[kind] -= 1;
+						// A finished try may unblock the ride's next event: look again at once.
+						this.requestTick();
+					});
+				this.inFlight.set(row.event_id, promise);
+			}
+			if (rows.length < free) return;
 		}
 	}
 
@@ -160,6 +181,11 @@ export class DeliveryLoop {
 		if (now - this.lastObservedAt >= OBSERVE_EVERY_MS) {
 			this.window.observe(now, await repo.maxPosition());
 			this.lastObservedAt = now;
+		}
+		if (now - this.lastSafetyNetAt >= settings.safetyNetMs) {
+			this.lastSafetyNetAt = now;
+			this.safetyNet ??= new SafetyNet({ repo, logger: this.deps.logger, ingestWindowMs: settings.ingestWindowMs, locationTtlMs: settings.locationTtlMs, metrics: this.deps.metrics });
+			total += await this.safetyNet.run(this.window.lowerBound(now));
 		}
 		return total;
 	}
@@ -232,6 +258,7 @@ export class DeliveryLoop {
 			attempt: row.attempts + 1,
 			instance: this.deps.instanceId,
 			firstAttemptAt: row.first_attempt_at ? new Date(row.first_attempt_at).toISOString() : startedIso,
+			host: row.host,
 		};
 		// The database may be briefly away (restart, cut connections): keep trying while the lease is still ours.
 		const updated = await this.withRetries(`recording ${row.event_id}`, () => repo.recordAttempt(attempt), settings.leaseMs - (Date.now() - startedAt) - 1_000).catch(
@@ -245,8 +272,24 @@ export class DeliveryLoop {
 			// A 2xx is the truth even when our lease was lost meanwhile.
 			await repo.markDelivered(row.event_id, result.status, startedIso).catch((err: unknown) => warnings.warn("record", `Could not mark ${row.event_id} delivered`, err));
 		}
+		if (hostVerdict(result.outcome) === "failure") await this.hostFailed(row.host);
 		if (decision.state === "failed") {
 			this.deps.logger.warn(`Webhook ${row.event_id} of ${row.order_id} failed after its last try (${result.outcome}); replay with notifications.replay`);
+		}
+	}
+
+	/** The circuit breaker of `host` (host-breaker.ts); state in PostgreSQL, so every instance pauses the host together. */
+	private async hostFailed(host: string): Promise<void> {
+		const { settings } = this.deps;
+		const rules = { failureThreshold: settings.breakerFailures, openMs: settings.breakerOpenMs, maxOpenMs: settings.breakerMaxOpenMs };
+		try {
+			const next = await this.deps.repo.hostFailed(host, (state) => afterHostFailure(state, rules));
+			if (next.openForMs !== null) {
+				this.deps.metrics?.breakerOpened();
+				this.deps.logger.warn(`Webhook host ${host} failed ${next.failures} time(s) in a row: paused for ${next.openForMs} ms (circuit open), then one probe`);
+			}
+		} catch (err) {
+			this.deps.warnings.warn("breaker", `Could not update the circuit breaker of ${host}`, err);
 		}
 	}
 

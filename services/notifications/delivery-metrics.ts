@@ -7,11 +7,17 @@ const METRIC_ATTEMPTS = "webhook.attempts.total";
 const METRIC_LATENCY = "webhook.delivery.latency";
 const METRIC_PENDING = "webhook.pending.count";
 const METRIC_OLDEST = "webhook.pending.oldest.age";
+const METRIC_LATE = "webhook.ingest.late.total";
+const METRIC_BREAKER = "webhook.breaker.opened.total";
 
 /** Prometheus figures of webhook delivery (only when the broker has metrics on). */
 export class DeliveryMetrics {
 	constructor(private readonly metrics: MetricRegistry) {
 		// Registered once per broker: a notifications service created again finds them there.
+		if (!metrics.hasMetric(METRIC_LATE)) {
+			metrics.register({ type: "counter", name: METRIC_LATE, description: "Ride events the safety-net ingest found (committed later than the ingest window)" });
+			metrics.register({ type: "counter", name: METRIC_BREAKER, description: "Times a webhook host's circuit breaker opened (by this instance)" });
+		}
 		if (metrics.hasMetric(METRIC_ATTEMPTS)) return;
 		metrics.register({ type: "counter", name: METRIC_ATTEMPTS, labelNames: ["outcome", "kind"], description: "Webhook tries by outcome (delivered or error class)" });
 		metrics.register({
@@ -30,6 +36,14 @@ export class DeliveryMetrics {
 	attempt(kind: RideEventKind, outcome: AttemptOutcome, occurredAt: Date): void {
 		this.metrics.increment(METRIC_ATTEMPTS, { outcome, kind });
 		if (outcome === "delivered") this.metrics.observe(METRIC_LATENCY, (Date.now() - new Date(occurredAt).getTime()) / 1000, { kind });
+	}
+
+	lateIngested(n: number): void {
+		this.metrics.increment(METRIC_LATE, undefined, n);
+	}
+
+	breakerOpened(): void {
+		this.metrics.increment(METRIC_BREAKER);
 	}
 
 	backlog(pending: number, oldestAgeSeconds: number): void {

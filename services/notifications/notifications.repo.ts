@@ -1,5 +1,10 @@
 import { QueryTypes, type Sequelize } from "sequelize";
 import type { DeliveryState, RideEventKind } from "../../contracts/notifications";
+import type { AttemptRecord, ClaimedRow, ClaimLimits, DeliveryStateRow, StateCountRow, SweepResult } from "./delivery-rows";
+import type { HostBreakerState } from "./host-breaker";
+import type { SnapshotPoint } from "./safety-net";
+
+export type { AttemptRecord, ClaimedRow, ClaimLimits, DeliveryStateRow, StateCountRow, SweepResult } from "./delivery-rows";
 
 /**
  * Every statement of webhook delivery, in one place so the design is
@@ -19,17 +24,30 @@ function locationTtl(n: number): string {
 }
 
 /**
+ * The host a delivery counts against (per-host cap, circuit breaker): the
+ * webhook URL's host:port, lower-cased, without user info. The same
+ * expression is in migration 002 for rows ingested before it.
+ */
+const WEBHOOK_HOST_SQL = "lower(COALESCE(substring(e.webhook_url from '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^/?#@]*@)?([^/?#]*)'), ''))";
+
+/** The columns an ingest writes, from ride event `e`; $n is the location lifetime ms. */
+function ingestColumns(n: number): string {
+	return `
+INSERT INTO webhook_deliveries (event_id, order_id, partner_id, kind, sequence, event_position, occurred_at, event_created_at, state, finished_at, host)
+SELECT e.id, e.order_id, e.partner_id, e.kind, e.sequence, e.position, e.occurred_at, e.created_at,
+       CASE WHEN e.kind = 'location' AND e.created_at < now() - ${locationTtl(n)} THEN 'expired' ELSE 'pending' END,
+       CASE WHEN e.kind = 'location' AND e.created_at < now() - ${locationTtl(n)} THEN now() END,
+       ${WEBHOOK_HOST_SQL}`;
+}
+
+/**
  * Ingest: copy new ride events into the delivery table. Re-reads a window of
  * positions (see ingest-window.ts) and skips what is already there; with
  * several instances ON CONFLICT settles who inserted a row. Location events
  * already past their lifetime arrive as `expired`.
  * $1 lower bound (exclusive), $2 batch size, $3 location lifetime ms.
  */
-const INGEST_SQL = `
-INSERT INTO webhook_deliveries (event_id, order_id, partner_id, kind, sequence, event_position, occurred_at, event_created_at, state, finished_at)
-SELECT e.id, e.order_id, e.partner_id, e.kind, e.sequence, e.position, e.occurred_at, e.created_at,
-       CASE WHEN e.kind = 'location' AND e.created_at < now() - ${locationTtl(3)} THEN 'expired' ELSE 'pending' END,
-       CASE WHEN e.kind = 'location' AND e.created_at < now() - ${locationTtl(3)} THEN now() END
+const INGEST_SQL = `${ingestColumns(3)}
 FROM ride_events e
 WHERE e.position > $1
   AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)
@@ -43,6 +61,30 @@ const MAX_POSITION_SQL = "SELECT COALESCE(max(event_position), 0) AS max_positio
 const SEED_POSITION_SQL = `
 SELECT COALESCE(max(event_position), 0) AS max_position FROM webhook_deliveries
 WHERE ingested_at < now() - make_interval(secs => $1::double precision / 1000)`;
+
+/**
+ * Safety net (safety-net.ts): one look at where the database is, and one
+ * page of a final range swept once: ride events with position in ($1, $2]
+ * and no delivery row are ingested, in the same statement that moves the
+ * shared cursor from $1 to $2 (compare-and-set: if another instance moved it,
+ * nothing happens). $3 location lifetime ms.
+ */
+const SNAPSHOT_POINT_SQL = `
+SELECT (SELECT COALESCE(max(position), 0) FROM ride_events) AS max_position,
+       pg_snapshot_xmin(pg_current_snapshot())::text AS xmin, pg_snapshot_xmax(pg_current_snapshot())::text AS xmax`;
+const SAFETY_CURSOR_SQL = "SELECT position AS max_position FROM webhook_ingest_cursor WHERE name = 'safety_net'";
+const SWEEP_LATE_SQL = `
+WITH cur AS (
+  UPDATE webhook_ingest_cursor SET position = $2 WHERE name = 'safety_net' AND position = $1 RETURNING position
+), late AS (${ingestColumns(3)}
+  FROM ride_events e, cur
+  WHERE e.position > $1 AND e.position <= $2
+    AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)
+  ON CONFLICT (event_id) DO NOTHING
+  RETURNING event_id, order_id, sequence
+)
+SELECT (SELECT count(*) FROM cur)::int AS moved, NULL AS event_id, NULL AS order_id, NULL::int AS sequence
+UNION ALL SELECT NULL, event_id, order_id, sequence FROM late`;
 
 /**
  * Location housekeeping: a pending location event that is not in flight is
@@ -64,9 +106,19 @@ WHERE d.state = 'pending' AND d.kind = 'location'
 RETURNING d.event_id, d.state`;
 
 /**
- * The claim, one statement: pick due events and lease them to this instance,
- * committed before any HTTP call is made.
+ * The claim, one statement (run under CLAIM_LOCK_SQL, so in-flight counts are
+ * exact across instances): pick due events of one kind fairly and lease them
+ * to this instance, committed before any HTTP call is made.
  *
+ *  - fairness: the (partner, host) pairs with pending events of the kind are
+ *    walked through the index (a loose index scan: one probe per pair, never
+ *    the backlog). Each pair gets at most its partner's and its host's free
+ *    room (caps $7 and $8 minus the leases in flight of that kind, counted
+ *    over every instance); a host whose breaker is open gets nothing, a
+ *    half-open one a single probe. The picks are ranked within each partner
+ *    and taken round-robin (every partner's first, then every partner's
+ *    second, …), so a partner with a deep or slow backlog never holds all the
+ *    slots;
  *  - due: pending, next try time reached, not leased (or the lease expired:
  *    that instance died, so its events come back);
  *  - order: no earlier status event of the same ride is still undelivered,
@@ -76,37 +128,91 @@ RETURNING d.event_id, d.state`;
  *  - location events: only while they are the newest event of their ride
  *    and younger than their lifetime (120 s by default; never sent after a
  *    newer one);
- *  - FOR UPDATE SKIP LOCKED: concurrent claimers never wait for each other
- *    and never take the same row; READ COMMITTED re-checks the lease
- *    condition on the locked row, so a row leased meanwhile is dropped.
+ *  - FOR UPDATE SKIP LOCKED: a row being recorded meanwhile is skipped, and
+ *    READ COMMITTED re-checks the lease on the locked row.
  *
- * $1 batch size, $2 lease token, $3 lease owner, $4 lease ms, $5 location lifetime ms.
+ * $1 batch size, $2 lease token, $3 lease owner, $4 lease ms, $5 location
+ * lifetime ms, $6 kind, $7 per-partner cap, $8 per-host cap.
  */
+const CLAIM_LOCK_SQL = "SELECT pg_advisory_xact_lock(716270001)";
 const CLAIM_SQL = `
-WITH due AS (
-  SELECT d.event_id
-  FROM webhook_deliveries d
-  WHERE d.state = 'pending'
-    AND d.next_attempt_at <= now()
-    AND (d.lease_until IS NULL OR d.lease_until < now())
-    AND NOT EXISTS (
-      SELECT 1 FROM ride_events e
-      LEFT JOIN webhook_deliveries p ON p.event_id = e.id
-      WHERE e.order_id = d.order_id AND e.kind = 'status' AND e.sequence < d.sequence
-        AND (p.event_id IS NULL OR p.state = 'pending'))
-    AND (d.kind = 'status' OR (
-      d.event_created_at >= now() - ${locationTtl(5)}
-      AND NOT EXISTS (SELECT 1 FROM ride_events n WHERE n.order_id = d.order_id AND n.sequence > d.sequence)))
-  ORDER BY d.next_attempt_at, d.event_position
-  LIMIT $1
+WITH RECURSIVE pairs AS (
+  (SELECT partner_id, host FROM webhook_deliveries WHERE state = 'pending' AND kind = $6 ORDER BY partner_id, host LIMIT 1)
+  UNION ALL
+  SELECT n.partner_id, n.host FROM pairs p CROSS JOIN LATERAL (
+    SELECT partner_id, host FROM webhook_deliveries
+    WHERE state = 'pending' AND kind = $6 AND (partner_id, host) > (p.partner_id, p.host)
+    ORDER BY partner_id, host LIMIT 1) n
+), leased AS (
+  SELECT partner_id, host, kind FROM webhook_deliveries
+  WHERE state = 'pending' AND lease_token IS NOT NULL AND lease_until > now()
+), leased_partner AS (
+  SELECT partner_id, count(*)::int AS n FROM leased WHERE kind = $6 GROUP BY partner_id
+), leased_host AS (
+  SELECT host, (count(*) FILTER (WHERE kind = $6))::int AS n, count(*)::int AS n_all FROM leased GROUP BY host
+), room AS (
+  SELECT pr.partner_id, pr.host,
+         GREATEST(0, $7::int - COALESCE(lp.n, 0)) AS partner_room,
+         CASE WHEN b.open_until IS NULL THEN GREATEST(0, $8::int - COALESCE(lh.n, 0))
+              WHEN b.open_until > now() THEN 0
+              ELSE GREATEST(0, 1 - COALESCE(lh.n_all, 0)) END AS host_room
+  FROM pairs pr
+  LEFT JOIN leased_partner lp ON lp.partner_id = pr.partner_id
+  LEFT JOIN leased_host lh ON lh.host = pr.host
+  LEFT JOIN webhook_hosts b ON b.host = pr.host
+), cand AS (
+  SELECT c.event_id, c.partner_id, c.host, c.next_attempt_at, c.event_position, r.partner_room, r.host_room
+  FROM room r CROSS JOIN LATERAL (
+    SELECT d.event_id, d.partner_id, d.host, d.next_attempt_at, d.event_position
+    FROM webhook_deliveries d
+    WHERE d.state = 'pending' AND d.kind = $6 AND d.partner_id = r.partner_id AND d.host = r.host
+      AND d.next_attempt_at <= now()
+      AND (d.lease_until IS NULL OR d.lease_until < now())
+      AND NOT EXISTS (
+        SELECT 1 FROM ride_events e
+        LEFT JOIN webhook_deliveries p ON p.event_id = e.id
+        WHERE e.order_id = d.order_id AND e.kind = 'status' AND e.sequence < d.sequence
+          AND (p.event_id IS NULL OR p.state = 'pending'))
+      AND (d.kind = 'status' OR (
+        d.event_created_at >= now() - ${locationTtl(5)}
+        AND NOT EXISTS (SELECT 1 FROM ride_events n WHERE n.order_id = d.order_id AND n.sequence > d.sequence)))
+    ORDER BY d.next_attempt_at, d.event_position
+    LIMIT LEAST(r.partner_room, r.host_room, $1)
+  ) c
+  WHERE r.partner_room > 0 AND r.host_room > 0
+), by_partner AS (
+  SELECT cand.*, row_number() OVER (PARTITION BY partner_id ORDER BY next_attempt_at, event_position) AS p_rank FROM cand
+), by_host AS (
+  SELECT by_partner.*, row_number() OVER (PARTITION BY host ORDER BY p_rank, next_attempt_at, event_position) AS h_rank
+  FROM by_partner WHERE p_rank <= partner_room
+), picked AS (
+  SELECT event_id FROM by_host WHERE h_rank <= host_room ORDER BY p_rank, next_attempt_at, event_position LIMIT $1
+), due AS (
+  SELECT d.event_id FROM webhook_deliveries d JOIN picked ON picked.event_id = d.event_id
+  WHERE d.state = 'pending' AND (d.lease_until IS NULL OR d.lease_until < now())
   FOR UPDATE OF d SKIP LOCKED
 )
 UPDATE webhook_deliveries w
 SET lease_token = $2::uuid, lease_owner = $3, lease_until = now() + make_interval(secs => $4::double precision / 1000)
 FROM due, ride_events e
 WHERE w.event_id = due.event_id AND e.id = w.event_id
-RETURNING w.event_id, w.order_id, w.partner_id, w.kind, w.sequence, w.attempts, w.round_attempts,
+RETURNING w.event_id, w.order_id, w.partner_id, w.kind, w.host, w.sequence, w.attempts, w.round_attempts,
           w.first_attempt_at, w.occurred_at, w.event_created_at, e.webhook_url, e.payload`;
+
+/**
+ * The circuit breaker of one host (host-breaker.ts has the rules). A try
+ * that failed reads the row locked, the rules decide, and HOST_FAILED_SQL
+ * writes it; an answer closes it in RECORD_SQL (no statement of its own).
+ * $1 host; HOST_FAILED_SQL: $2 failures, $3 opens, $4 open for ms (null keeps open_until).
+ */
+const HOST_ENSURE_SQL = "INSERT INTO webhook_hosts (host) VALUES ($1) ON CONFLICT (host) DO NOTHING";
+const HOST_READ_SQL = `
+SELECT failures, opens, CASE WHEN open_until IS NULL THEN 'closed' WHEN open_until > now() THEN 'open' ELSE 'half-open' END AS phase
+FROM webhook_hosts WHERE host = $1 FOR UPDATE`;
+const HOST_FAILED_SQL = `
+UPDATE webhook_hosts SET failures = $2::int, opens = $3::int, updated_at = now(),
+  open_until = CASE WHEN $4::double precision IS NULL THEN open_until ELSE now() + make_interval(secs => $4::double precision / 1000) END
+WHERE host = $1`;
 
 /**
  * Records one finished try: the attempt row always (visibility), and the
@@ -115,7 +221,7 @@ RETURNING w.event_id, w.order_id, w.partner_id, w.kind, w.sequence, w.attempts, 
  * claimer's bookkeeping).
  * $1 event, $2 lease token, $3 new state, $4 next try (null = keep),
  * $5 try started, $6 http status, $7 outcome, $8 duration ms, $9 snippet,
- * $10 attempt id, $11 attempt number, $12 instance, $13 first try of the round.
+ * $10 attempt id, $11 attempt number, $12 instance, $13 first try of the round, $14 host.
  */
 const RECORD_SQL = `
 WITH upd AS (
@@ -143,6 +249,10 @@ WITH upd AS (
   FROM upd
   WHERE upd.kind = 'status' AND f.order_id = upd.order_id AND f.sequence > upd.sequence
     AND f.state = 'pending' AND f.round_attempts = 0
+), healed AS (
+  -- The host answered (any HTTP status): its circuit breaker, if any, closes.
+  UPDATE webhook_hosts SET failures = 0, opens = 0, open_until = NULL, updated_at = now()
+  WHERE host = $14 AND $6::int IS NOT NULL AND (failures > 0 OR open_until IS NOT NULL)
 ), att AS (
   INSERT INTO webhook_attempts (id, event_id, attempt, started_at, duration_ms, http_status, outcome, response_snippet, instance)
   VALUES ($10, $1, $11::int, $5::timestamptz, $8::int, $6::int, $7::text, $9, $12)
@@ -208,58 +318,7 @@ FROM webhook_deliveries WHERE state = 'pending'`;
 const RECENT_ATTEMPTS_SQL = `
 SELECT outcome, count(*)::int AS n FROM webhook_attempts WHERE started_at > now() - interval '1 hour' GROUP BY outcome`;
 
-// ---- typed access ------------------------------------------------------------------
-
-/** A leased event as the claim returns it, with what its try needs. */
-export interface ClaimedRow {
-	event_id: string;
-	order_id: string;
-	partner_id: string;
-	kind: RideEventKind;
-	sequence: number;
-	attempts: number;
-	round_attempts: number;
-	first_attempt_at: Date | null;
-	occurred_at: Date;
-	event_created_at: Date;
-	webhook_url: string;
-	payload: Record<string, unknown>;
-}
-
-export interface DeliveryStateRow {
-	event_id: string;
-	state: DeliveryState;
-	attempts: number;
-	last_status: number | null;
-	last_error: string | null;
-	last_attempt_at: Date | null;
-}
-
-export interface StateCountRow {
-	state: DeliveryState;
-	n: number;
-	oldest_age_s: number | null;
-	in_flight: number;
-}
-
-/** One finished try, as RECORD_SQL writes it. */
-export interface AttemptRecord {
-	eventId: string;
-	leaseToken: string;
-	state: DeliveryState;
-	/** ISO time of the next try, or null to keep the current one. */
-	nextAttemptAt: string | null;
-	startedAt: string;
-	httpStatus: number | null;
-	outcome: string;
-	durationMs: number;
-	snippet: string;
-	attemptId: string;
-	attempt: number;
-	instance: string;
-	/** ISO time of the first try of this round. */
-	firstAttemptAt: string;
-}
+// ---- typed access (row types in delivery-rows.ts) ------------------------------------
 
 /** Positions are bigserials: PostgreSQL sends them as strings. */
 function position(rows: Array<{ max_position: string }>): number {
@@ -296,8 +355,47 @@ export class NotificationsRepo {
 		await this.sequelize.query(SETTLE_LOCATIONS_SQL, { bind: [locationTtlMs] });
 	}
 
-	claim(limit: number, leaseToken: string, owner: string, leaseMs: number, locationTtlMs: number): Promise<ClaimedRow[]> {
-		return this.select<ClaimedRow>(CLAIM_SQL, [limit, leaseToken, owner, leaseMs, locationTtlMs]);
+	/** CLAIM_SQL under the claim lock (one claim at a time across instances, so the caps hold exactly). */
+	claim(limit: number, leaseToken: string, owner: string, leaseMs: number, locationTtlMs: number, limits: ClaimLimits): Promise<ClaimedRow[]> {
+		return this.sequelize.transaction(async (transaction) => {
+			await this.sequelize.query(CLAIM_LOCK_SQL, { transaction });
+			return this.sequelize.query<ClaimedRow>(CLAIM_SQL, {
+				bind: [limit, leaseToken, owner, leaseMs, locationTtlMs, limits.kind, limits.partnerCap, limits.hostCap],
+				type: QueryTypes.SELECT,
+				transaction,
+			});
+		});
+	}
+
+	/** A try of `host` failed: `decide` (host-breaker.ts) turns the locked state into the new one. Returns the decision. */
+	hostFailed<T extends { failures: number; opens: number; openForMs: number | null }>(host: string, decide: (state: HostBreakerState) => T): Promise<T> {
+		return this.sequelize.transaction(async (transaction) => {
+			await this.sequelize.query(HOST_ENSURE_SQL, { bind: [host], transaction });
+			const [state] = await this.sequelize.query<HostBreakerState>(HOST_READ_SQL, { bind: [host], type: QueryTypes.SELECT, transaction });
+			const next = decide(state ?? { failures: 0, opens: 0, phase: "closed" });
+			await this.sequelize.query(HOST_FAILED_SQL, { bind: [host, next.failures, next.opens, next.openForMs], transaction });
+			return next;
+		});
+	}
+
+	async snapshotPoint(): Promise<SnapshotPoint> {
+		const [row] = await this.select<{ max_position: string; xmin: string; xmax: string }>(SNAPSHOT_POINT_SQL);
+		return { maxPosition: Number(row.max_position), xmin: BigInt(row.xmin), xmax: BigInt(row.xmax) };
+	}
+
+	async safetyNetCursor(): Promise<number> {
+		return position(await this.select(SAFETY_CURSOR_SQL));
+	}
+
+	/** SWEEP_LATE_SQL: ingests what is missing in positions (from, to] if the cursor is still at `from`. */
+	async sweepLate(from: number, to: number, locationTtlMs: number): Promise<SweepResult> {
+		const rows = await this.select<{ moved: number | null; event_id: string | null; order_id: string | null; sequence: number | null }>(SWEEP_LATE_SQL, [
+			from,
+			to,
+			locationTtlMs,
+		]);
+		const events = rows.filter((r) => r.event_id !== null).map((r) => ({ event_id: r.event_id!, order_id: r.order_id!, sequence: r.sequence! }));
+		return { moved: rows.some((r) => r.moved !== null && r.moved > 0), events };
 	}
 
 	/** RECORD_SQL: 1 when the event's state was updated (the lease was still ours), else 0. */
@@ -316,6 +414,7 @@ export class NotificationsRepo {
 			a.attempt,
 			a.instance,
 			a.firstAttemptAt,
+			a.host,
 		]);
 		return rows[0]?.updated ?? 0;
 	}

@@ -26,6 +26,7 @@ import { readNotificationsSettings, type NotificationsSettings } from "./notific
 import { OutageWarnings } from "./outage-warnings";
 import { createWebhookClient, type WebhookClient } from "./webhook-client";
 import { serviceEnv } from "../../lib/settings";
+import { webhookDnsResolver } from "../../lib/dns-resolver";
 
 /**
  * Notifications: delivers webhooks from the transactional outbox
@@ -162,7 +163,7 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 		Object.assign(this.settings, readNotificationsSettings(serviceEnv(this)));
 		this.instanceId = `${this.broker.nodeID}/${randomUUID().slice(0, 8)}`;
 		this.repo = new NotificationsRepo(this.sequelize);
-		this.client = createWebhookClient({ allowPrivate: this.settings.allowPrivate, timeoutMs: this.settings.timeoutMs });
+		this.client = createWebhookClient({ allowPrivate: this.settings.allowPrivate, timeoutMs: this.settings.timeoutMs, resolveAll: webhookDnsResolver(serviceEnv(this)) });
 		this.warnings = new OutageWarnings(this.logger);
 		this.metrics = this.broker.isMetricsEnabled() ? new DeliveryMetrics(this.broker.metrics) : undefined;
 		this.loop = new DeliveryLoop({
@@ -193,7 +194,8 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 		}
 		const s = this.settings;
 		this.logger.info(
-			`Webhook delivery ${this.instanceId}: poll ${s.pollMs} ms, ${s.concurrency} in flight, timeout ${s.timeoutMs} ms, ` +
+			`Webhook delivery ${this.instanceId}: poll ${s.pollMs} ms, ${s.concurrency} status + ${s.locationConcurrency} location tries in flight ` +
+				`(per partner ${s.partnerConcurrency}, per host ${s.hostConcurrency} of each kind), timeout ${s.timeoutMs} ms, ` +
 				`private targets ${s.allowPrivate ? "allowed" : "refused"}, retries at ${s.retryScheduleMs.length} offsets, ` +
 				`location events dropped after ${s.locationTtlMs} ms`,
 		);

@@ -12,8 +12,21 @@ import { envInt, envPositive, readSettings, type Env } from "../../lib/settings"
 export interface NotificationsSettings {
 	/** Poll interval; broker hints make it faster, never required. */
 	pollMs: number;
-	/** Deliveries in flight per instance. */
+	/** Status-event tries in flight per instance. */
 	concurrency: number;
+	/** Location-event tries in flight per instance (own slots: neither kind starves the other). */
+	locationConcurrency: number;
+	/** Tries in flight per partner and kind, across every instance (counted in PostgreSQL). */
+	partnerConcurrency: number;
+	/** Tries in flight per webhook host (host:port) and kind, across every instance. */
+	hostConcurrency: number;
+	/** Circuit breaker: consecutive timeouts/connection failures of a host before it is paused. */
+	breakerFailures: number;
+	/** First pause of an open host; doubles at each failed half-open probe, up to breakerMaxOpenMs. */
+	breakerOpenMs: number;
+	breakerMaxOpenMs: number;
+	/** How often the safety-net ingest looks for events that committed later than the ingest window. */
+	safetyNetMs: number;
 	/** How long a claim is ours; always outlasts one try (timeout) plus recording it. */
 	leaseMs: number;
 	/** Per-try deadline (contract: 10 s). */
@@ -40,6 +53,13 @@ export function readNotificationsSettings(env: Env): NotificationsSettings {
 	return {
 		pollMs: envPositive(env, "WEBHOOK_POLL_MS", 1_000),
 		concurrency: envInt(env, "WEBHOOK_CONCURRENCY", 64, 1),
+		locationConcurrency: envInt(env, "WEBHOOK_LOCATION_CONCURRENCY", 32, 1),
+		partnerConcurrency: envInt(env, "WEBHOOK_PARTNER_CONCURRENCY", 16, 1),
+		hostConcurrency: envInt(env, "WEBHOOK_HOST_CONCURRENCY", 16, 1),
+		breakerFailures: envInt(env, "WEBHOOK_BREAKER_FAILURES", 5, 1),
+		breakerOpenMs: envPositive(env, "WEBHOOK_BREAKER_OPEN_MS", 30_000),
+		breakerMaxOpenMs: envPositive(env, "WEBHOOK_BREAKER_MAX_OPEN_MS", 600_000),
+		safetyNetMs: envPositive(env, "WEBHOOK_SAFETY_NET_MS", 5_000),
 		// A claim must outlive one try plus its bookkeeping, whatever WEBHOOK_LEASE_MS says.
 		leaseMs: Math.max(envPositive(env, "WEBHOOK_LEASE_MS", 45_000), timeoutMs + 5_000),
 		timeoutMs,

@@ -68,4 +68,42 @@ export const migrations: Migration[] = [
 			await sequelize.query("DROP TABLE IF EXISTS webhook_attempts, webhook_deliveries");
 		},
 	},
+	{
+		// Fair claiming (per partner, per host, per kind), the per-host circuit breaker, and the safety-net ingest's cursor.
+		name: "002-fair-delivery",
+		async up(_qi, sequelize) {
+			// host:port of the event's webhook URL (WEBHOOK_HOST_SQL in notifications.repo.ts), set at ingest.
+			await sequelize.query("ALTER TABLE webhook_deliveries ADD COLUMN host text NOT NULL DEFAULT ''");
+			await sequelize.query(`
+				DO $$ BEGIN
+					IF to_regclass('ride_events') IS NOT NULL THEN
+						UPDATE webhook_deliveries d
+						SET host = lower(COALESCE(substring(e.webhook_url from '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^/?#@]*@)?([^/?#]*)'), ''))
+						FROM ride_events e WHERE e.id = d.event_id AND d.state = 'pending';
+					END IF;
+				END $$`);
+			// The claim walks the (partner, host) pairs with pending work and reads each pair's due events.
+			await sequelize.query("CREATE INDEX webhook_deliveries_fair ON webhook_deliveries (kind, partner_id, host, next_attempt_at) WHERE state = 'pending'");
+			// Tries in flight per partner and per host (as small as what is in flight).
+			await sequelize.query("CREATE INDEX webhook_deliveries_leased ON webhook_deliveries (partner_id, host, kind) WHERE state = 'pending' AND lease_token IS NOT NULL");
+			await sequelize.query(`
+				CREATE TABLE webhook_hosts (
+					host text PRIMARY KEY,
+					failures integer NOT NULL DEFAULT 0,
+					opens integer NOT NULL DEFAULT 0,
+					open_until timestamptz,
+					updated_at timestamptz NOT NULL DEFAULT now()
+				)`);
+			await sequelize.query("CREATE TABLE webhook_ingest_cursor (name text PRIMARY KEY, position bigint NOT NULL)");
+			// Positions already ingested count as swept (a row still missing below them predates the safety net).
+			await sequelize.query(
+				"INSERT INTO webhook_ingest_cursor (name, position) SELECT 'safety_net', COALESCE(max(event_position), 0) FROM webhook_deliveries",
+			);
+		},
+		async down(_qi, sequelize) {
+			await sequelize.query("DROP TABLE IF EXISTS webhook_hosts, webhook_ingest_cursor");
+			await sequelize.query("DROP INDEX IF EXISTS webhook_deliveries_fair, webhook_deliveries_leased");
+			await sequelize.query("ALTER TABLE webhook_deliveries DROP COLUMN IF EXISTS host");
+		},
+	},
 ];

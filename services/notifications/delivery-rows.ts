@@ -1,0 +1,71 @@
+import type { DeliveryState, RideEventKind } from "../../contracts/notifications";
+
+/** The rows and arguments of notifications.repo.ts's statements, typed. */
+
+/** A leased event as the claim returns it, with what its try needs. */
+export interface ClaimedRow {
+	event_id: string;
+	order_id: string;
+	partner_id: string;
+	kind: RideEventKind;
+	/** host:port of the webhook URL (per-host cap, circuit breaker). */
+	host: string;
+	sequence: number;
+	attempts: number;
+	round_attempts: number;
+	first_attempt_at: Date | null;
+	occurred_at: Date;
+	event_created_at: Date;
+	webhook_url: string;
+	payload: Record<string, unknown>;
+}
+
+export interface DeliveryStateRow {
+	event_id: string;
+	state: DeliveryState;
+	attempts: number;
+	last_status: number | null;
+	last_error: string | null;
+	last_attempt_at: Date | null;
+}
+
+export interface StateCountRow {
+	state: DeliveryState;
+	n: number;
+	oldest_age_s: number | null;
+	in_flight: number;
+}
+
+/** One finished try, as RECORD_SQL writes it. */
+export interface AttemptRecord {
+	eventId: string;
+	leaseToken: string;
+	state: DeliveryState;
+	/** ISO time of the next try, or null to keep the current one. */
+	nextAttemptAt: string | null;
+	startedAt: string;
+	httpStatus: number | null;
+	outcome: string;
+	durationMs: number;
+	snippet: string;
+	attemptId: string;
+	attempt: number;
+	instance: string;
+	/** ISO time of the first try of this round. */
+	firstAttemptAt: string;
+	/** The host tried: an answer (httpStatus set) closes its circuit breaker. */
+	host: string;
+}
+
+/** What one claim may take: its kind, and the caps shared by every instance. */
+export interface ClaimLimits {
+	kind: RideEventKind;
+	partnerCap: number;
+	hostCap: number;
+}
+
+/** One page of the safety net: whether this instance moved the cursor, and the events it ingested. */
+export interface SweepResult {
+	moved: boolean;
+	events: Array<{ event_id: string; order_id: string; sequence: number }>;
+}
