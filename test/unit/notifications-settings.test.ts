@@ -14,6 +14,13 @@ describe("notifications settings", () => {
 			locationTtlMs: LOCATION_TTL_MS,
 			retryScheduleMs: [...DEFAULT_RETRY_SCHEDULE_MS],
 			allowPrivate: true,
+			locationConcurrency: 32,
+			partnerConcurrency: 16,
+			hostConcurrency: 16,
+			breakerFailures: 5,
+			breakerOpenMs: 30_000,
+			breakerMaxOpenMs: 600_000,
+			safetyNetMs: 5_000,
 		});
 		expect(readNotificationsSettings({ NODE_ENV: "production" }).allowPrivate).toBe(false);
 	});
@@ -28,6 +35,13 @@ describe("notifications settings", () => {
 			WEBHOOK_LEASE_MS: "8000",
 			WEBHOOK_RETRY_SCHEDULE_MS: "100,200",
 			WEBHOOK_ALLOW_PRIVATE: "false",
+			WEBHOOK_LOCATION_CONCURRENCY: "8",
+			WEBHOOK_PARTNER_CONCURRENCY: "4",
+			WEBHOOK_HOST_CONCURRENCY: "6",
+			WEBHOOK_BREAKER_FAILURES: "2",
+			WEBHOOK_BREAKER_OPEN_MS: "500",
+			WEBHOOK_BREAKER_MAX_OPEN_MS: "4000",
+			WEBHOOK_SAFETY_NET_MS: "250",
 		});
 		expect(s).toMatchObject({
 			timeoutMs: 1_000,
@@ -39,6 +53,13 @@ describe("notifications settings", () => {
 			stopGraceMs: 3_000,
 			retryScheduleMs: [100, 200],
 			allowPrivate: false,
+			locationConcurrency: 8,
+			partnerConcurrency: 4,
+			hostConcurrency: 6,
+			breakerFailures: 2,
+			breakerOpenMs: 500,
+			breakerMaxOpenMs: 4_000,
+			safetyNetMs: 250,
 		});
 		expect(readNotificationsSettings({ WEBHOOK_TIMEOUT_MS: " " }).timeoutMs).toBe(WEBHOOK_TIMEOUT_MS);
 	});
@@ -57,6 +78,13 @@ describe("notifications settings", () => {
 		["WEBHOOK_INGEST_WINDOW_MS", "soon"],
 		["WEBHOOK_LOCATION_TTL_MS", "Infinity"],
 		["WEBHOOK_LEASE_MS", "1e400"],
+		["WEBHOOK_LOCATION_CONCURRENCY", "0"],
+		["WEBHOOK_PARTNER_CONCURRENCY", "lots"],
+		["WEBHOOK_HOST_CONCURRENCY", "1.5"],
+		["WEBHOOK_BREAKER_FAILURES", "0"],
+		["WEBHOOK_BREAKER_OPEN_MS", "-1"],
+		["WEBHOOK_BREAKER_MAX_OPEN_MS", "never"],
+		["WEBHOOK_SAFETY_NET_MS", "0"],
 	])("refuses to start on an invalid value, naming the setting: %s=%s", (name, value) => {
 		expect(() => readNotificationsSettings({ [name]: value })).toThrow(new RegExp(`^${name} must be .*, got "${value}"$`));
 	});
