@@ -76,7 +76,6 @@ describe("toOrder", () => {
 		expect(toOrder(row())).toEqual({
 			orderId: "ord_abc",
 			otp: "0421",
-		otp_tries: 0,
 			status: "searching",
 			serviceType: "cab",
 			pickup: { lat: 12.9716, lng: 77.5946, address: "MG Road" },
