@@ -1,6 +1,7 @@
-import { lookup as dnsLookup, type LookupAddress } from "node:dns";
+import type { LookupAddress } from "node:dns";
 import { isIP } from "node:net";
 import ipaddr from "ipaddr.js";
+import { webhookDnsResolver } from "./dns-resolver";
 
 /**
  * The SSRF policy for partner webhook URLs, shared by its two checkpoints:
@@ -183,13 +184,14 @@ export function isBlockedAddressError(err: unknown): boolean {
 /** A resolver in the shape of `dns.lookup(host, { all: true })`, injectable for tests. */
 export type ResolveAll = (hostname: string, family: number) => Promise<LookupAddress[]>;
 
-export const systemResolveAll: ResolveAll = (hostname, family) =>
-	new Promise((resolve, reject) => {
-		dnsLookup(hostname, { all: true, family: family === 4 || family === 6 ? family : 0 }, (err, addresses) => {
-			if (err) reject(err);
-			else resolve(addresses);
-		});
-	});
+/**
+ * The default resolver: asynchronous DNS (c-ares) with timeouts and a small
+ * cache (lib/dns-resolver.ts), the system's servers; never `dns.lookup`, whose
+ * uncancellable getaddrinfo calls would hold libuv's thread pool while a
+ * partner's DNS does not answer. Services pass `webhookDnsResolver(env)` to
+ * honour WEBHOOK_DNS_SERVERS / WEBHOOK_DNS_TIMEOUT_MS.
+ */
+export const systemResolveAll: ResolveAll = (hostname, family) => webhookDnsResolver({})(hostname, family);
 
 /**
  * Resolves a host name and refuses it if ANY answer is refused (an attacker

@@ -32,6 +32,7 @@ export interface WebhookClientOptions extends AddressPolicy {
 	/** Answer bytes read at most (the rest is dropped with the connection). */
 	maxReadBytes?: number;
 	maxSockets?: number;
+	/** Host name resolution (default: lib/dns-resolver.ts with the system's servers; never dns.lookup). */
 	resolveAll?: ResolveAll;
 	userAgent?: string;
 }
@@ -157,7 +158,8 @@ async function readCapped(stream: Readable, keepBytes: number, maxReadBytes: num
 	return Buffer.concat(kept).toString("utf8");
 }
 
-const DNS_CODES = new Set(["ENOTFOUND", "EAI_AGAIN", "ENODATA", "EAI_FAIL", "EAI_NONAME", "ESERVFAIL"]);
+// getaddrinfo's codes and c-ares' (lib/dns-resolver.ts maps its own to the former).
+const DNS_CODES = new Set(["ENOTFOUND", "EAI_AGAIN", "ENODATA", "EAI_FAIL", "EAI_NONAME", "ESERVFAIL", "ETIMEOUT"]);
 const TIMEOUT_CODES = new Set(["ECONNABORTED", "ETIMEDOUT", "ESOCKETTIMEDOUT", "ERR_CANCELED", "ABORT_ERR"]);
 
 function codesOf(err: unknown): string[] {
