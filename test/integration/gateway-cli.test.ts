@@ -123,7 +123,7 @@ it("rotate-key, list-keys, revoke-key and rotate-webhook-secret; with TRANSPORTE
 		const rotated = (await json(["rotate-webhook-secret", "--partner", partner.partnerId, "--grace", "1h"], onBus)) as { webhookSecret: string; previousValidUntil: string };
 		expect(rotated.webhookSecret).toMatch(/^whsec_/);
 		expect(Date.parse(rotated.previousValidUntil)).toBeGreaterThan(Date.now() + 3_000_000);
-		const signing = await running.broker.call<{ webhookSecrets: Array<{ secret: string; validUntil: string | null }> }>("partners.signingSecret", { partnerId: partner.partnerId });
+		const signing = await running.broker.call<{ webhookSecrets: Array<{ secret: string; validUntil: string | null }> }, { partnerId: string }>("partners.signingSecret", { partnerId: partner.partnerId });
 		expect(signing.webhookSecrets.map((s) => s.validUntil === null)).toEqual([true, false]);
 		expect(signing.webhookSecrets[0].secret).toBe(rotated.webhookSecret);
 
