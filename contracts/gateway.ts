@@ -8,6 +8,15 @@
 import type { ErrorCode } from "./errors";
 import { cancelParams, createOrderParams, eventsParams, feedbackParams, statusParams } from "./orders";
 import { estimateParams } from "./pricing";
+import {
+	driverCancelParams,
+	driverLocationsParams,
+	driverOffersParams,
+	driverOfflineParams,
+	driverOnlineParams,
+	driverOrderParams,
+	driverStartParams,
+} from "./driver";
 
 export interface RideRoute {
 	/** Path below `/ride`. */
@@ -76,3 +85,46 @@ export const RIDE_ROUTES: readonly RideRoute[] = [
 export function endpointErrorCodes(route: RideRoute): ErrorCode[] {
 	return [...COMMON_RIDE_ERRORS, ...route.errors];
 }
+
+// ---- the driver API (`/driver/*`, driver apps; see contracts/driver.ts) -------------
+
+export const DRIVER_BASE_PATH = "/driver";
+
+export interface DriverRoute {
+	/** Path below `/driver`. */
+	path: string;
+	method: "GET" | "POST";
+	action: string;
+	/** The action's params: the request body (a GET has none). */
+	params: Record<string, unknown>;
+	/** Error codes of this endpoint beyond COMMON_DRIVER_ERRORS. */
+	errors: readonly ErrorCode[];
+}
+
+/** What every action called through `/driver/*` finds in `ctx.meta`. */
+export interface DriverCallMeta {
+	/** The driver of the token; never taken from the body. */
+	driverId?: string;
+	requestId?: string;
+	$statusCode?: number;
+	$responseHeaders?: Record<string, unknown>;
+}
+
+/** Errors every `/driver/*` endpoint can answer, before the endpoint's own. */
+export const COMMON_DRIVER_ERRORS: readonly ErrorCode[] = COMMON_RIDE_ERRORS;
+
+const RIDE_STEP_ERRORS: readonly ErrorCode[] = ["ORDER_NOT_FOUND", "CONFLICT", "INVALID_TRANSITION"];
+
+export const DRIVER_ROUTES: readonly DriverRoute[] = [
+	{ path: "/online", method: "POST", action: "dispatch.driverGoOnline", params: driverOnlineParams, errors: [] },
+	{ path: "/offline", method: "POST", action: "dispatch.driverGoOffline", params: driverOfflineParams, errors: ["DRIVER_NOT_AVAILABLE", "CONFLICT"] },
+	{ path: "/location", method: "POST", action: "dispatch.driverReportLocations", params: driverLocationsParams, errors: [] },
+	{ path: "/offers", method: "GET", action: "dispatch.driverOffers", params: driverOffersParams, errors: [] },
+	{ path: "/offers", method: "POST", action: "dispatch.driverOffers", params: driverOffersParams, errors: [] },
+	{ path: "/accept", method: "POST", action: "dispatch.driverAccept", params: driverOrderParams, errors: ["ORDER_NOT_FOUND", "CONFLICT"] },
+	{ path: "/decline", method: "POST", action: "dispatch.driverDecline", params: driverOrderParams, errors: ["ORDER_NOT_FOUND", "CONFLICT"] },
+	{ path: "/arrived", method: "POST", action: "dispatch.driverArrived", params: driverOrderParams, errors: RIDE_STEP_ERRORS },
+	{ path: "/start", method: "POST", action: "dispatch.driverStart", params: driverStartParams, errors: [...RIDE_STEP_ERRORS, "INVALID_OTP", "OTP_LOCKED"] },
+	{ path: "/drop", method: "POST", action: "dispatch.driverDrop", params: driverOrderParams, errors: RIDE_STEP_ERRORS },
+	{ path: "/cancel", method: "POST", action: "dispatch.driverCancel", params: driverCancelParams, errors: RIDE_STEP_ERRORS },
+];

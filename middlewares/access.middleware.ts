@@ -8,13 +8,16 @@ import { ApiError } from "../lib/errors";
  *   access: "partner"  – needs `ctx.meta.partnerId` (set by the gateway after
  *                        API-key authentication, or by a developer in the REPL
  *                        with `--#partnerId ptn_…`); every query is scoped to it.
+ *   access: "driver"   – needs `ctx.meta.driverId` (set by the gateway's `/driver`
+ *                        route after driver-token authentication); the action
+ *                        takes the driver only from there, never from params.
  *   access: "internal" – service-to-service and operator actions (REPL);
  *                        never mapped on the public gateway.
  *
  * An action without a rule is refused at start-up, so nothing is open by
  * accident.
  */
-export type AccessRule = "partner" | "internal";
+export type AccessRule = "partner" | "driver" | "internal";
 
 // Declares `access` on every action schema (moleculer's types live in an
 // `export =` namespace, reachable for augmentation only by file path).
@@ -43,6 +46,15 @@ export const AccessMiddleware: Middleware = {
 			throw new Error(`Action "${name}" declares no access rule`);
 		}
 		if (rule === "internal") return next;
+		if (rule === "driver") {
+			return function checkDriver(this: unknown, ctx: Context) {
+				const driverId = (ctx.meta as { driverId?: unknown }).driverId;
+				if (typeof driverId !== "string" || !/^drv_[a-z0-9]{1,64}$/.test(driverId)) {
+					return Promise.reject(new ApiError(401, "UNAUTHORIZED", "Missing or invalid driver token"));
+				}
+				return next.call(this as never, ctx);
+			};
+		}
 		return function checkPartner(this: unknown, ctx: Context) {
 			const meta = ctx.meta as PartnerMeta;
 			if (typeof meta.partnerId !== "string" || meta.partnerId.length === 0) {

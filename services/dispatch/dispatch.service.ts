@@ -17,6 +17,7 @@ import { matchingMethods } from "./matching";
 import { driverMoveMethods } from "./driver-moves";
 import type { DemandItem, DispatchLocal, DispatchMethods, DispatchThis } from "./dispatch.types";
 import { serviceEnv } from "../../lib/settings";
+import { driverApiActions, driverApiEvents } from "./driver-auth";
 
 /**
  * Dispatch: the drivers, their offers, matching rides to the nearest
@@ -267,9 +268,13 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 				return { ok: true };
 			},
 		},
+
+		// The driver API (`/driver/*` on the gateway, access "driver") and its tokens: driver-auth.ts.
+		...driverApiActions,
 	},
 
 	events: {
+		...driverApiEvents,
 		/** A new ride: start matching it now (the sweep also finds rides whose event was lost). */
 		[ORDER_EVENTS.created]: {
 			async handler(this: DispatchThis, ctx: Context<Pick<OrderCreatedEvent, "orderId">>) {

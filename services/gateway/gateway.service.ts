@@ -17,6 +17,7 @@ import { sendJson, serviceResponseHeaders, successStatus } from "./http-answers"
 import { checkReadiness, ReadinessProbe, type Readiness } from "./readiness";
 import { rideAliases } from "./routes";
 import { serviceEnv } from "../../lib/settings";
+import { authenticateDriverRequest, driverRoute, prepareDriverRequest, type DriverRequest } from "./driver-route";
 
 /**
  * The public door: moleculer-web with explicit aliases only. Every `/ride/*`
@@ -142,6 +143,8 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 			this.renderError(req, res, err);
 		},
 		routes: [
+			// The driver API (driver apps, driver tokens): driver-route.ts.
+			driverRoute(prepareDriverRequest),
 			{
 				name: "ride",
 				path: RIDE_BASE_PATH,
@@ -274,6 +277,7 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 
 		/** moleculer-web's authentication hook: only what the pipeline authenticated gets through. */
 		authenticate(this: GatewayThis, ctx: Context<unknown, GatewayMeta>, _route: unknown, req: GatewayRequest): AuthenticatedPartner {
+			if ((req as unknown as DriverRequest).$driverPipeline) return authenticateDriverRequest(ctx as never, req as unknown as DriverRequest) as unknown as AuthenticatedPartner;
 			const partner = req.$partner;
 			if (!req.$ridePipeline || !partner) throw unauthorized("Missing API key: send Authorization: Bearer <apiKey>");
 			ctx.meta.partnerId = partner.partnerId;

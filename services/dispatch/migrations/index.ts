@@ -1,4 +1,5 @@
 import type { Migration } from "../../../mixins/db.mixin";
+import { driverTokensMigration } from "./004-driver-tokens";
 
 /**
  * Tables of the dispatch service: `drivers` (the fleet), `dispatch_rides`
@@ -115,4 +116,6 @@ export const migrations: Migration[] = [
 			await sequelize.query("ALTER TABLE dispatch_rides DROP COLUMN IF EXISTS partner_id");
 		},
 	},
+	// The driver API's tokens (004; 003 is dispatch's own).
+	driverTokensMigration,
 ];
