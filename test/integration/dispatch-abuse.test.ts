@@ -228,7 +228,11 @@ describe("surge gaming", () => {
 			const order = await book(near(centre, i));
 			await ok(call("orders.cancel", { orderId: order.orderId }, { partnerId }));
 		}
-		await settle();
+		// The last cancels' hints may still be on their way to dispatch: demand must drop to none (it stayed at 23 when cancelled rides counted).
+		await waitFor("cancelled rides to leave demand", async () => {
+			await settle();
+			return (await ok<SupplyDemandReply>(call("dispatch.supplyDemand", { point: centre }))).cab.demand === 0;
+		}, STEP_MS);
 		expect((await ok<SupplyDemandReply>(call("dispatch.supplyDemand", { point: centre }))).cab).toMatchObject({ available: 2, demand: 0 });
 		expect(await cabQuote(centre)).toEqual(before);
 	});
