@@ -19,6 +19,16 @@ export type SandboxScenario = (typeof SANDBOX_SCENARIOS)[number];
 export const FLEET_MODES = ["simulated", "live"] as const;
 export type FleetMode = (typeof FLEET_MODES)[number];
 
+/**
+ * The mode of a driver and of a ride: `test` rides (made with a test key) are
+ * matched only with `test` drivers (the simulated fleet, or a driver app
+ * registered as a test driver), `live` rides only with `live` drivers (real
+ * drivers an operator registered). Same words as the partner key modes.
+ */
+export const DRIVER_MODES = ["test", "live"] as const;
+export type DriverMode = (typeof DRIVER_MODES)[number];
+export const driverModeRule = { type: "enum", values: [...DRIVER_MODES] } as const;
+
 /** A driver's position as dispatch answers it: the heading is always known (0 when never reported). */
 export interface DriverPosition extends Point {
 	heading: number;
@@ -41,6 +51,8 @@ export const registerParams = {
 	vehicleNumber: { type: "string", min: 1, max: 32, trim: true, convert: true },
 	serviceType: serviceTypeRule,
 	simulated: { type: "boolean", optional: true },
+	/** `live` (the default: a real driver an operator registers) or `test` (the simulated fleet, test driver apps). Fixed at the first registration. */
+	mode: { ...driverModeRule, optional: true },
 } as const;
 export interface RegisterParams {
 	name: string;
@@ -48,6 +60,7 @@ export interface RegisterParams {
 	vehicleNumber: string;
 	serviceType: ServiceType;
 	simulated?: boolean;
+	mode?: DriverMode;
 }
 
 /** dispatch.goOffline, dispatch.driver. */
@@ -93,6 +106,7 @@ export const listDriversParams = {
 	status: { type: "enum", values: [...DRIVER_STATUSES], optional: true },
 	serviceType: { ...serviceTypeRule, optional: true },
 	simulated: { type: "boolean", optional: true, convert: true },
+	mode: { ...driverModeRule, optional: true },
 	limit: { type: "number", integer: true, min: 1, max: 1000, optional: true, convert: true },
 	offset: { type: "number", integer: true, min: 0, optional: true, convert: true },
 } as const;
@@ -100,28 +114,36 @@ export interface ListDriversParams {
 	status?: DriverStatus;
 	serviceType?: ServiceType;
 	simulated?: boolean;
+	mode?: DriverMode;
 	limit?: number;
 	offset?: number;
 }
 
-/** dispatch.nearestDrivers: from the instance's index, nearest first. */
+/** dispatch.nearestDrivers: from the instance's index, nearest first; drivers of one mode (`test` unless told). */
 export const nearestDriversParams = {
 	point: pointRule,
 	serviceType: serviceTypeRule,
+	mode: { ...driverModeRule, optional: true },
 	limit: { type: "number", integer: true, min: 1, max: 100, optional: true, convert: true },
 	radiusM: { type: "number", min: 1, max: 100_000, optional: true, convert: true },
 } as const;
 export interface NearestDriversParams {
 	point: Point;
 	serviceType: ServiceType;
+	mode?: DriverMode;
 	limit?: number;
 	radiusM?: number;
 }
 
-/** dispatch.supplyDemand: pricing's input around a point. */
-export const supplyDemandParams = { point: pointRule } as const;
+/**
+ * dispatch.supplyDemand: pricing's input around a point, for one mode (the
+ * caller's key mode; `test` when not given): drivers and searching rides of
+ * that mode only, so sandbox demand never moves live fares (and the reverse).
+ */
+export const supplyDemandParams = { point: pointRule, mode: { ...driverModeRule, optional: true } } as const;
 export interface SupplyDemandParams {
 	point: Point;
+	mode?: DriverMode;
 }
 
 /** dispatch.ride: dispatch's view of one ride. */
@@ -145,6 +167,8 @@ export interface DriverView {
 	location: DriverPosition | null;
 	locationAt: string | null;
 	simulated: boolean;
+	/** Which rides the driver may be offered: `test` or `live` ones. */
+	mode: DriverMode;
 	wrongOtpCount: number;
 }
 
@@ -188,6 +212,8 @@ export interface OfferView {
 export interface RideView {
 	orderId: string;
 	serviceType: ServiceType;
+	/** The order's mode: only drivers of this mode are offered the ride. */
+	mode: DriverMode;
 	phase: RidePhase;
 	orderStatus: string;
 	driverId: string | null;
@@ -240,6 +266,7 @@ export interface SimSearching {
 export interface SimulatedWork {
 	/** The database clock, so every simulator instance measures elapsed time the same way. */
 	serverTime: string;
+	/** Pending offers and rides of simulated drivers; `searching` holds test-mode rides only (the sandbox never serves live rides). */
 	offers: SimOffer[];
 	rides: SimRide[];
 	searching: SimSearching[];
@@ -260,6 +287,8 @@ export interface DriverChangedEvent {
 	lat: number | null;
 	lng: number | null;
 	rev: number;
+	/** Absent from an instance that predates modes: read as `live` unless the driver is simulated. */
+	mode?: DriverMode;
 }
 
 /** `dispatch.offerCreated`, broadcast after an offer is recorded (the simulated fleet answers its own at once). */

@@ -1,6 +1,6 @@
 import { haversineMeters, type LatLng } from "../../lib/geo";
 import type { ServiceType } from "../../contracts/common";
-import { SANDBOX_SCENARIOS, type FleetMode, type RidePhase, type SandboxScenario } from "../../contracts/dispatch";
+import { DRIVER_MODES, SANDBOX_SCENARIOS, type DriverMode, type FleetMode, type RidePhase, type SandboxScenario } from "../../contracts/dispatch";
 import { TERMINAL_STATUSES, type RideStatus } from "../../contracts/orders";
 
 /**
@@ -58,12 +58,28 @@ export function etaBetween(from: LatLng, to: LatLng, serviceType: ServiceType, s
 }
 
 /**
- * The sandbox scenario of an order, or null. Only the simulated fleet obeys
- * directives: in `live` mode they are ignored, so a partner cannot steer
- * real dispatch through metadata. Unknown scenarios are ignored too.
+ * The mode of an order (the mode of the key that made it). An order from
+ * before modes (or from an orders instance that does not send it yet) is a
+ * `test` ride: every ride was a sandbox ride then.
  */
-export function sandboxScenario(metadata: unknown, fleetMode: FleetMode): SandboxScenario | null {
-	if (fleetMode !== "simulated") return null;
+export function orderMode(order: unknown): DriverMode {
+	const mode = (order as { mode?: unknown } | null)?.mode;
+	return typeof mode === "string" && (DRIVER_MODES as readonly string[]).includes(mode) ? (mode as DriverMode) : "test";
+}
+
+/** A driver's mode from a change event; an instance that predates modes sends none: simulated drivers were test, others live. */
+export function changeMode(change: { mode?: DriverMode }): DriverMode {
+	return change.mode ?? "live";
+}
+
+/**
+ * The sandbox scenario of an order, or null. Only test rides served by the
+ * simulated fleet obey directives: on a live ride, or in `FLEET_MODE=live`,
+ * they are ignored, so a partner cannot steer real dispatch through
+ * metadata. Unknown scenarios are ignored too.
+ */
+export function sandboxScenario(metadata: unknown, fleetMode: FleetMode, mode: DriverMode = "test"): SandboxScenario | null {
+	if (fleetMode !== "simulated" || mode !== "test") return null;
 	if (typeof metadata !== "object" || metadata === null) return null;
 	const sandbox = (metadata as Record<string, unknown>).sandbox;
 	let scenario: unknown = sandbox;

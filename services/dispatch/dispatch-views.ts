@@ -26,13 +26,14 @@ export function toDriverView(row: DriverRow): DriverView {
 		location: locationOf(row),
 		locationAt: row.location_at ? iso(row.location_at) : null,
 		simulated: row.simulated,
+		mode: row.mode,
 		wrongOtpCount: row.wrong_otp_count,
 	};
 }
 
 /** What every instance's index needs of a driver (`dispatch.driverChanged`). */
-export function toDriverChange(row: Pick<DriverRow, "id" | "service_type" | "status" | "lat" | "lng" | "rev">): DriverChangedEvent {
-	return { id: row.id, serviceType: row.service_type, status: row.status, lat: row.lat, lng: row.lng, rev: Number(row.rev) };
+export function toDriverChange(row: Pick<DriverRow, "id" | "service_type" | "status" | "lat" | "lng" | "rev" | "mode">): DriverChangedEvent {
+	return { id: row.id, serviceType: row.service_type, status: row.status, lat: row.lat, lng: row.lng, rev: Number(row.rev), mode: row.mode };
 }
 
 export const pickupOf = (r: RideRow): LatLng => ({ lat: r.pickup_lat, lng: r.pickup_lng });
@@ -54,6 +55,7 @@ export function toRideView(ride: RideRow, offers: OfferRow[]): RideView {
 	return {
 		orderId: ride.order_id,
 		serviceType: ride.service_type,
+		mode: ride.mode,
 		phase: ride.state,
 		orderStatus: ride.order_status,
 		driverId: ride.driver_id,

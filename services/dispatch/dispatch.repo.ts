@@ -1,6 +1,6 @@
 import { QueryTypes, type Sequelize, type Transaction } from "sequelize";
 import type { ServiceType } from "../../contracts/common";
-import type { DriverStatus, ListDriversParams, RidePhase, SandboxScenario } from "../../contracts/dispatch";
+import type { DriverMode, DriverStatus, ListDriversParams, RidePhase, SandboxScenario } from "../../contracts/dispatch";
 import type { LatLng } from "../../lib/geo";
 
 /**
@@ -23,6 +23,7 @@ export interface DriverRow {
 	heading: number | null;
 	location_at: Date | null;
 	simulated: boolean;
+	mode: DriverMode;
 	wrong_otp_count: number;
 	rev: string | number;
 }
@@ -36,6 +37,7 @@ export interface RideRow {
 	drop_lng: number;
 	/** Null for rides mirrored before the column existed. */
 	partner_id: string | null;
+	mode: DriverMode;
 	state: RidePhase;
 	order_status: string;
 	order_version: number;
@@ -69,7 +71,7 @@ export interface OfferRow {
 export type SeenOrder = [orderId: string, version: number, updatedAt: string];
 
 /** A driver's position as the index keeps it. */
-export type IndexRow = Pick<DriverRow, "id" | "service_type" | "status" | "lat" | "lng" | "rev">;
+export type IndexRow = Pick<DriverRow, "id" | "service_type" | "status" | "lat" | "lng" | "rev" | "mode">;
 
 /** The one way a driver becomes free: no ride, available, a new revision for the indexes. */
 const FREE_DRIVER = "status = 'available', order_id = NULL, rev = rev + 1, updated_at = clock_timestamp()";
@@ -96,11 +98,11 @@ export class DispatchRepo {
 
 	// ---- drivers ----
 
-	async insertDriver(id: string, p: { name: string; phone: string; vehicleNumber: string; serviceType: ServiceType; simulated?: boolean }): Promise<DriverRow | undefined> {
+	async insertDriver(id: string, p: { name: string; phone: string; vehicleNumber: string; serviceType: ServiceType; simulated?: boolean; mode: DriverMode }): Promise<DriverRow | undefined> {
 		const rows = await this.q<DriverRow>(
-			`INSERT INTO drivers (id, name, phone, vehicle_number, service_type, simulated)
-			 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (phone) DO NOTHING RETURNING *`,
-			[id, p.name, p.phone, p.vehicleNumber, p.serviceType, p.simulated ?? false],
+			`INSERT INTO drivers (id, name, phone, vehicle_number, service_type, simulated, mode)
+			 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (phone) DO NOTHING RETURNING *`,
+			[id, p.name, p.phone, p.vehicleNumber, p.serviceType, p.simulated ?? false, p.mode],
 		);
 		return rows[0];
 	}
@@ -153,13 +155,13 @@ export class DispatchRepo {
 		);
 	}
 
-	/** Offers the ride to an available driver of the type, unless another instance got there first. */
-	async claimDriver(driverId: string, orderId: string, serviceType: ServiceType, t: Transaction): Promise<DriverRow | undefined> {
+	/** Offers the ride to an available driver of the type and mode, unless another instance got there first. */
+	async claimDriver(driverId: string, orderId: string, serviceType: ServiceType, mode: DriverMode, t: Transaction): Promise<DriverRow | undefined> {
 		const rows = await this.q<DriverRow>(
 			`UPDATE drivers SET status = 'offered', order_id = $2, ${BUMP}
-			 WHERE id = (SELECT id FROM drivers WHERE id = $1 AND status = 'available' AND service_type = $3 FOR UPDATE SKIP LOCKED)
+			 WHERE id = (SELECT id FROM drivers WHERE id = $1 AND status = 'available' AND service_type = $3 AND mode = $4 FOR UPDATE SKIP LOCKED)
 			 RETURNING *`,
-			[driverId, orderId, serviceType],
+			[driverId, orderId, serviceType, mode],
 			t,
 		);
 		return rows[0];
@@ -189,8 +191,9 @@ export class DispatchRepo {
 		return this.q<DriverRow>(
 			`SELECT * FROM drivers
 			 WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR service_type = $2) AND ($3::boolean IS NULL OR simulated = $3)
+			 AND ($6::text IS NULL OR mode = $6)
 			 ORDER BY created_at DESC, id LIMIT $4 OFFSET $5`,
-			[p.status ?? null, p.serviceType ?? null, p.simulated ?? null, p.limit ?? 100, p.offset ?? 0],
+			[p.status ?? null, p.serviceType ?? null, p.simulated ?? null, p.limit ?? 100, p.offset ?? 0, p.mode ?? null],
 		);
 	}
 
@@ -200,24 +203,24 @@ export class DispatchRepo {
 
 	/** Every driver the index must know (offline ones it need not). */
 	async indexDrivers(): Promise<IndexRow[]> {
-		return this.q<IndexRow>("SELECT id, service_type, status, lat, lng, rev FROM drivers WHERE status <> 'offline'");
+		return this.q<IndexRow>("SELECT id, service_type, status, lat, lng, rev, mode FROM drivers WHERE status <> 'offline'");
 	}
 
 	/** Drivers changed since `since`, with overlap for late commits. */
 	async driversChangedSince(since: Date): Promise<IndexRow[]> {
-		return this.q<IndexRow>("SELECT id, service_type, status, lat, lng, rev FROM drivers WHERE updated_at > $1::timestamptz - interval '10 seconds'", [since.toISOString()]);
+		return this.q<IndexRow>("SELECT id, service_type, status, lat, lng, rev, mode FROM drivers WHERE updated_at > $1::timestamptz - interval '10 seconds'", [since.toISOString()]);
 	}
 
-	/** Available drivers of a type in the box around `pickup`, roughly nearest first (when the index knows nobody). */
-	async availableInBox(pickup: LatLng, serviceType: ServiceType, radiusM: number, excluded: string[], limit: number, t: Transaction): Promise<Array<{ id: string; lat: number; lng: number }>> {
+	/** Available drivers of a type and mode in the box around `pickup`, roughly nearest first (when the index knows nobody). */
+	async availableInBox(pickup: LatLng, serviceType: ServiceType, mode: DriverMode, radiusM: number, excluded: string[], limit: number, t: Transaction): Promise<Array<{ id: string; lat: number; lng: number }>> {
 		const dLat = radiusM / 111_320;
 		const cos = Math.max(0.01, Math.cos((pickup.lat * Math.PI) / 180));
 		const dLng = radiusM / (111_320 * cos);
 		return this.q(
 			`SELECT id, lat, lng FROM drivers
-			 WHERE status = 'available' AND service_type = $1 AND lat BETWEEN $2 AND $3 AND lng BETWEEN $4 AND $5 AND NOT (id = ANY($6::text[]))
+			 WHERE status = 'available' AND mode = $11 AND service_type = $1 AND lat BETWEEN $2 AND $3 AND lng BETWEEN $4 AND $5 AND NOT (id = ANY($6::text[]))
 			 ORDER BY (lat - $7) * (lat - $7) + ((lng - $8) * $9) * ((lng - $8) * $9) LIMIT $10`,
-			[serviceType, pickup.lat - dLat, pickup.lat + dLat, pickup.lng - dLng, pickup.lng + dLng, excluded, pickup.lat, pickup.lng, cos, limit],
+			[serviceType, pickup.lat - dLat, pickup.lat + dLat, pickup.lng - dLng, pickup.lng + dLng, excluded, pickup.lat, pickup.lng, cos, limit, mode],
 			t,
 		);
 	}
@@ -234,11 +237,11 @@ export class DispatchRepo {
 		return (await this.q<RideRow & { lease_active: boolean }>(sql, [orderId], t))[0];
 	}
 
-	async insertRide(r: { orderId: string; partnerId: string; serviceType: ServiceType; pickup: LatLng; drop: LatLng; sandbox: SandboxScenario | null }, t: Transaction): Promise<void> {
+	async insertRide(r: { orderId: string; partnerId: string; mode: DriverMode; serviceType: ServiceType; pickup: LatLng; drop: LatLng; sandbox: SandboxScenario | null }, t: Transaction): Promise<void> {
 		await this.q(
-			`INSERT INTO dispatch_rides (order_id, partner_id, service_type, pickup_lat, pickup_lng, drop_lat, drop_lng, state, order_status, sandbox)
-			 VALUES ($1, $8, $2, $3, $4, $5, $6, 'searching', 'searching', $7) ON CONFLICT (order_id) DO NOTHING`,
-			[r.orderId, r.serviceType, r.pickup.lat, r.pickup.lng, r.drop.lat, r.drop.lng, r.sandbox, r.partnerId],
+			`INSERT INTO dispatch_rides (order_id, partner_id, service_type, pickup_lat, pickup_lng, drop_lat, drop_lng, state, order_status, sandbox, mode)
+			 VALUES ($1, $8, $2, $3, $4, $5, $6, 'searching', 'searching', $7, $9) ON CONFLICT (order_id) DO NOTHING`,
+			[r.orderId, r.serviceType, r.pickup.lat, r.pickup.lng, r.drop.lat, r.drop.lng, r.sandbox, r.partnerId, r.mode],
 			t,
 		);
 	}
@@ -362,8 +365,8 @@ export class DispatchRepo {
 
 	/** Rides that count as demand: those still searching (a cancelled or matched request is no demand). */
 	async demandRides() {
-		return this.q<{ order_id: string; service_type: ServiceType; pickup_lat: number; pickup_lng: number; partner_id: string | null }>(
-			"SELECT order_id, service_type, pickup_lat, pickup_lng, partner_id FROM dispatch_rides WHERE state = 'searching'",
+		return this.q<{ order_id: string; service_type: ServiceType; pickup_lat: number; pickup_lng: number; partner_id: string | null; mode: DriverMode }>(
+			"SELECT order_id, service_type, pickup_lat, pickup_lng, partner_id, mode FROM dispatch_rides WHERE state = 'searching'",
 		);
 	}
 
@@ -441,10 +444,10 @@ export class DispatchRepo {
 		);
 	}
 
-	/** Searching rides with no offer out, oldest first. */
+	/** Searching test-mode rides with no offer out, oldest first (the sandbox never serves live rides). */
 	async unofferedSearches(): Promise<RideRow[]> {
 		return this.q<RideRow>(
-			`SELECT r.* FROM dispatch_rides r WHERE r.state = 'searching'
+			`SELECT r.* FROM dispatch_rides r WHERE r.state = 'searching' AND r.mode = 'test'
 			 AND NOT EXISTS (SELECT 1 FROM dispatch_offers o WHERE o.order_id = r.order_id AND o.state = 'pending')
 			 ORDER BY r.created_at LIMIT 500`,
 		);

@@ -1,5 +1,4 @@
 import type { Context, ServiceSchema } from "moleculer";
-import type { ServiceType } from "../../contracts/common";
 import * as contract from "../../contracts/dispatch";
 import { ORDER_EVENTS, type OrderCreatedEvent, type StatusChangedEvent } from "../../contracts/orders";
 import { CoalescedPass } from "../../lib/coalesced-pass";
@@ -10,8 +9,7 @@ import { DispatchMetrics } from "./dispatch.metrics";
 import { DispatchRepo } from "./dispatch.repo";
 import { shortError } from "./dispatch-rules";
 import { toDriverView } from "./dispatch-views";
-import { CellIndex } from "./spatial-index";
-import { driverIndexMethods } from "./driver-index";
+import { driverIndexMethods, modeIndexes } from "./driver-index";
 import { rideMirrorMethods } from "./ride-mirror";
 import { matchingMethods } from "./matching";
 import { driverMoveMethods } from "./driver-moves";
@@ -230,7 +228,7 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 			...INTERNAL,
 			params: contract.supplyDemandParams,
 			handler(this: DispatchThis, ctx: Context<contract.SupplyDemandParams>): contract.SupplyDemandReply {
-				return this.supplyDemandAt(ctx.params.point);
+				return this.supplyDemandAt(ctx.params.point, ctx.params.mode ?? "test");
 			},
 		},
 
@@ -328,9 +326,8 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		this.cfg = readDispatchSettings(serviceEnv(this));
 		this.repo = new DispatchRepo(this.sequelize);
 		this.metrics = new DispatchMetrics(this.broker);
-		const index = <T>(): Record<ServiceType, CellIndex<T>> => ({ scooty: new CellIndex<T>(this.cfg.h3Resolution), cab: new CellIndex<T>(this.cfg.h3Resolution) });
-		this.available = index<null>();
-		this.demand = index<DemandItem>();
+		this.available = modeIndexes<null>(this.cfg.h3Resolution);
+		this.demand = modeIndexes<DemandItem>(this.cfg.h3Resolution);
 		this.driverRevs = new Map();
 		this.timers = [];
 		this.ticker = new CoalescedPass(() => this.tickSteps(), () => this.stopping);

@@ -4,6 +4,7 @@ import type { ServiceType } from "../../contracts/common";
 import type {
 	DriverChangedEvent,
 	DriverJob,
+	DriverMode,
 	DriverView,
 	DropOutParams,
 	NearbyDriver,
@@ -40,13 +41,16 @@ export interface DemandItem {
 export type DriverMoveFrom = "accepted" | "arrived" | "started";
 export type DriverMoveTo = "arrived" | "started" | "dropped";
 
+/** One index per mode and service type: test rides see only test drivers and demand, live rides only live ones. */
+export type ModeIndexes<T> = Record<DriverMode, Record<ServiceType, CellIndex<T>>>;
+
 export interface DispatchLocal {
 	cfg: DispatchSettings;
 	repo: DispatchRepo;
 	metrics: DispatchMetrics;
-	available: Record<ServiceType, CellIndex<null>>;
+	available: ModeIndexes<null>;
 	driverRevs: Map<string, number>;
-	demand: Record<ServiceType, CellIndex<DemandItem>>;
+	demand: ModeIndexes<DemandItem>;
 	timers: NodeJS.Timeout[];
 	/** The tick: one at a time, a kick while it runs makes it run once more. */
 	ticker: CoalescedPass;
@@ -68,10 +72,10 @@ export interface DispatchMethods {
 	refreshIndex(): Promise<void>;
 	refreshDemand(): Promise<void>;
 	setDemand(order: Pick<InternalOrder, "orderId" | "partnerId" | "serviceType" | "pickup">, searching: boolean): void;
-	supplyDemandAt(point: LatLng): SupplyDemandReply;
+	supplyDemandAt(point: LatLng, mode: DriverMode): SupplyDemandReply;
 	nearestDrivers(params: NearestDriversParams): NearbyDriver[];
 	hasCandidate(ride: RideRow): boolean;
-	candidates(pickup: LatLng, serviceType: ServiceType, excluded: Set<string>, t: Transaction): Promise<Array<{ driverId: string }>>;
+	candidates(pickup: LatLng, serviceType: ServiceType, mode: DriverMode, excluded: Set<string>, t: Transaction): Promise<Array<{ driverId: string }>>;
 	// ride-mirror
 	getOrder(orderId: string, ctx?: Context): Promise<InternalOrder | null>;
 	transition(params: TransitionParams, ctx?: Context): Promise<InternalOrder>;

@@ -1,18 +1,25 @@
 import { SERVICE_TYPES } from "../../contracts/common";
-import { DISPATCH_EVENTS, type SupplyDemandReply } from "../../contracts/dispatch";
+import { DISPATCH_EVENTS, DRIVER_MODES, type SupplyDemandReply } from "../../contracts/dispatch";
 import { haversineMeters } from "../../lib/geo";
-import { cappedDemand, etaSeconds, shortError } from "./dispatch-rules";
+import { cappedDemand, changeMode, etaSeconds, orderMode, shortError } from "./dispatch-rules";
 import { pickupOf, toDriverChange } from "./dispatch-views";
 import { CellIndex } from "./spatial-index";
-import type { DemandItem, DispatchPart } from "./dispatch.types";
+import type { DemandItem, DispatchPart, ModeIndexes } from "./dispatch.types";
 
 /**
  * The driver index: each instance's in-memory H3 cache of the available
  * drivers (for nearest-driver lookups) and of the searching rides (demand).
  * A cache of the driver table, rebuilt at start and kept fresh by
  * `dispatch.driverChanged` broadcasts plus a periodic re-read of recently
- * changed drivers; a driver's revision orders its changes.
+ * changed drivers; a driver's revision orders its changes. Drivers and
+ * rides are kept per mode: a test ride's candidates and a test quote's supply
+ * and demand are test drivers and rides only, and the same for live.
  */
+export function modeIndexes<T>(resolution: number): ModeIndexes<T> {
+	const types = () => ({ scooty: new CellIndex<T>(resolution), cab: new CellIndex<T>(resolution) });
+	return { test: types(), live: types() };
+}
+
 export const driverIndexMethods: DispatchPart<
 	"publishDrivers" | "applyDriverChange" | "rebuildIndex" | "refreshIndex" | "refreshDemand" | "setDemand" | "supplyDemandAt" | "nearestDrivers" | "hasCandidate" | "candidates"
 > = {
@@ -29,7 +36,9 @@ export const driverIndexMethods: DispatchPart<
 		const known = this.driverRevs.get(change.id);
 		if (known !== undefined && known >= change.rev) return;
 		this.driverRevs.set(change.id, change.rev);
-		const index = this.available[change.serviceType];
+		const mode = changeMode(change);
+		for (const m of DRIVER_MODES) if (m !== mode) this.available[m][change.serviceType]?.remove(change.id);
+		const index = this.available[mode]?.[change.serviceType];
 		if (!index) return;
 		if (change.status === "available" && change.lat !== null && change.lng !== null) index.upsert(change.id, { lat: change.lat, lng: change.lng }, null);
 		else index.remove(change.id);
@@ -38,11 +47,12 @@ export const driverIndexMethods: DispatchPart<
 	async rebuildIndex() {
 		const now = await this.repo.dbNow();
 		const rows = await this.repo.indexDrivers();
-		for (const type of SERVICE_TYPES) this.available[type].clear();
+		for (const mode of DRIVER_MODES) for (const type of SERVICE_TYPES) this.available[mode][type].clear();
 		this.driverRevs.clear();
 		for (const row of rows) this.applyDriverChange(toDriverChange(row));
 		this.refreshedUpTo = now;
-		this.logger.info(`Driver index built: ${this.available.scooty.size} scooty, ${this.available.cab.size} cab available`);
+		const { test, live } = this.available;
+		this.logger.info(`Driver index built: live ${live.scooty.size} scooty, ${live.cab.size} cab; test ${test.scooty.size} scooty, ${test.cab.size} cab available`);
 	},
 
 	/** Re-reads drivers changed since the last refresh (with overlap for late commits): catches missed broadcasts. */
@@ -56,37 +66,38 @@ export const driverIndexMethods: DispatchPart<
 	/** Re-reads the searching rides (catches changes other instances made). */
 	async refreshDemand() {
 		const rows = await this.repo.demandRides();
-		const fresh = { scooty: new CellIndex<DemandItem>(this.cfg.h3Resolution), cab: new CellIndex<DemandItem>(this.cfg.h3Resolution) };
-		for (const r of rows) fresh[r.service_type].upsert(r.order_id, { lat: r.pickup_lat, lng: r.pickup_lng }, { partnerId: r.partner_id ?? "" });
+		const fresh = modeIndexes<DemandItem>(this.cfg.h3Resolution);
+		for (const r of rows) fresh[r.mode][r.service_type].upsert(r.order_id, { lat: r.pickup_lat, lng: r.pickup_lng }, { partnerId: r.partner_id ?? "" });
 		this.demand = fresh;
 	},
 
 	/** This instance's demand index follows a ride it just changed: searching rides count, others do not. */
 	setDemand(order, searching) {
-		const index = this.demand[order.serviceType];
+		const index = this.demand[orderMode(order)][order.serviceType];
 		if (!index) return;
 		if (searching) index.upsert(order.orderId, order.pickup, { partnerId: order.partnerId });
 		else index.remove(order.orderId);
 	},
 
-	/** Pricing's input: per type, the nearest available driver's ETA and the supply and demand around the point. */
-	supplyDemandAt(point) {
+	/** Pricing's input: per type, the nearest available driver's ETA and the supply and demand of one mode around the point. */
+	supplyDemandAt(point, mode) {
 		const out = {} as SupplyDemandReply;
+		const available = this.available[mode];
 		for (const type of SERVICE_TYPES) {
-			const nearest = this.available[type].nearest(point, { limit: 1, radiusM: this.cfg.searchRadiusM });
+			const nearest = available[type].nearest(point, { limit: 1, radiusM: this.cfg.searchRadiusM });
 			const perPartner = new Map<string, number>();
-			this.demand[type].forEachWithin(point, this.cfg.supplyRadiusM, (_id, d) => perPartner.set(d.partnerId, (perPartner.get(d.partnerId) ?? 0) + 1));
+			this.demand[mode][type].forEachWithin(point, this.cfg.supplyRadiusM, (_id, d) => perPartner.set(d.partnerId, (perPartner.get(d.partnerId) ?? 0) + 1));
 			out[type] = {
 				eta: nearest[0] ? etaSeconds(nearest[0].distanceM, this.cfg.speedsKmh[type], this.cfg.roadFactor) : null,
-				available: this.available[type].countWithin(point, this.cfg.supplyRadiusM),
+				available: available[type].countWithin(point, this.cfg.supplyRadiusM),
 				demand: cappedDemand(perPartner.values(), this.cfg.demandPerPartner),
 			};
 		}
 		return out;
 	},
 
-	nearestDrivers({ point, serviceType, limit, radiusM }) {
-		const found = this.available[serviceType].nearest(point, { limit: limit ?? 5, radiusM: radiusM ?? this.cfg.searchRadiusM });
+	nearestDrivers({ point, serviceType, mode, limit, radiusM }) {
+		const found = this.available[mode ?? "test"][serviceType].nearest(point, { limit: limit ?? 5, radiusM: radiusM ?? this.cfg.searchRadiusM });
 		return found.map((n) => ({
 			driverId: n.id,
 			distanceM: Math.round(n.distanceM),
@@ -98,18 +109,18 @@ export const driverIndexMethods: DispatchPart<
 	/** Whether some available driver not excluded from the ride is within the search radius. */
 	hasCandidate(ride) {
 		const excluded = new Set(ride.excluded_driver_ids);
-		return this.available[ride.service_type].nearest(pickupOf(ride), { limit: 1, radiusM: this.cfg.searchRadiusM, accept: (id) => !excluded.has(id) }).length > 0;
+		return this.available[ride.mode][ride.service_type].nearest(pickupOf(ride), { limit: 1, radiusM: this.cfg.searchRadiusM, accept: (id) => !excluded.has(id) }).length > 0;
 	},
 
 	/** Nearest available candidates: the index first; the database when the index has nobody (it may be behind). */
-	async candidates(pickup, serviceType, excluded, t) {
-		const fromIndex = this.available[serviceType].nearest(pickup, {
+	async candidates(pickup, serviceType, mode, excluded, t) {
+		const fromIndex = this.available[mode][serviceType].nearest(pickup, {
 			limit: this.cfg.candidatesPerAttempt,
 			radiusM: this.cfg.searchRadiusM,
 			accept: (id) => !excluded.has(id),
 		});
 		if (fromIndex.length > 0) return fromIndex.map((n) => ({ driverId: n.id }));
-		const rows = await this.repo.availableInBox(pickup, serviceType, this.cfg.searchRadiusM, [...excluded], this.cfg.candidatesPerAttempt, t);
+		const rows = await this.repo.availableInBox(pickup, serviceType, mode, this.cfg.searchRadiusM, [...excluded], this.cfg.candidatesPerAttempt, t);
 		return rows.filter((r) => haversineMeters(pickup, r) <= this.cfg.searchRadiusM).map((r) => ({ driverId: r.id }));
 	},
 };

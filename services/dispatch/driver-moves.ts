@@ -39,9 +39,9 @@ export const driverMoveMethods: DispatchPart<
 		return row;
 	},
 
-	/** Idempotent by phone: a known phone answers that driver unchanged. */
+	/** Idempotent by phone: a known phone answers that driver unchanged. A driver is `live` unless registered as `test` (the simulated fleet, test driver apps). */
 	async registerDriver(p) {
-		const inserted = await this.repo.insertDriver(newId("drv"), p);
+		const inserted = await this.repo.insertDriver(newId("drv"), { ...p, mode: p.mode ?? (p.simulated ? "test" : "live") });
 		if (inserted) return toDriverView(inserted);
 		const existing = await this.repo.driverByPhone(p.phone);
 		if (!existing) throw conflict("Driver registration raced; try again");

@@ -86,12 +86,13 @@ export const matchingMethods: DispatchPart<
 			const tried = new Set<string>();
 			let claimed: DriverRow | undefined;
 			for (let round = 0; round < 2 && !claimed; round++) {
-				for (const c of await this.candidates(pickup, ride.service_type, new Set([...excluded, ...tried]), t)) {
+				// Only drivers of the ride's mode: test rides go to test drivers, live rides to live ones.
+				for (const c of await this.candidates(pickup, ride.service_type, ride.mode, new Set([...excluded, ...tried]), t)) {
 					tried.add(c.driverId);
-					claimed = await repo.claimDriver(c.driverId, orderId, ride.service_type, t);
+					claimed = await repo.claimDriver(c.driverId, orderId, ride.service_type, ride.mode, t);
 					if (claimed) break;
 					// Not available after all: this instance's index was behind.
-					this.available[ride.service_type].remove(c.driverId);
+					this.available[ride.mode][ride.service_type].remove(c.driverId);
 				}
 			}
 			if (!claimed || claimed.lat === null || claimed.lng === null) {

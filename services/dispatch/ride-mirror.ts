@@ -1,7 +1,7 @@
 import type { Context } from "moleculer";
 import type { InternalOrder, ListActiveParams, ListActiveResult, OrderIdParams, TransitionParams } from "../../contracts/orders";
 import type { LatLng } from "../../lib/geo";
-import { errorType, followOrder, isMovingStatus, isTerminalStatus, sandboxScenario, shortError } from "./dispatch-rules";
+import { errorType, followOrder, isMovingStatus, isTerminalStatus, orderMode, sandboxScenario, shortError } from "./dispatch-rules";
 import { isStale } from "./dispatch-views";
 import type { DriverRow, SeenOrder } from "./dispatch.repo";
 import type { DispatchPart } from "./dispatch.types";
@@ -49,8 +49,9 @@ export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyO
 					demand = false;
 					return;
 				}
-				const sandbox = sandboxScenario(order.metadata, this.cfg.fleetMode);
-				await repo.insertRide({ orderId: order.orderId, partnerId: order.partnerId, serviceType: order.serviceType, pickup: order.pickup, drop: order.drop, sandbox }, t);
+				const mode = orderMode(order);
+				const sandbox = sandboxScenario(order.metadata, this.cfg.fleetMode, mode);
+				await repo.insertRide({ orderId: order.orderId, partnerId: order.partnerId, mode, serviceType: order.serviceType, pickup: order.pickup, drop: order.drop, sandbox }, t);
 				demand = true;
 				ride = (await repo.lockRide(order.orderId, t))!;
 				searchAgain = true;

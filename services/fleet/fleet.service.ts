@@ -10,19 +10,24 @@ import {
 	type RegisterParams,
 	type RideStepParams,
 	type SimRide,
+	type SimSearching,
 	type SimulatedWork,
 	type StartRideParams,
 } from "../../contracts/dispatch";
 import { ORDER_EVENTS, type OrderIdParams, type RiderOtpResult } from "../../contracts/orders";
 import { CoalescedPass } from "../../lib/coalesced-pass";
-import { readFleetSettings, type FleetSettings } from "./fleet.settings";
-import { offerStep, reportIntervalMs, rideStep, seedDriver, spawnDriver, type SeedDriver, type SimStep } from "./simulation";
+import { readFleetSettings, spawnSlots, type FleetSettings } from "./fleet.settings";
+import { offerStep, pickSlots, reportIntervalMs, rideStep, seedDriver, spawnDriver, type SeedDriver, type SimStep } from "./simulation";
 import { serviceEnv } from "../../lib/settings";
 
 /**
- * The simulated fleet (`FLEET_MODE=simulated`, the default): seeded drivers of
+ * The simulated fleet (`FLEET_MODE=simulated`, the default): the sandbox,
+ * serving test-mode rides only. Its drivers are registered as `test` drivers,
+ * so dispatch never offers them a live ride. Seeded drivers of
  * both types around the `SIM_CITIES` centres, plus a driver spawned near any
- * pickup no driver can reach, who accept offers, drive to the pickup and on
+ * test pickup no driver can reach — at most `SIM_MAX_DRIVERS` in all: past
+ * that an idle spawned driver is moved there instead, or the ride ends
+ * `no_driver_found` — who accept offers, drive to the pickup and on
  * to the drop, arrive, start with the rider's OTP and drop — with realistic
  * timings compressed by `SIM_SPEED`.
  *
@@ -62,6 +67,8 @@ interface FleetMethods {
 	seed(): Promise<number>;
 	seedLoop(): Promise<void>;
 	bringOnline(driver: SeedDriver): Promise<DriverView>;
+	register(driver: SeedDriver): Promise<DriverView>;
+	placeNear(ride: SimSearching): Promise<{ driver: DriverView; spawned: boolean } | null>;
 	act(driverId: string, what: string, fn: () => Promise<unknown>): Promise<void>;
 	rideAction(ride: SimRide, step: SimStep, nowMs: number): Promise<void>;
 }
@@ -102,6 +109,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 					simSpeed: this.cfg.simSpeed,
 					cities: this.cfg.simCities,
 					driversPerCity: this.cfg.driversPerCity,
+					maxDrivers: this.cfg.maxDrivers,
 					seeded: this.seeded,
 					busyDrivers: this.busy.size,
 				};
@@ -197,10 +205,10 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 				if (last !== undefined && realNow - last < RESPAWN_AFTER_MS) continue;
 				this.spawnedFor.set(ride.orderId, realNow);
 				tasks.push(async () => {
-					const driver = spawnDriver(ride.pickup, ride.serviceType);
 					try {
-						const view = await this.bringOnline(driver);
-						this.logger.info(`Spawned simulated ${ride.serviceType} driver ${view.driverId} near the pickup of ${ride.orderId}`);
+						const placed = await this.placeNear(ride);
+						if (!placed) this.logger.debug(`No simulated ${ride.serviceType} driver free for ${ride.orderId} (SIM_MAX_DRIVERS ${this.cfg.maxDrivers})`);
+						else this.logger.info(`${placed.spawned ? "Spawned" : "Moved"} simulated ${ride.serviceType} driver ${placed.driver.driverId} near the pickup of ${ride.orderId}`);
 					} catch (err) {
 						this.spawnedFor.delete(ride.orderId);
 						this.trouble(`Spawning a driver for ${ride.orderId}: ${shortError(err)}`);
@@ -251,15 +259,41 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 			}
 		},
 
-		/** Registers (idempotent by phone) and, when offline, brings the driver online at its home position. */
-		async bringOnline(this: FleetThis, d: SeedDriver): Promise<DriverView> {
-			const driver = await this.broker.call<DriverView, RegisterParams>("dispatch.register", {
+		/**
+		 * A driver near a pickup nobody can reach, within the bound: a few random
+		 * spawn slots are tried; a free slot registers a new driver there, a
+		 * taken one whose driver is idle (offline or available, of the ride's
+		 * type) is moved there. Null when every slot tried is busy.
+		 */
+		async placeNear(this: FleetThis, ride: SimSearching) {
+			for (const slot of pickSlots(spawnSlots(this.cfg), 8)) {
+				if (this.stopping) return null;
+				const d = spawnDriver(slot, ride.pickup, ride.serviceType);
+				const driver = await this.register(d);
+				if (driver.serviceType !== ride.serviceType || this.busy.has(driver.driverId)) continue;
+				if (driver.status !== "offline" && driver.status !== "available") continue;
+				const spawned = driver.location === null;
+				const moved = await this.broker.call<DriverView, DriverLocationParams>("dispatch.goOnline", { driverId: driver.driverId, location: { lat: d.home.lat, lng: d.home.lng, heading: 0 } });
+				return { driver: moved, spawned };
+			}
+			return null;
+		},
+
+		/** Registers a simulated driver: a `test` driver, idempotent by phone. */
+		register(this: FleetThis, d: SeedDriver): Promise<DriverView> {
+			return this.broker.call<DriverView, RegisterParams>("dispatch.register", {
 				name: d.name,
 				phone: d.phone,
 				vehicleNumber: d.vehicleNumber,
 				serviceType: d.serviceType,
 				simulated: true,
+				mode: "test",
 			});
+		},
+
+		/** Registers (idempotent by phone) and, when offline, brings the driver online at its home position. */
+		async bringOnline(this: FleetThis, d: SeedDriver): Promise<DriverView> {
+			const driver = await this.register(d);
 			if (driver.status !== "offline") return driver;
 			return this.broker.call<DriverView, DriverLocationParams>("dispatch.goOnline", { driverId: driver.driverId, location: { lat: d.home.lat, lng: d.home.lng, heading: 0 } });
 		},

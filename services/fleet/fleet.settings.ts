@@ -11,6 +11,13 @@ import { readTravelSettings, type TravelSettings } from "../../lib/travel-settin
 export interface FleetSettings extends TravelSettings {
 	/** Seeded drivers per service type per city. */
 	driversPerCity: number;
+	/**
+	 * At most this many simulated drivers ever exist (`SIM_MAX_DRIVERS`): the
+	 * seeded ones plus drivers spawned near far pickups, which take numbered
+	 * slots (one phone each), so the bound holds across fleet instances. Past it, an
+	 * idle spawned driver is moved to the pickup, or the ride ends `no_driver_found`.
+	 */
+	maxDrivers: number;
 	/** Seeded drivers stand within this radius of their city centre. */
 	seedRadiusM: number;
 	/** A pickup with no simulated driver within this radius gets one spawned nearby. */
@@ -30,10 +37,25 @@ export interface FleetSettings extends TravelSettings {
 
 const nonNegative = (env: Env, name: string, fallback: number): number => envNumber(env, name, fallback, (n) => n >= 0, "non-negative");
 
+/** Drivers seeded at start: per city, per service type. */
+export function seededCount(s: Pick<FleetSettings, "simCities" | "driversPerCity">): number {
+	return s.simCities.length * 2 * s.driversPerCity;
+}
+
+/** Spawn slots left under the bound once the seeded drivers are counted. */
+export function spawnSlots(s: Pick<FleetSettings, "simCities" | "driversPerCity" | "maxDrivers">): number {
+	return Math.max(0, s.maxDrivers - seededCount(s));
+}
+
 export function readFleetSettings(env: Env): FleetSettings {
+	const travel = readTravelSettings(env);
+	const driversPerCity = envNumber(env, "FLEET_DRIVERS_PER_CITY", 10, (n) => Number.isInteger(n) && n >= 0 && n <= 100_000, "an integer 0..100000");
+	const seeded = seededCount({ simCities: travel.simCities, driversPerCity });
+	const maxDrivers = envNumber(env, "SIM_MAX_DRIVERS", Math.max(200, seeded), (n) => Number.isInteger(n) && n >= seeded && n <= 1_000_000, `an integer ${seeded}..1000000 (at least the ${seeded} seeded drivers)`);
 	return {
-		...readTravelSettings(env),
-		driversPerCity: envNumber(env, "FLEET_DRIVERS_PER_CITY", 10, (n) => Number.isInteger(n) && n >= 0 && n <= 100_000, "an integer 0..100000"),
+		...travel,
+		driversPerCity,
+		maxDrivers,
 		seedRadiusM: envPositive(env, "FLEET_SEED_RADIUS_M", 4000),
 		spawnRadiusM: envPositive(env, "FLEET_SPAWN_RADIUS_M", 3000),
 		tickMs: envNumber(env, "FLEET_TICK_MS", 200, (n) => n >= 10, "at least 10"),

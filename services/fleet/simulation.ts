@@ -59,19 +59,41 @@ export function seedDriver(cityIndex: number, city: LatLng, serviceType: Service
 	};
 }
 
-/** A driver spawned near a pickup no seeded driver can reach. */
-export function spawnDriver(pickup: LatLng, serviceType: ServiceType, rand: () => number = Math.random): SeedDriver {
-	const digits = Array.from({ length: 8 }, () => Math.floor(rand() * 10)).join("");
+/**
+ * The driver of spawn slot `slot`, placed near a pickup no seeded driver can
+ * reach. The slot is the driver's identity (its phone), so however many
+ * fleet instances spawn, at most one driver exists per slot: the number of
+ * slots bounds the spawned drivers (`SIM_MAX_DRIVERS`). A slot already taken
+ * answers its existing driver, which the fleet moves to the pickup when idle.
+ */
+export function spawnDriver(slot: number, pickup: LatLng, serviceType: ServiceType, rand: () => number = Math.random): SeedDriver {
+	const digits = pad(slot % 100_000_000, 8);
 	// 300–1200 m away: close enough to be offered the ride, far enough to drive to it.
 	const home = destinationPoint(pickup, rand() * 360, 300 + rand() * 900);
 	return {
 		key: `spawn:${digits}`,
-		name: `Sim ${serviceType === "cab" ? "Cab" : "Scooty"} ${digits.slice(-4)}`,
-		phone: `+9180${digits}`,
+		name: `Sim ${serviceType === "cab" ? "Cab" : "Scooty"} S${slot + 1}`,
+		phone: `+9181${digits}`,
 		vehicleNumber: `SIMX${serviceType === "cab" ? "C" : "S"}${digits}`,
 		serviceType,
 		home,
 	};
+}
+
+/** Up to `tries` distinct spawn slots to try, in random order (fewer when there are fewer slots). */
+export function pickSlots(slots: number, tries: number, rand: () => number = Math.random): number[] {
+	if (slots <= 0) return [];
+	if (slots <= tries) {
+		const all = Array.from({ length: slots }, (_, i) => i);
+		for (let i = all.length - 1; i > 0; i--) {
+			const j = Math.floor(rand() * (i + 1));
+			[all[i], all[j]] = [all[j], all[i]];
+		}
+		return all;
+	}
+	const picked = new Set<number>();
+	while (picked.size < tries) picked.add(Math.floor(rand() * slots));
+	return [...picked];
 }
 
 /** Real milliseconds a simulated driver takes for a leg: road distance at the type's speed, compressed by SIM_SPEED. */

@@ -76,7 +76,7 @@ async function ok<T = any>(answer: Promise<CallAnswer<T>>): Promise<T> {
 
 /** A cab driver registered and online `metres` east of `near`, through instance `n`. */
 async function driverNear(n: TestNode, near: LatLng, metres: number): Promise<DriverView> {
-	const reg = await ok<DriverView>(via(n, "dispatch.register", { name: "Abuse Test", phone: randomPhone("+9195"), vehicleNumber: `KA05${String(randomBytes(2).readUInt16BE()).padStart(5, "0")}`, serviceType: "cab" }));
+	const reg = await ok<DriverView>(via(n, "dispatch.register", { name: "Abuse Test", phone: randomPhone("+9195"), vehicleNumber: `KA05${String(randomBytes(2).readUInt16BE()).padStart(5, "0")}`, serviceType: "cab", mode: "test" }));
 	const at = destinationPoint(near, 90, metres);
 	return ok<DriverView>(via(n, "dispatch.goOnline", { driverId: reg.driverId, location: { lat: at.lat, lng: at.lng, heading: 270 } }));
 }

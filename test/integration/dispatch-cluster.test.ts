@@ -160,7 +160,7 @@ describe("two dispatch instances over NATS", () => {
 		const drivers: DriverView[] = [];
 		for (let i = 0; i < DRIVERS; i++) {
 			const n = i % 2 === 0 ? a : b;
-			const reg = await via<DriverView>(n, "dispatch.register", { name: `Driver ${i}`, phone: randomPhone("+9196"), vehicleNumber: `UP65${1000 + i}`, serviceType: "cab" });
+			const reg = await via<DriverView>(n, "dispatch.register", { name: `Driver ${i}`, phone: randomPhone("+9196"), vehicleNumber: `UP65${1000 + i}`, serviceType: "cab", mode: "test" });
 			const at = destinationPoint(CENTRE, (i * 37) % 360, 200 + i * 90);
 			const online = await via<DriverView>(n === a ? b : a, "dispatch.goOnline", { driverId: reg.body!.driverId, location: { lat: at.lat, lng: at.lng, heading: 0 } });
 			drivers.push(online.body!);

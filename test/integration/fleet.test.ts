@@ -146,7 +146,7 @@ describe("simulated fleet (SIM_SPEED=60)", () => {
 
 		// Chennai has no seeded drivers: one is spawned near the pickup, and "fast" finishes in moments.
 		const fast = await untilStatus(fastFar.orderId, "dropped", 30_000);
-		expect(fast.driver.phone).toMatch(/^\+9180/);
+		expect(fast.driver.phone).toMatch(/^\+9181/);
 		expect((await events(fastFar.orderId)).filter((e) => e.kind === "status").map((e) => e.status)).toEqual(["accepted", "arrived", "started", "dropped"]);
 
 		// driver_drop_out: the first driver gives up on the way; another one accepts.

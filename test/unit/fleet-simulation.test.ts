@@ -1,5 +1,5 @@
-import { compressed, legDurationMs, offerStep, positionOnLeg, reportIntervalMs, rideStep, seedDriver, spawnDriver, seededRandom } from "../../services/fleet/simulation";
-import { readFleetSettings } from "../../services/fleet/fleet.settings";
+import { compressed, legDurationMs, offerStep, pickSlots, positionOnLeg, reportIntervalMs, rideStep, seedDriver, spawnDriver, seededRandom } from "../../services/fleet/simulation";
+import { readFleetSettings, seededCount, spawnSlots } from "../../services/fleet/fleet.settings";
 import { destinationPoint, haversineMeters } from "../../lib/geo";
 import type { SimRide } from "../../contracts/dispatch";
 
@@ -21,11 +21,44 @@ describe("simulated fleet rules", () => {
 	});
 
 	it("spawns a driver close to a pickup", () => {
-		const d = spawnDriver(BLR, "scooty", seededRandom("spawn"));
+		const d = spawnDriver(3, BLR, "scooty", seededRandom("spawn"));
 		const dist = haversineMeters(BLR, d.home);
 		expect(dist).toBeGreaterThanOrEqual(299);
 		expect(dist).toBeLessThanOrEqual(1201);
 		expect(d.phone).toMatch(/^\+[1-9][0-9]{6,14}$/);
+	});
+
+	it("a spawn slot is a driver's identity: the same slot is the same phone wherever and whatever type it spawns for", () => {
+		const far = destinationPoint(BLR, 45, 50_000);
+		expect(spawnDriver(7, BLR, "cab").phone).toBe(spawnDriver(7, far, "scooty").phone);
+		const phones = new Set(Array.from({ length: 1000 }, (_, slot) => spawnDriver(slot, BLR, "cab").phone));
+		expect(phones.size).toBe(1000);
+		// Never one of the seeded drivers' phones.
+		expect(spawnDriver(0, BLR, "cab").phone.startsWith("+9170")).toBe(false);
+	});
+
+	it("picks distinct slots within the bound, none when there are no slots", () => {
+		const rand = seededRandom("slots");
+		for (let i = 0; i < 50; i++) {
+			const picked = pickSlots(140, 8, rand);
+			expect(new Set(picked).size).toBe(8);
+			for (const s of picked) expect(s >= 0 && s < 140).toBe(true);
+		}
+		expect(pickSlots(3, 8, rand).sort()).toEqual([0, 1, 2]);
+		expect(pickSlots(0, 8, rand)).toEqual([]);
+	});
+
+	it("SIM_MAX_DRIVERS bounds seeded plus spawned drivers (default 200) and refuses a bound below the seeded drivers", () => {
+		const defaults = readFleetSettings({});
+		expect(seededCount(defaults)).toBe(3 * 2 * 10);
+		expect(defaults.maxDrivers).toBe(200);
+		expect(spawnSlots(defaults)).toBe(140);
+		const small = readFleetSettings({ SIM_CITIES: "12.97,77.59", FLEET_DRIVERS_PER_CITY: "2", SIM_MAX_DRIVERS: "10" });
+		expect(spawnSlots(small)).toBe(6);
+		expect(() => readFleetSettings({ SIM_CITIES: "12.97,77.59", FLEET_DRIVERS_PER_CITY: "2", SIM_MAX_DRIVERS: "3" })).toThrow(/SIM_MAX_DRIVERS/);
+		expect(() => readFleetSettings({ SIM_MAX_DRIVERS: "many" })).toThrow(/SIM_MAX_DRIVERS/);
+		// A seeded fleet larger than 200 raises the default bound to it (it still starts).
+		expect(readFleetSettings({ FLEET_DRIVERS_PER_CITY: "50" }).maxDrivers).toBe(300);
 	});
 
 	it("compresses leg durations and delays by SIM_SPEED", () => {

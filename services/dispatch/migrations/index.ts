@@ -116,6 +116,27 @@ export const migrations: Migration[] = [
 			await sequelize.query("ALTER TABLE dispatch_rides DROP COLUMN IF EXISTS partner_id");
 		},
 	},
+	{
+		name: "003-modes",
+		async up(_qi, sequelize) {
+			// Drivers and rides have a mode: test rides go only to test drivers (the
+			// simulated fleet), live rides only to live drivers. Drivers registered
+			// before modes: simulated ones are test, the others live. Rides mirrored
+			// before modes came from sandbox-only deployments: test.
+			await sequelize.query("ALTER TABLE drivers ADD COLUMN mode text NOT NULL DEFAULT 'live' CHECK (mode IN ('test','live'))");
+			await sequelize.query("UPDATE drivers SET mode = 'test' WHERE simulated");
+			await sequelize.query("ALTER TABLE dispatch_rides ADD COLUMN mode text NOT NULL DEFAULT 'test' CHECK (mode IN ('test','live'))");
+			// The database fallback of matching reads available drivers of one mode by area.
+			await sequelize.query("DROP INDEX IF EXISTS drivers_available_area");
+			await sequelize.query("CREATE INDEX drivers_available_area ON drivers (mode, service_type, lat, lng) WHERE status = 'available'");
+		},
+		async down(_qi, sequelize) {
+			await sequelize.query("DROP INDEX IF EXISTS drivers_available_area");
+			await sequelize.query("CREATE INDEX drivers_available_area ON drivers (service_type, lat, lng) WHERE status = 'available'");
+			await sequelize.query("ALTER TABLE dispatch_rides DROP COLUMN IF EXISTS mode");
+			await sequelize.query("ALTER TABLE drivers DROP COLUMN IF EXISTS mode");
+		},
+	},
 	// The driver API's tokens (004; 003 is dispatch's own).
 	driverTokensMigration,
 ];
