@@ -66,4 +66,17 @@ export class PartnerApi {
 	get<T = Record<string, unknown>>(path: string): Promise<HttpAnswer<T>> {
 		return httpRequest<T>(`${this.baseUrl}${path}`);
 	}
+
+	/** Every event of a ride from POST /ride/events, following `nextCursor` page by page; a non-200 answer throws. */
+	async allEvents<E = Record<string, any>>(orderId: string): Promise<E[]> {
+		const events: E[] = [];
+		let cursor: string | null = null;
+		do {
+			const page: HttpAnswer<{ events: E[]; nextCursor: string | null }> = await this.post("/ride/events", cursor ? { orderId, cursor, limit: 1000 } : { orderId, limit: 1000 });
+			if (page.status !== 200) throw new Error(`/ride/events answered ${page.status}: ${JSON.stringify(page.body)}`);
+			events.push(...page.body.events);
+			cursor = page.body.nextCursor;
+		} while (cursor);
+		return events;
+	}
 }

@@ -126,7 +126,7 @@ describe("cluster: separate processes, crashes mid-flow, nothing lost", () => {
 			await waitFor("every ride dropped", async () => (await Promise.all(all.map(statusOf))).every((s) => s === "dropped"), 180_000, 500);
 
 			// Every status event of every ride was delivered to the partner, signed, in order.
-			const eventsOf = async (orderId: string) => (await api.post<{ events: EventView[] }>("/ride/events", { orderId })).body.events;
+			const eventsOf = (orderId: string) => api.allEvents<EventView>(orderId);
 			await waitFor(
 				"every status webhook delivered",
 				async () => {
