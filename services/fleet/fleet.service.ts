@@ -80,6 +80,8 @@ const INTERNAL = { access: "internal", visibility: "public" } as const;
 
 /** A ride still searching after this long (real ms) with no driver in reach gets another spawned driver. */
 const RESPAWN_AFTER_MS = 10_000;
+/** When every spawn slot tried was busy (SIM_MAX_DRIVERS reached), try again after this long (real ms). */
+const RETRY_FULL_MS = 1000;
 
 function shortError(err: unknown): string {
 	const e = err as { type?: string; message?: string };
@@ -207,8 +209,11 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 				tasks.push(async () => {
 					try {
 						const placed = await this.placeNear(ride);
-						if (!placed) this.logger.debug(`No simulated ${ride.serviceType} driver free for ${ride.orderId} (SIM_MAX_DRIVERS ${this.cfg.maxDrivers})`);
-						else this.logger.info(`${placed.spawned ? "Spawned" : "Moved"} simulated ${ride.serviceType} driver ${placed.driver.driverId} near the pickup of ${ride.orderId}`);
+						if (!placed) {
+							this.logger.debug(`No simulated ${ride.serviceType} driver free for ${ride.orderId} (SIM_MAX_DRIVERS ${this.cfg.maxDrivers})`);
+							// Every slot tried is busy: look again in a second (a ride may end meanwhile).
+							this.spawnedFor.set(ride.orderId, Date.now() - RESPAWN_AFTER_MS + RETRY_FULL_MS);
+						} else this.logger.info(`${placed.spawned ? "Spawned" : "Moved"} simulated ${ride.serviceType} driver ${placed.driver.driverId} near the pickup of ${ride.orderId}`);
 					} catch (err) {
 						this.spawnedFor.delete(ride.orderId);
 						this.trouble(`Spawning a driver for ${ride.orderId}: ${shortError(err)}`);
