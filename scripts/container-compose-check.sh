@@ -73,7 +73,9 @@ check4() {
 	natspw=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	local compose=(docker-compose --project-name "$RUN_ID" --file "$ROOT/docker-compose.yml")
 	export DOCKER_HOST=unix://$sock COMPOSE_HTTP_TIMEOUT=300 RIDE_IMAGE=$IMAGE POSTGRES_PASSWORD=$pw NATS_PASSWORD=$natspw GATEWAY_PORT=127.0.0.1:$port \
-		BOOTSTRAP_PARTNER_KEY=$key BOOTSTRAP_WEBHOOK_SECRET=$(whsec) ALLOW_BOOTSTRAP_PARTNER=true WEBHOOK_ALLOW_PRIVATE=true NAMESPACE=$RUN_ID
+		BOOTSTRAP_PARTNER_KEY=$key BOOTSTRAP_WEBHOOK_SECRET=$(whsec) ALLOW_BOOTSTRAP_PARTNER=true WEBHOOK_ALLOW_PRIVATE=true NAMESPACE=$RUN_ID \
+		COMPOSE_PROFILES=sandbox FLEET_MODE=simulated
+	# The file runs live mode by default; the sandbox profile (the simulated fleet) is on here so every container of the file is checked.
 
 	# The health check scheduler podman lacks here.
 	compose_pid_file=$WORK/health-loop-$RUN_ID.pid
@@ -111,6 +113,7 @@ check4() {
 	wait "$service_pid" 2>/dev/null
 	service_pid=
 	rm -f "$sock" "$compose_pid_file"
-	unset DOCKER_HOST RIDE_IMAGE POSTGRES_PASSWORD NATS_PASSWORD GATEWAY_PORT BOOTSTRAP_PARTNER_KEY BOOTSTRAP_WEBHOOK_SECRET ALLOW_BOOTSTRAP_PARTNER WEBHOOK_ALLOW_PRIVATE NAMESPACE
+	unset DOCKER_HOST RIDE_IMAGE POSTGRES_PASSWORD NATS_PASSWORD GATEWAY_PORT BOOTSTRAP_PARTNER_KEY BOOTSTRAP_WEBHOOK_SECRET ALLOW_BOOTSTRAP_PARTNER WEBHOOK_ALLOW_PRIVATE NAMESPACE \
+		COMPOSE_PROFILES FLEET_MODE
 	return "$status"
 }

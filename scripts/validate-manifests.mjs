@@ -57,6 +57,7 @@ async function modelFor(apiVersion, kind) {
 
 const resources = []; // { file, doc }
 let kustomization = null;
+const components = []; // kustomize Components (e.g. sandbox/): their resources must exist too
 
 if (!existsSync(dir)) {
 	console.error(`${dir} does not exist`);
@@ -77,6 +78,7 @@ for (const file of yamlFiles(dir)) {
 		const doc = d.toJS();
 		if (doc === null || doc === undefined) return; // empty document (comments only)
 		if (doc.kind === "Kustomization") kustomization = { file: rel, doc };
+		else if (doc.kind === "Component" && String(doc.apiVersion).startsWith("kustomize.config.k8s.io/")) components.push({ file: rel, doc });
 		else resources.push({ file: rel, index: i, doc });
 	});
 }
@@ -175,9 +177,9 @@ for (const s of byKind("Secret")) {
 	}
 }
 
-if (kustomization) {
-	for (const res of kustomization.doc.resources ?? []) {
-		if (!existsSync(join(dir, dirname(kustomization.file), res))) problem(kustomization.file, `resource "${res}" does not exist`);
+for (const k of [kustomization, ...components].filter(Boolean)) {
+	for (const res of [...(k.doc.resources ?? []), ...(k.doc.components ?? [])]) {
+		if (!existsSync(join(dir, dirname(k.file), res))) problem(k.file, `resource "${res}" does not exist`);
 	}
 }
 

@@ -31,6 +31,7 @@ function runNode(args: string[], env: Record<string, string | undefined> = {}): 
 }
 
 const hasDockerCompose = spawnSync("docker-compose", ["version", "--short"], { encoding: "utf8" }).status === 0;
+const hasKubectl = spawnSync("kubectl", ["version", "--client"], { encoding: "utf8" }).status === 0;
 const COMPOSE_ENV = { POSTGRES_PASSWORD: "test-only-placeholder", NATS_PASSWORD: "test-only-nats-placeholder" };
 
 let tmp: string;
@@ -60,7 +61,7 @@ describe("Kubernetes manifests", () => {
 	});
 
 	test("the set is complete: a Deployment per service with SERVICES, HPAs, PDBs, gateway Service + Ingress, migration Job, NATS, PostgreSQL", () => {
-		const docs = ["namespace.yaml", "configmap.yaml", "gateway.yaml", "pricing.yaml", "riders.yaml", "orders.yaml", "dispatch.yaml", "notifications.yaml", "fleet.yaml", "migrate-job.yaml", "infra/nats.yaml", "infra/postgres.yaml"]
+		const docs = ["namespace.yaml", "configmap.yaml", "gateway.yaml", "pricing.yaml", "riders.yaml", "orders.yaml", "dispatch.yaml", "notifications.yaml", "sandbox/fleet.yaml", "migrate-job.yaml", "infra/nats.yaml", "infra/postgres.yaml"]
 			.flatMap((f) => parseAllDocuments(readFileSync(join(ROOT, "k8s", f), "utf8")).map((d) => d.toJS()))
 			.filter(Boolean);
 		const of = (kind: string) => docs.filter((d) => d.kind === kind);
@@ -101,7 +102,7 @@ describe("Kubernetes manifests", () => {
 		// Every service gets the login: NATS_USER from the ConfigMap, NATS_PASSWORD from the Secret they all read.
 		expect(load("configmap.yaml")[0].data.NATS_USER).toBe("ride");
 		expect(load("secret.example.yaml").find((d) => d.metadata.name === "ride-secrets").stringData.NATS_PASSWORD).toBe("REPLACE_ME");
-		const platformPods = ["gateway.yaml", "pricing.yaml", "riders.yaml", "orders.yaml", "dispatch.yaml", "notifications.yaml", "fleet.yaml", "migrate-job.yaml"]
+		const platformPods = ["gateway.yaml", "pricing.yaml", "riders.yaml", "orders.yaml", "dispatch.yaml", "notifications.yaml", "sandbox/fleet.yaml", "migrate-job.yaml"]
 			.flatMap(load)
 			.filter((d) => d.kind === "Deployment" || d.kind === "Job");
 		expect(platformPods).toHaveLength(8);
@@ -122,6 +123,33 @@ describe("Kubernetes manifests", () => {
 			const server = load(`infra/${name}.yaml`).find((d) => d.kind === "StatefulSet");
 			expect(server.spec.template.metadata.labels["app.kubernetes.io/name"]).toBe(name);
 		}
+	});
+
+	test("live mode by default: FLEET_MODE=live and no fleet in the default set; the sandbox component adds the fleet and sets simulated", async () => {
+		const kustomization = parse(readFileSync(join(ROOT, "k8s/kustomization.yaml"), "utf8"));
+		expect(kustomization.resources.some((r: string) => /fleet/.test(r))).toBe(false);
+		expect(kustomization.components).toBeUndefined();
+		const config = parseAllDocuments(readFileSync(join(ROOT, "k8s/configmap.yaml"), "utf8"))[0].toJS();
+		expect(config.data.FLEET_MODE).toBe("live");
+		const component = parse(readFileSync(join(ROOT, "k8s/sandbox/kustomization.yaml"), "utf8"));
+		expect(component).toMatchObject({ apiVersion: "kustomize.config.k8s.io/v1alpha1", kind: "Component", resources: ["fleet.yaml"] });
+		expect(component.patches[0].target).toEqual({ kind: "ConfigMap", name: "ride-config" });
+		expect(parse(component.patches[0].patch)).toEqual([{ op: "replace", path: "/data/FLEET_MODE", value: "simulated" }]);
+		// The commented switch in the default kustomization turns it on.
+		expect(readFileSync(join(ROOT, "k8s/kustomization.yaml"), "utf8")).toMatch(/^# components:\n#   - sandbox$/m);
+		if (!hasKubectl) return;
+		const render = (dir: string) => spawnSync("kubectl", ["kustomize", dir], { encoding: "utf8" });
+		const live = render(join(ROOT, "k8s"));
+		expect(live.status).toBe(0);
+		const liveDocs = parseAllDocuments(live.stdout).map((d) => d.toJS());
+		expect(liveDocs.find((d) => d.kind === "ConfigMap" && d.metadata.name === "ride-config").data.FLEET_MODE).toBe("live");
+		expect(liveDocs.some((d) => d.metadata.name === "ride-fleet")).toBe(false);
+		const dir = brokenK8sCopy("sandbox-on", "kustomization.yaml", (t) => t.replace("# components:\n#   - sandbox", "components:\n  - sandbox"));
+		const sandbox = render(dir);
+		expect(sandbox.status).toBe(0);
+		const sandboxDocs = parseAllDocuments(sandbox.stdout).map((d) => d.toJS());
+		expect(sandboxDocs.find((d) => d.kind === "ConfigMap" && d.metadata.name === "ride-config").data.FLEET_MODE).toBe("simulated");
+		expect(sandboxDocs.filter((d) => d.metadata.name === "ride-fleet").map((d) => d.kind).sort()).toEqual(["Deployment", "PodDisruptionBudget"]);
 	});
 
 	test("the validator fails on a NetworkPolicy schema error", async () => {
@@ -194,6 +222,23 @@ describe("docker-compose.yml", () => {
 		}
 		// No secret values in the file: the password comes from the environment or .env.
 		expect(readFileSync(join(ROOT, "docker-compose.yml"), "utf8")).not.toMatch(/^\s*POSTGRES_PASSWORD:\s*[^$\s]/m);
+	});
+
+	test("live mode by default; the simulated fleet only in the `sandbox` profile", async () => {
+		const compose = parse(readFileSync(join(ROOT, "docker-compose.yml"), "utf8"), { merge: true });
+		for (const name of ["gateway", "pricing", "riders", "orders", "dispatch", "notifications", "fleet"]) {
+			expect([name, compose.services[name].environment.FLEET_MODE]).toEqual([name, "${FLEET_MODE:-live}"]);
+			expect([name, compose.services[name].profiles]).toEqual([name, name === "fleet" ? ["sandbox"] : undefined]);
+		}
+		if (!hasDockerCompose) return;
+		const env = { ...process.env, ...COMPOSE_ENV };
+		const rendered = (extra: Record<string, string>) => spawnSync("docker-compose", ["-f", join(ROOT, "docker-compose.yml"), "config"], { encoding: "utf8", env: { ...env, ...extra } });
+		const live = rendered({});
+		expect(live.status).toBe(0);
+		expect(parse(live.stdout).services.dispatch.environment.FLEET_MODE).toBe("live");
+		const sandbox = rendered({ FLEET_MODE: "simulated", COMPOSE_PROFILES: "sandbox" });
+		expect(sandbox.status).toBe(0);
+		expect(parse(sandbox.stdout).services.fleet.environment).toMatchObject({ FLEET_MODE: "simulated", SERVICES: "fleet" });
 	});
 
 	test("refuses to render without the required secret from the environment", async () => {
