@@ -2,16 +2,16 @@ import { randomBytes } from "node:crypto";
 import { parseArgs as parseCliArgs, type ParseArgsOptionsConfig } from "node:util";
 import { ServiceBroker } from "moleculer";
 import { buildBrokerConfig } from "../moleculer.config";
-import type { PartnersChangedEvent } from "../contracts/partners";
+import { KEY_MODES, type PartnersChangedEvent } from "../contracts/partners";
 import { startNode, type RunningNode } from "../runtime/node";
 
 /**
  * Operators' partner management:
  *
- *   npm run partner -- create --name Acme [--api-key <key>] [--webhook-secret whsec_…]
+ *   npm run partner -- create --name Acme [--mode test|live] [--api-key <key>] [--webhook-secret whsec_…]
  *   npm run partner -- list
  *   npm run partner -- list-keys [--partner ptn_…]
- *   npm run partner -- rotate-key --partner ptn_… --label <label> [--api-key <key>]
+ *   npm run partner -- rotate-key --partner ptn_… --label <label> [--mode test|live] [--api-key <key>]
  *   npm run partner -- revoke-key --key key_…        (one key)
  *   npm run partner -- revoke-key --partner ptn_…    (the partner and every key of it)
  *   npm run partner -- rotate-webhook-secret --partner ptn_… [--grace 24h] [--webhook-secret whsec_…]
@@ -26,6 +26,9 @@ import { startNode, type RunningNode } from "../runtime/node";
  * instance drops its caches at once; without it (or with no partners
  * instance up) running instances see the change within their cache TTL.
  *
+ * --mode (create, rotate-key) is the key's mode, `test` by default: the key
+ * comes out as `rk_test_…` or `rk_live_…`.
+ *
  * stdout carries exactly one JSON value and nothing else: `create` prints
  * `{ "partnerId", "apiKey", "webhookSecret" }` (the only time the key is
  * shown), `rotate-key` the new key likewise, `list` and `list-keys` arrays.
@@ -33,10 +36,10 @@ import { startNode, type RunningNode } from "../runtime/node";
  */
 
 const USAGE = `Usage:
-  npm run partner -- create --name <name> [--api-key <key>] [--webhook-secret <whsec_…>]
+  npm run partner -- create --name <name> [--mode test|live] [--api-key <key>] [--webhook-secret <whsec_…>]
   npm run partner -- list
   npm run partner -- list-keys [--partner <partnerId>]
-  npm run partner -- rotate-key --partner <partnerId> --label <label> [--api-key <key>]
+  npm run partner -- rotate-key --partner <partnerId> --label <label> [--mode test|live] [--api-key <key>]
   npm run partner -- revoke-key (--key <keyId> | --partner <partnerId>)
   npm run partner -- rotate-webhook-secret --partner <partnerId> [--grace <n>[s|m|h|d]] [--webhook-secret <whsec_…>]`;
 
@@ -45,7 +48,7 @@ class UsageError extends Error {}
 const VERBS = ["create", "list", "list-keys", "rotate-key", "revoke-key", "rotate-webhook-secret"] as const;
 type Verb = (typeof VERBS)[number];
 
-type OptionName = "name" | "api-key" | "webhook-secret" | "partner" | "label" | "key" | "grace";
+type OptionName = "name" | "api-key" | "webhook-secret" | "partner" | "label" | "key" | "grace" | "mode";
 
 interface Command {
 	verb: Verb;
@@ -56,10 +59,10 @@ const str = { type: "string" } as const;
 
 /** Every option takes a string value. */
 const OPTIONS: Record<Verb, ParseArgsOptionsConfig> = {
-	create: { name: str, "api-key": str, "webhook-secret": str },
+	create: { name: str, "api-key": str, "webhook-secret": str, mode: str },
 	list: {},
 	"list-keys": { partner: str },
-	"rotate-key": { partner: str, label: str, "api-key": str },
+	"rotate-key": { partner: str, label: str, "api-key": str, mode: str },
 	"revoke-key": { key: str, partner: str },
 	"rotate-webhook-secret": { partner: str, grace: str, "webhook-secret": str },
 };
@@ -91,6 +94,9 @@ export function parseArgs(argv: string[]): Command {
 	if (verb === "rotate-webhook-secret") need("partner");
 	if (verb === "revoke-key" && !options.key === !options.partner) throw new UsageError("revoke-key needs exactly one of --key <keyId> or --partner <partnerId>");
 	if (options.grace !== undefined) parseGrace(options.grace);
+	if (options.mode !== undefined && !(KEY_MODES as readonly string[]).includes(options.mode)) {
+		throw new UsageError(`--mode must be ${KEY_MODES.join(" or ")} (got "${options.mode}")`);
+	}
 	return { verb, options };
 }
 
@@ -100,13 +106,13 @@ function actionOf(c: Command): { action: string; params: Record<string, unknown>
 	const defined = (p: Record<string, unknown>) => Object.fromEntries(Object.entries(p).filter(([, v]) => v !== undefined && v !== ""));
 	switch (c.verb) {
 		case "create":
-			return { action: "partners.create", params: defined({ name: o.name, apiKey: o["api-key"], webhookSecret: o["webhook-secret"] }) };
+			return { action: "partners.create", params: defined({ name: o.name, apiKey: o["api-key"], webhookSecret: o["webhook-secret"], mode: o.mode }) };
 		case "list":
 			return { action: "partners.list", params: {} };
 		case "list-keys":
 			return { action: "partners.listKeys", params: defined({ partnerId: o.partner }) };
 		case "rotate-key":
-			return { action: "partners.createKey", params: defined({ partnerId: o.partner, label: o.label, apiKey: o["api-key"] }) };
+			return { action: "partners.createKey", params: defined({ partnerId: o.partner, label: o.label, apiKey: o["api-key"], mode: o.mode }) };
 		case "revoke-key":
 			return { action: "partners.revokeKey", params: defined({ keyId: o.key, partnerId: o.partner }) };
 		case "rotate-webhook-secret":

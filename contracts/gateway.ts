@@ -6,6 +6,7 @@
  * Plain data only.
  */
 import type { ErrorCode } from "./errors";
+import type { KeyMode } from "./partners";
 import { cancelParams, createOrderParams, eventsParams, feedbackParams, statusParams } from "./orders";
 import { estimateParams } from "./pricing";
 import {
@@ -38,6 +39,8 @@ export const RIDE_BASE_PATH = "/ride";
 export interface PartnerCallMeta {
 	/** The partner of the API key; never taken from the body. */
 	partnerId?: string;
+	/** The API key's mode (`test` or `live`); never taken from the body. Absent = `test`. */
+	mode?: KeyMode;
 	/** The request's `X-Request-Id` (the caller's or generated). */
 	requestId?: string;
 	/** The `Idempotency-Key` header, checked for shape. */

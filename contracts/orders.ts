@@ -18,6 +18,7 @@ import {
 import { E164_PATTERN } from "./riders";
 import { SERVICE_RETRY_AFTER_SECONDS } from "./constants";
 import type { EventDeliveryState } from "./notifications";
+import type { KeyMode } from "./partners";
 
 // ---- ride statuses (API.md, "Ride states") -----------------------------------------
 
@@ -141,6 +142,8 @@ export interface OrderIdParams {
 /** Meta the gateway sets: the partner, the request id, the Idempotency-Key header, and the HTTP status it relays. */
 export interface OrdersMeta {
 	partnerId?: string;
+	/** The API key's mode; absent = `test`. Partner calls see only their mode's orders. */
+	mode?: KeyMode;
 	requestId?: string;
 	idempotencyKey?: string;
 	$statusCode?: number;
@@ -150,7 +153,7 @@ export interface OrdersMeta {
 
 /** orders.get: one order as services see it. */
 export const getOrderParams = { orderId: orderIdRule } as const;
-/** orders.riderOtp: the simulated fleet stands in for the rider telling the driver the OTP. */
+/** orders.riderOtp: the simulated fleet stands in for the rider telling the driver the OTP (test rides only; 403 FORBIDDEN for a live ride). */
 export const riderOtpParams = { orderId: orderIdRule } as const;
 
 /** orders.transition: a ride's status move on a driver's or the platform's behalf. */
@@ -265,6 +268,8 @@ export interface Order {
 /** What services (dispatch, operators) get from orders.get/transition/recordLocation/listActive: every field but the OTP, plus ownership and version. */
 export interface InternalOrder extends Omit<Order, "otp"> {
 	partnerId: string;
+	/** The mode of the key that booked it: `test` rides the sandbox may drive, `live` rides real drivers only. */
+	mode: KeyMode;
 	riderId: string;
 	version: number;
 	/** Last known driver location (also inside `driver`), null before a driver is assigned. */
@@ -338,6 +343,7 @@ export const ORDER_EVENTS = {
 export interface OrderCreatedEvent {
 	orderId: string;
 	partnerId: string;
+	mode: KeyMode;
 	serviceType: ServiceType;
 	pickup: Place;
 }
@@ -345,6 +351,7 @@ export interface OrderCreatedEvent {
 export interface StatusChangedEvent {
 	orderId: string;
 	partnerId: string;
+	mode: KeyMode;
 	from: RideStatus;
 	to: RideStatus;
 	driverId: string | null;

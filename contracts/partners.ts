@@ -4,11 +4,27 @@
  * validate into, and its replies. Type-only plus plain data.
  */
 
-/** `partners.create`: a new partner; the API key is shown only in the reply. */
+/**
+ * Every API key belongs to a mode: `test` keys drive the sandbox (simulated
+ * drivers, `metadata.sandbox`, the rider OTP helper), `live` keys only real
+ * drivers. Rides, quotes, events and webhooks of one mode are invisible to
+ * the other. A generated key shows its mode in its prefix.
+ */
+export const KEY_MODES = ["test", "live"] as const;
+export type KeyMode = (typeof KEY_MODES)[number];
+export const DEFAULT_KEY_MODE: KeyMode = "test";
+/** Prefix of generated keys: `rk_test_…`, `rk_live_…`. */
+export function keyPrefix(mode: KeyMode): string {
+	return `rk_${mode}_`;
+}
+const keyModeRule = { type: "enum", values: [...KEY_MODES], optional: true } as const;
+
+/** `partners.create`: a new partner; the API key is shown only in the reply (its prefix tells its mode). */
 export const createPartnerParams = {
 	name: { type: "string", min: 1, max: 200, trim: true },
 	apiKey: { type: "string", min: 24, max: 200, optional: true },
 	webhookSecret: { type: "string", optional: true },
+	mode: keyModeRule,
 } as const;
 
 export interface CreatePartnerParams {
@@ -17,6 +33,8 @@ export interface CreatePartnerParams {
 	apiKey?: string;
 	/** `whsec_` + base64 of at least 24 bytes; generated when omitted. */
 	webhookSecret?: string;
+	/** The mode of the partner's first key; `test` when omitted. */
+	mode?: KeyMode;
 }
 
 export interface CreatedPartner {
@@ -38,6 +56,8 @@ export interface AuthenticateParams {
 export interface AuthenticatedPartner {
 	partnerId: string;
 	name: string;
+	/** The key's mode: every call made with it sees only this mode's rides and quotes. */
+	mode: KeyMode;
 }
 
 /** `partners.signingSecret`: notifications signs every delivery with the answer. */
@@ -109,6 +129,7 @@ export interface ApiKeySummary {
 	keyId: string;
 	partnerId: string;
 	label: string;
+	mode: KeyMode;
 	/** ISO 8601. */
 	createdAt: string;
 	/** ISO 8601, updated at most about once a minute; null if never used. */
@@ -122,6 +143,7 @@ export const createKeyParams = {
 	partnerId: { type: "string", min: 1, max: 100 },
 	label: keyLabel,
 	apiKey: { type: "string", min: 32, max: 200, pattern: /^[A-Za-z0-9_-]+$/, optional: true },
+	mode: keyModeRule,
 } as const;
 
 export interface CreateKeyParams {
@@ -129,6 +151,8 @@ export interface CreateKeyParams {
 	label: string;
 	/** Generated when omitted (32+ of A-Za-z0-9_-). */
 	apiKey?: string;
+	/** `test` when omitted. */
+	mode?: KeyMode;
 }
 
 /** The new key, shown only here. */

@@ -18,6 +18,7 @@ import { bindLogContext } from "../../middlewares/observability.middleware";
 import { checkIdempotencyKey, requestHash } from "./idempotency";
 import type { IdempotencyClaim, IdempotencyRepo } from "./idempotency.repo";
 import { generateOtp, majorToPaise, serialisedBytes, toOrder } from "./order-view";
+import { modeOf, sandboxRefusal } from "./modes";
 import type { OrdersRepo } from "./orders.repo";
 import { callService } from "./remote-calls";
 
@@ -50,16 +51,19 @@ export interface CreateOrderAnswer {
 /** orders.create: the answer and the HTTP status the gateway relays (201 new, 200 active ride or replay). */
 export async function createOrder(deps: CreateOrderDeps, ctx: Context<CreateOrderParams, OrdersMeta>): Promise<CreateOrderAnswer> {
 	const partnerId = ctx.meta.partnerId!;
+	const mode = modeOf(ctx.meta);
 	const keyCheck = checkIdempotencyKey(ctx.meta.idempotencyKey);
 	if (!keyCheck.ok) throw validationError(keyCheck.field, keyCheck.message);
 	if (ctx.params.metadata !== undefined && serialisedBytes(ctx.params.metadata) > METADATA_MAX_BYTES) {
 		throw validationError("metadata", `metadata must be at most ${METADATA_MAX_BYTES} bytes serialised`);
 	}
+	const sandbox = sandboxRefusal(mode, ctx.params.metadata);
+	if (sandbox) throw validationError(sandbox.field, sandbox.message);
 
 	const key = ctx.meta.idempotencyKey;
 	if (key === undefined || key === null) return placeOrder(deps, ctx, null);
 
-	const outcome = await deps.keys.claim(partnerId, key, requestHash(ctx.params));
+	const outcome = await deps.keys.claim(partnerId, mode, key, requestHash(ctx.params));
 	if (outcome.kind === "replay") return { status: outcome.status, body: outcome.body as CreateOrderResult };
 	try {
 		return await placeOrder(deps, ctx, outcome.claim);
@@ -73,6 +77,7 @@ export async function createOrder(deps: CreateOrderDeps, ctx: Context<CreateOrde
 async function placeOrder(deps: CreateOrderDeps, ctx: Context<CreateOrderParams, OrdersMeta>, claim: IdempotencyClaim | null): Promise<CreateOrderAnswer> {
 	const p = ctx.params;
 	const partnerId = ctx.meta.partnerId!;
+	const mode = modeOf(ctx.meta);
 	await assertWebhookUrlAllowed(p.webhookURL, deps.webhookPolicy);
 
 	const pickupPoint: Point = { lat: p.pickup.lat, lng: p.pickup.lng };
@@ -96,6 +101,7 @@ async function placeOrder(deps: CreateOrderDeps, ctx: Context<CreateOrderParams,
 			{
 				id: newId("ord"),
 				partnerId,
+				mode,
 				riderId: rider.riderId,
 				serviceType: p.serviceType,
 				pickup,
@@ -118,12 +124,12 @@ async function placeOrder(deps: CreateOrderDeps, ctx: Context<CreateOrderParams,
 		if (row) {
 			// From here on this handler's logs (and the calls and events it makes) carry the new order's id.
 			bindLogContext({ orderId: row.id });
-			deps.hint(ORDER_EVENTS.created, { orderId: row.id, partnerId, serviceType: row.service_type, pickup: row.pickup } satisfies OrderCreatedEvent);
+			deps.hint(ORDER_EVENTS.created, { orderId: row.id, partnerId, mode, serviceType: row.service_type, pickup: row.pickup } satisfies OrderCreatedEvent);
 			return { status: 201, body: toOrder(row) };
 		}
 		// The rider already has an active ride (the index said so, after its
 		// insert committed): answer that one.
-		const existing = await deps.orders.findActiveForRider(rider.riderId, partnerId);
+		const existing = await deps.orders.findActiveForRider(rider.riderId, { partnerId, mode });
 		if (existing) {
 			bindLogContext({ orderId: existing.id });
 			const body: CreateOrderResult = { code: "USER_HAVE_ACTIVE_RIDE", ...toOrder(existing) };

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { QueryTypes, type Sequelize, type Transaction } from "sequelize";
 import { ORDERS_RETRY_AFTER_SECONDS } from "../../contracts/orders";
 import { ApiError } from "../../lib/errors";
+import type { KeyMode } from "../../contracts/partners";
 import { judgeClaim, type StoredClaim } from "./idempotency";
 
 /**
@@ -10,8 +11,10 @@ import { judgeClaim, type StoredClaim } from "./idempotency";
  * `judgeClaim` (idempotency.ts); this file only reads and writes.
  */
 
+/** Keys are the partner's per mode: a test call's key never replays for a live call. */
 export interface IdempotencyClaim {
 	partnerId: string;
+	mode: KeyMode;
 	key: string;
 	token: string;
 }
@@ -41,20 +44,20 @@ export class IdempotencyRepo {
 	 * between simultaneous first calls; an existing claim is judged by
 	 * `judgeClaim` (replay, reused, in use, or free again).
 	 */
-	async claim(partnerId: string, key: string, hash: string): Promise<ClaimOutcome> {
+	async claim(partnerId: string, mode: KeyMode, key: string, hash: string): Promise<ClaimOutcome> {
 		for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
 			const token = randomUUID();
 			const inserted = await this.sequelize.query<{ claim_token: string }>(
-				`INSERT INTO idempotency_keys (partner_id, key, request_hash, state, claim_token) VALUES ($1, $2, $3, 'running', $4)
-				 ON CONFLICT (partner_id, key) DO NOTHING RETURNING claim_token`,
-				{ bind: [partnerId, key, hash, token], type: QueryTypes.SELECT },
+				`INSERT INTO idempotency_keys (partner_id, key, request_hash, state, claim_token, mode) VALUES ($1, $2, $3, 'running', $4, $5)
+				 ON CONFLICT (partner_id, mode, key) DO NOTHING RETURNING claim_token`,
+				{ bind: [partnerId, key, hash, token, mode], type: QueryTypes.SELECT },
 			);
-			if (inserted.length > 0) return { kind: "claimed", claim: { partnerId, key, token } };
+			if (inserted.length > 0) return { kind: "claimed", claim: { partnerId, mode, key, token } };
 
 			const rows = await this.sequelize.query<StoredClaim & { claim_token: string; db_now: Date }>(
 				`SELECT request_hash, state, response_status, response_body, created_at, claim_token, now() AS db_now
-				 FROM idempotency_keys WHERE partner_id = $1 AND key = $2`,
-				{ bind: [partnerId, key], type: QueryTypes.SELECT },
+				 FROM idempotency_keys WHERE partner_id = $1 AND key = $2 AND mode = $3`,
+				{ bind: [partnerId, key, mode], type: QueryTypes.SELECT },
 			);
 			const existing = rows[0];
 			if (!existing) continue; // released meanwhile: claim again
@@ -71,10 +74,10 @@ export class IdempotencyRepo {
 					const taken = await this.sequelize.query<{ claim_token: string }>(
 						`UPDATE idempotency_keys SET request_hash = $3, state = 'running', claim_token = $5,
 						        response_status = NULL, response_body = NULL, created_at = now()
-						 WHERE partner_id = $1 AND key = $2 AND claim_token = $4 RETURNING claim_token`,
-						{ bind: [partnerId, key, hash, existing.claim_token, token], type: QueryTypes.SELECT },
+						 WHERE partner_id = $1 AND key = $2 AND claim_token = $4 AND mode = $6 RETURNING claim_token`,
+						{ bind: [partnerId, key, hash, existing.claim_token, token, mode], type: QueryTypes.SELECT },
 					);
-					if (taken.length > 0) return { kind: "claimed", claim: { partnerId, key, token } };
+					if (taken.length > 0) return { kind: "claimed", claim: { partnerId, mode, key, token } };
 				}
 			}
 		}
@@ -85,16 +88,16 @@ export class IdempotencyRepo {
 	async finish(claim: IdempotencyClaim, status: number, body: unknown, transaction?: Transaction): Promise<void> {
 		const rows = await this.sequelize.query<{ key: string }>(
 			`UPDATE idempotency_keys SET state = 'done', response_status = $4, response_body = $5::jsonb
-			 WHERE partner_id = $1 AND key = $2 AND claim_token = $3 AND state = 'running' RETURNING key`,
-			{ bind: [claim.partnerId, claim.key, claim.token, status, JSON.stringify(body)], type: QueryTypes.SELECT, transaction },
+			 WHERE partner_id = $1 AND key = $2 AND claim_token = $3 AND state = 'running' AND mode = $6 RETURNING key`,
+			{ bind: [claim.partnerId, claim.key, claim.token, status, JSON.stringify(body), claim.mode], type: QueryTypes.SELECT, transaction },
 		);
 		if (rows.length === 0) throw keyTakenOver();
 	}
 
 	/** Frees the key of a call that failed: nothing to replay, so a retry may run. */
 	async release(claim: IdempotencyClaim): Promise<void> {
-		await this.sequelize.query("DELETE FROM idempotency_keys WHERE partner_id = $1 AND key = $2 AND claim_token = $3 AND state = 'running'", {
-			bind: [claim.partnerId, claim.key, claim.token],
+		await this.sequelize.query("DELETE FROM idempotency_keys WHERE partner_id = $1 AND key = $2 AND claim_token = $3 AND state = 'running' AND mode = $4", {
+			bind: [claim.partnerId, claim.key, claim.token, claim.mode],
 		});
 	}
 

@@ -2,6 +2,7 @@ import { randomInt } from "node:crypto";
 import type { EventDelivery, DriverInfo, OrderDriver, InternalOrder, Order, RideEventPayload, RideEventView, RideStatus, WebhookStatus } from "../../contracts/orders";
 import type { DriverLocation, Place, ServiceType } from "../../contracts/common";
 import { OTP_DIGITS } from "../../contracts/constants";
+import type { KeyMode } from "../../contracts/partners";
 
 /**
  * Pure views of an order: the database row turned into the contract's Order
@@ -13,6 +14,8 @@ import { OTP_DIGITS } from "../../contracts/constants";
 export interface OrderRow {
 	id: string;
 	partner_id: string;
+	/** The booking key's mode (migration 003; older rows are `test`). */
+	mode: KeyMode;
 	rider_id: string;
 	status: RideStatus;
 	service_type: ServiceType;
@@ -99,6 +102,7 @@ export function toInternalOrder(row: OrderRow): InternalOrder {
 	return {
 		...order,
 		partnerId: row.partner_id,
+		mode: row.mode === "live" ? "live" : "test",
 		riderId: row.rider_id,
 		version: row.version,
 		location: location(row.driver_location),

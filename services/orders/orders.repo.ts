@@ -1,6 +1,7 @@
 import { QueryTypes, type Sequelize, type Transaction } from "sequelize";
 import { ACTIVE_STATUSES, MOVING_STATUSES, type ActiveStatus, type DriverInfo, type RideStatus, type WebhookStatus, type RideEventPayload } from "../../contracts/orders";
 import type { DriverLocation } from "../../contracts/common";
+import type { KeyMode } from "../../contracts/partners";
 import { isUniqueViolation } from "../../mixins/db.mixin";
 import { newId } from "../../lib/ids";
 import { emitsEvent } from "./ride-state";
@@ -22,6 +23,7 @@ const MOVING_SQL = MOVING_STATUSES.map((s) => `'${s}'`).join(",");
 export interface NewOrder {
 	id: string;
 	partnerId: string;
+	mode: KeyMode;
 	riderId: string;
 	serviceType: string;
 	pickup: unknown;
@@ -59,24 +61,34 @@ export interface RideEventRow {
 	payload: RideEventPayload;
 }
 
+/** Whose orders a partner call may see: its partner's, of its key's mode. */
+export interface PartnerScope {
+	partnerId: string;
+	mode: KeyMode;
+}
+
 const jsonOrNull = (value: unknown) => (value === undefined || value === null ? null : JSON.stringify(value));
 
 export class OrdersRepo {
 	constructor(private readonly sequelize: Sequelize) {}
 
-	/** The order; with `partnerId`, a foreign order is read exactly like an unknown one (the partner is part of the key). */
-	async findOrder(orderId: string, partnerId?: string): Promise<OrderRow | null> {
+	/**
+	 * The order; with a partner scope, a foreign order, or one of the key's
+	 * other mode, is read exactly like an unknown one (partner and mode are
+	 * part of the key).
+	 */
+	async findOrder(orderId: string, scope?: PartnerScope): Promise<OrderRow | null> {
 		const rows = await this.sequelize.query<OrderRow>(
-			partnerId === undefined ? "SELECT * FROM orders WHERE id = $1" : "SELECT * FROM orders WHERE id = $1 AND partner_id = $2",
-			{ bind: partnerId === undefined ? [orderId] : [orderId, partnerId], type: QueryTypes.SELECT },
+			scope === undefined ? "SELECT * FROM orders WHERE id = $1" : "SELECT * FROM orders WHERE id = $1 AND partner_id = $2 AND mode = $3",
+			{ bind: scope === undefined ? [orderId] : [orderId, scope.partnerId, scope.mode], type: QueryTypes.SELECT },
 		);
 		return rows[0] ?? null;
 	}
 
-	async findActiveForRider(riderId: string, partnerId: string): Promise<OrderRow | null> {
+	async findActiveForRider(riderId: string, scope: PartnerScope): Promise<OrderRow | null> {
 		const rows = await this.sequelize.query<OrderRow>(
-			`SELECT * FROM orders WHERE rider_id = $1 AND partner_id = $2 AND status IN (${ACTIVE_SQL})`,
-			{ bind: [riderId, partnerId], type: QueryTypes.SELECT },
+			`SELECT * FROM orders WHERE rider_id = $1 AND partner_id = $2 AND mode = $3 AND status IN (${ACTIVE_SQL})`,
+			{ bind: [riderId, scope.partnerId, scope.mode], type: QueryTypes.SELECT },
 		);
 		return rows[0] ?? null;
 	}
@@ -128,9 +140,9 @@ export class OrdersRepo {
 			return await this.sequelize.transaction(async (transaction) => {
 				const rows = await this.sequelize.query<OrderRow>(
 					`INSERT INTO orders (id, partner_id, rider_id, status, service_type, pickup, "drop", fare_paise, currency, fare_breakdown,
-					                     distance, duration, quote_id, otp, webhook_url, metadata)
-					 VALUES ($1, $2, $3, 'searching', $4, $5::jsonb, $6::jsonb, $7, $8, $9::jsonb, $10, $11, $12, $13, $14, $15::jsonb)
-					 ON CONFLICT (rider_id) WHERE status IN (${ACTIVE_SQL}) DO NOTHING
+					                     distance, duration, quote_id, otp, webhook_url, metadata, mode)
+					 VALUES ($1, $2, $3, 'searching', $4, $5::jsonb, $6::jsonb, $7, $8, $9::jsonb, $10, $11, $12, $13, $14, $15::jsonb, $16)
+					 ON CONFLICT (rider_id, mode) WHERE status IN (${ACTIVE_SQL}) DO NOTHING
 					 RETURNING *`,
 					{
 						bind: [
@@ -149,6 +161,7 @@ export class OrdersRepo {
 							order.otp,
 							order.webhookURL,
 							order.metadata !== undefined ? JSON.stringify(order.metadata) : null,
+							order.mode,
 						],
 						type: QueryTypes.SELECT,
 						transaction,

@@ -52,6 +52,7 @@ import { planTransition } from "./transition-plan";
 import { callService } from "./remote-calls";
 import { decodeActiveCursor, decodeEventsCursor, encodeActiveCursor, encodeEventsCursor } from "./cursor";
 import { otpTryAllowed } from "./otp";
+import { modeOf, otpReadable } from "./modes";
 import { serviceEnv } from "../../lib/settings";
 
 /**
@@ -124,7 +125,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 				const answer: CancelResult = { code: "RIDE_CANCELLED", orderId: ctx.params.orderId, status: "customer_cancelled" };
 				let row: OrderRow | null = loadedOrder(ctx);
 				for (let attempt = 0; attempt < CANCEL_ATTEMPTS; attempt++) {
-					if (attempt > 0) row = await this.orders.findOrder(ctx.params.orderId, ctx.meta.partnerId!);
+					if (attempt > 0) row = await this.orders.findOrder(ctx.params.orderId, { partnerId: ctx.meta.partnerId!, mode: modeOf(ctx.meta) });
 					if (!row) throw orderNotFound();
 					if (row.status === "customer_cancelled") return answer;
 					if (!isActive(row.status) || !canTransition(row.status, "customer_cancelled", "partner")) {
@@ -206,6 +207,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		/**
 		 * The simulated fleet stands in for the rider telling the driver the
 		 * OTP; nothing else needs it (live drivers hear it from the rider).
+		 * Test rides only, and only in simulated fleet mode: 403 otherwise.
 		 */
 		riderOtp: {
 			access: "internal",
@@ -217,6 +219,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 				}
 				const row = await this.orders.findOrder(ctx.params.orderId);
 				if (!row) throw orderNotFound();
+				if (!otpReadable(row.mode)) throw new ApiError(403, "FORBIDDEN", "The rider's OTP is only readable for test-mode rides");
 				return { orderId: row.id, otp: row.otp };
 			},
 		},
@@ -307,7 +310,8 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			const partnerId = ctx.meta.partnerId;
 			// Hooks run before the access middleware: without a partner, leave the 401 to it.
 			if (typeof partnerId !== "string" || partnerId.length === 0) return;
-			const row = await this.orders.findOrder(ctx.params.orderId, partnerId);
+			// A test key never sees a live order, nor the reverse: both read as unknown.
+			const row = await this.orders.findOrder(ctx.params.orderId, { partnerId, mode: modeOf(ctx.meta) });
 			if (!row) throw orderNotFound();
 			ctx.locals.order = row;
 		},
@@ -343,6 +347,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			this.hint(ORDER_EVENTS.statusChanged, {
 				orderId: row.id,
 				partnerId: row.partner_id,
+				mode: row.mode,
 				from,
 				to: row.status,
 				driverId: row.driver?.id ?? previousDriverId,

@@ -1,5 +1,5 @@
 import { QueryTypes, type Sequelize, type Transaction } from "sequelize";
-import type { ApiKeySummary, AuthenticatedPartner, PartnerSummary, WebhookSecretEntry } from "../../contracts/partners";
+import type { ApiKeySummary, AuthenticatedPartner, KeyMode, PartnerSummary, WebhookSecretEntry } from "../../contracts/partners";
 
 /**
  * Every statement of partners, on its tables `partners` (disabled_at: revoked
@@ -10,12 +10,12 @@ import type { ApiKeySummary, AuthenticatedPartner, PartnerSummary, WebhookSecret
  */
 
 const INSERT_PARTNER_SQL = "INSERT INTO partners (id, name) VALUES ($1, $2)";
-const INSERT_KEY_SQL = `INSERT INTO api_keys (id, partner_id, key_hash, label) VALUES ($1, $2, $3, $4)
+const INSERT_KEY_SQL = `INSERT INTO api_keys (id, partner_id, key_hash, label, mode) VALUES ($1, $2, $3, $4, $5)
 				 ON CONFLICT (key_hash) DO NOTHING RETURNING id`;
 const INSERT_SECRET_SQL = "INSERT INTO webhook_secrets (partner_id, secret) VALUES ($1, $2)";
-const BY_KEY_HASH_SQL = `SELECT p.id, p.name FROM api_keys k JOIN partners p ON p.id = k.partner_id
+const BY_KEY_HASH_SQL = `SELECT p.id, p.name, k.mode FROM api_keys k JOIN partners p ON p.id = k.partner_id
 				 WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND p.disabled_at IS NULL`;
-const KEY_STATE_SQL = `SELECT k.partner_id, k.revoked_at, p.disabled_at FROM api_keys k JOIN partners p ON p.id = k.partner_id WHERE k.key_hash = $1`;
+const KEY_STATE_SQL = `SELECT k.partner_id, k.revoked_at, k.mode, p.disabled_at FROM api_keys k JOIN partners p ON p.id = k.partner_id WHERE k.key_hash = $1`;
 // At most one write per key per minute whatever the number of instances.
 const TOUCH_KEY_SQL = "UPDATE api_keys SET last_used_at = now() WHERE key_hash = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')";
 const SECRETS_SQL = `SELECT secret, valid_until FROM webhook_secrets WHERE partner_id = $1 AND (valid_until IS NULL OR valid_until > now())
@@ -23,7 +23,7 @@ const SECRETS_SQL = `SELECT secret, valid_until FROM webhook_secrets WHERE partn
 const LIST_SQL = "SELECT id, name, created_at, disabled_at FROM partners ORDER BY created_at";
 const PARTNER_SQL = "SELECT id, disabled_at FROM partners WHERE id = $1";
 const LOCK_PARTNER_SQL = "SELECT id, disabled_at FROM partners WHERE id = $1 FOR UPDATE";
-const LIST_KEYS_SQL = `SELECT id, partner_id, label, created_at, last_used_at, revoked_at FROM api_keys
+const LIST_KEYS_SQL = `SELECT id, partner_id, label, mode, created_at, last_used_at, revoked_at FROM api_keys
 				 WHERE $1::text IS NULL OR partner_id = $1 ORDER BY partner_id, created_at`;
 const REVOKE_KEY_SQL = "UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING id";
 const KEY_PARTNER_SQL = "SELECT partner_id FROM api_keys WHERE id = $1";
@@ -49,6 +49,7 @@ interface KeyRow {
 	id: string;
 	partner_id: string;
 	label: string;
+	mode: KeyMode;
 	created_at: Iso;
 	last_used_at: Iso | null;
 	revoked_at: Iso | null;
@@ -58,6 +59,7 @@ interface KeyRow {
 export interface KeyState {
 	partnerId: string;
 	revoked: boolean;
+	mode: KeyMode;
 }
 
 export type RevokeOutcome = { found: false } | { found: true; partnerId: string; revokedKeyIds: string[]; partnerRevoked: boolean };
@@ -74,11 +76,11 @@ export class PartnersRepo {
 	}
 
 	/** The new partner's id, or null when that API key is already taken (nothing is written then). */
-	async insertPartner(p: { partnerId: string; name: string; keyId: string; keyHash: string; label: string; webhookSecret: string }): Promise<string | null> {
+	async insertPartner(p: { partnerId: string; name: string; keyId: string; keyHash: string; label: string; mode: KeyMode; webhookSecret: string }): Promise<string | null> {
 		try {
 			return await this.sequelize.transaction(async (t) => {
 				await this.exec(INSERT_PARTNER_SQL, [p.partnerId, p.name], t);
-				const [key] = await this.select<{ id: string }>(INSERT_KEY_SQL, [p.keyId, p.partnerId, p.keyHash, p.label], t);
+				const [key] = await this.select<{ id: string }>(INSERT_KEY_SQL, [p.keyId, p.partnerId, p.keyHash, p.label, p.mode], t);
 				if (!key) throw new KeyTaken();
 				await this.exec(INSERT_SECRET_SQL, [p.partnerId, p.webhookSecret], t);
 				return p.partnerId;
@@ -91,14 +93,20 @@ export class PartnersRepo {
 
 	/** The enabled partner holding this unrevoked key, or null. */
 	async findByKeyHash(keyHash: string): Promise<AuthenticatedPartner | null> {
-		const [row] = await this.select<PartnerRow>(BY_KEY_HASH_SQL, [keyHash]);
-		return row ? { partnerId: row.id, name: row.name } : null;
+		const [row] = await this.select<PartnerRow & { mode: KeyMode }>(BY_KEY_HASH_SQL, [keyHash]);
+		return row ? { partnerId: row.id, name: row.name, mode: row.mode } : null;
 	}
 
 	/** Any key with this hash, revoked or not: bootstrap must see what an operator revoked. */
 	async keyState(keyHash: string): Promise<KeyState | null> {
-		const [row] = await this.select<{ partner_id: string; revoked_at: Date | null; disabled_at: Date | null }>(KEY_STATE_SQL, [keyHash]);
-		return row ? { partnerId: row.partner_id, revoked: row.revoked_at !== null || row.disabled_at !== null } : null;
+		const [row] = await this.select<{ partner_id: string; revoked_at: Date | null; disabled_at: Date | null; mode: KeyMode }>(KEY_STATE_SQL, [keyHash]);
+		return row ? { partnerId: row.partner_id, revoked: row.revoked_at !== null || row.disabled_at !== null, mode: row.mode } : null;
+	}
+
+	/** Bootstrap's BOOTSTRAP_PARTNER_MODE: the key's mode, kept in step. True when it changed. */
+	async setKeyMode(keyHash: string, mode: KeyMode): Promise<boolean> {
+		const rows = await this.select<{ id: string }>("UPDATE api_keys SET mode = $2 WHERE key_hash = $1 AND mode <> $2 RETURNING id", [keyHash, mode]);
+		return rows.length > 0;
 	}
 
 	async touchKey(keyHash: string): Promise<void> {
@@ -128,6 +136,7 @@ export class PartnersRepo {
 			keyId: r.id,
 			partnerId: r.partner_id,
 			label: r.label,
+			mode: r.mode,
 			createdAt: iso(r.created_at),
 			lastUsedAt: isoOrNull(r.last_used_at),
 			revokedAt: isoOrNull(r.revoked_at),
@@ -135,13 +144,13 @@ export class PartnersRepo {
 	}
 
 	/** One more key for an active partner: "created", or why not. */
-	async insertKey(partnerId: string, keyId: string, keyHash: string, label: string): Promise<"created" | "missing" | "revoked" | "taken"> {
+	async insertKey(partnerId: string, keyId: string, keyHash: string, label: string, mode: KeyMode): Promise<"created" | "missing" | "revoked" | "taken"> {
 		return this.sequelize.transaction(async (t) => {
 			// Locked, so a concurrent revocation of the partner cannot miss this key.
 			const [partner] = await this.select<{ disabled_at: Date | null }>(LOCK_PARTNER_SQL, [partnerId], t);
 			if (!partner) return "missing";
 			if (partner.disabled_at) return "revoked";
-			const [key] = await this.select<{ id: string }>(INSERT_KEY_SQL, [keyId, partnerId, keyHash, label], t);
+			const [key] = await this.select<{ id: string }>(INSERT_KEY_SQL, [keyId, partnerId, keyHash, label, mode], t);
 			return key ? "created" : "taken";
 		});
 	}

@@ -2,13 +2,17 @@ import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "mole
 import { DbMixin, type DbThis } from "../../mixins/db.mixin";
 import { ApiError, validationError } from "../../lib/errors";
 import { newId } from "../../lib/ids";
-import { hashApiKey, isWebhookSecret, newApiKey, newWebhookSecret } from "../../lib/secrets";
+import { randomBytes } from "node:crypto";
+import { hashApiKey, isWebhookSecret, newWebhookSecret } from "../../lib/secrets";
 import {
 	announceParams,
 	authenticateParams,
 	createKeyParams,
 	createPartnerParams,
+	DEFAULT_KEY_MODE,
 	DEFAULT_WEBHOOK_SECRET_GRACE_SECONDS,
+	KEY_MODES,
+	keyPrefix,
 	listKeysParams,
 	PARTNER_EVENTS,
 	revokeKeyParams,
@@ -21,6 +25,7 @@ import {
 	type CreatedPartner,
 	type CreateKeyParams,
 	type CreatePartnerParams,
+	type KeyMode,
 	type ListKeysParams,
 	type PartnersChangedEvent,
 	type PartnerSigning,
@@ -49,7 +54,7 @@ import { serviceEnv } from "../../lib/settings";
  */
 
 interface PartnersMethods {
-	insertPartner(name: string, apiKey: string, webhookSecret: string): Promise<string | null>;
+	insertPartner(name: string, apiKey: string, webhookSecret: string, mode: KeyMode): Promise<string | null>;
 	broadcastChange(partnerId: string, what: PartnersChangedEvent["what"]): Promise<void>;
 	revoked(outcome: RevokeOutcome, what: string): Promise<RevokedKeys>;
 	bootstrap(): Promise<void>;
@@ -73,6 +78,23 @@ function checkWebhookSecret(webhookSecret: string): void {
 	if (!isWebhookSecret(webhookSecret)) throw validationError("webhookSecret", `must be ${WEBHOOK_SECRET_RULE}`);
 }
 
+/** A new key of that mode: `rk_test_…` / `rk_live_…` + 256 random bits. */
+function newModeKey(mode: KeyMode): string {
+	return `${keyPrefix(mode)}${randomBytes(32).toString("base64url")}`;
+}
+
+/**
+ * The key of a create/createKey call: the given one or a generated one. A
+ * given key that names the other mode in its prefix is refused: `rk_live_…`
+ * must never be a test key, nor the reverse.
+ */
+function keyFor(mode: KeyMode, given: string | undefined): string {
+	if (given === undefined) return newModeKey(mode);
+	const other = KEY_MODES.find((m) => m !== mode && given.startsWith(keyPrefix(m)));
+	if (other) throw validationError("apiKey", `apiKey starts with ${keyPrefix(other)} but mode is ${mode}`);
+	return given;
+}
+
 const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, PartnersLocal & DbThis> = {
 	name: "partners",
 	mixins: [DbMixin({ service: "partners", migrations })],
@@ -83,10 +105,11 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 			...INTERNAL,
 			params: createPartnerParams,
 			async handler(this: PartnersThis, ctx: Context<CreatePartnerParams>): Promise<CreatedPartner> {
-				const apiKey = ctx.params.apiKey ?? newApiKey();
+				const mode = ctx.params.mode ?? DEFAULT_KEY_MODE;
+				const apiKey = keyFor(mode, ctx.params.apiKey);
 				const webhookSecret = ctx.params.webhookSecret ?? newWebhookSecret();
 				checkWebhookSecret(webhookSecret);
-				const partnerId = await this.insertPartner(ctx.params.name, apiKey, webhookSecret);
+				const partnerId = await this.insertPartner(ctx.params.name, apiKey, webhookSecret, mode);
 				if (!partnerId) throw new ApiError(409, "CONFLICT", "That API key is already in use");
 				// A miss for this key may be cached somewhere.
 				await this.broadcastChange(partnerId, "keys");
@@ -152,9 +175,10 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 			params: createKeyParams,
 			async handler(this: PartnersThis, ctx: Context<CreateKeyParams>): Promise<CreatedKey> {
 				const { partnerId, label } = ctx.params;
-				const apiKey = ctx.params.apiKey ?? newApiKey();
+				const mode = ctx.params.mode ?? DEFAULT_KEY_MODE;
+				const apiKey = keyFor(mode, ctx.params.apiKey);
 				const keyId = newId("key");
-				const outcome = await this.repo.insertKey(partnerId, keyId, hashApiKey(apiKey), label);
+				const outcome = await this.repo.insertKey(partnerId, keyId, hashApiKey(apiKey), label, mode);
 				if (outcome === "missing") throw new ApiError(404, "NOT_FOUND", "Unknown partner");
 				if (outcome === "revoked") throw new ApiError(409, "CONFLICT", "That partner is revoked");
 				if (outcome === "taken") throw new ApiError(409, "CONFLICT", "That API key is already in use");
@@ -212,8 +236,8 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 
 	methods: {
 		/** The new partner's id, or null when that API key is already in use. */
-		insertPartner(this: PartnersThis, name: string, apiKey: string, webhookSecret: string): Promise<string | null> {
-			return this.repo.insertPartner({ partnerId: newId("ptn"), name, keyId: newId("key"), keyHash: hashApiKey(apiKey), label: "initial", webhookSecret });
+		insertPartner(this: PartnersThis, name: string, apiKey: string, webhookSecret: string, mode: KeyMode): Promise<string | null> {
+			return this.repo.insertPartner({ partnerId: newId("ptn"), name, keyId: newId("key"), keyHash: hashApiKey(apiKey), label: "initial", mode, webhookSecret });
 		},
 
 		/** Every instance (this one included) drops what it cached about the partner. */
@@ -236,7 +260,7 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 		 * key or partner an operator revoked stays revoked (a warning says so).
 		 */
 		async bootstrap(this: PartnersThis): Promise<void> {
-			const { bootstrapPartnerKey: key, bootstrapWebhookSecret: secret } = this.cfg;
+			const { bootstrapPartnerKey: key, bootstrapWebhookSecret: secret, bootstrapPartnerMode: mode } = this.cfg;
 			if (!key) return;
 			const state = await this.repo.keyState(hashApiKey(key));
 			if (state?.revoked) {
@@ -245,10 +269,14 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 			}
 			if (state) {
 				if (secret && (await this.repo.setCurrentSecret(state.partnerId, secret))) await this.broadcastChange(state.partnerId, "webhookSecret");
-				this.logger.info(`Bootstrap partner ${state.partnerId} present`);
+				if (await this.repo.setKeyMode(hashApiKey(key), mode)) {
+					this.logger.info(`BOOTSTRAP_PARTNER_KEY of ${state.partnerId} is now a ${mode} key (BOOTSTRAP_PARTNER_MODE)`);
+					await this.broadcastChange(state.partnerId, "keys");
+				}
+				this.logger.info(`Bootstrap partner ${state.partnerId} present (${mode} key)`);
 				return;
 			}
-			const created = await this.insertPartner("Bootstrap partner", key, secret ?? newWebhookSecret());
+			const created = await this.insertPartner("Bootstrap partner", key, secret ?? newWebhookSecret(), mode);
 			// null: another instance created it at the same moment.
 			this.logger.info(created ? `Bootstrap partner ${created} created` : "Bootstrap partner present");
 		},

@@ -1,5 +1,6 @@
-import { envBool, envString, SettingError, type Env } from "../../lib/settings";
+import { envBool, envEnum, envString, SettingError, type Env } from "../../lib/settings";
 import { isWebhookSecret } from "../../lib/secrets";
+import { KEY_MODES, type KeyMode } from "../../contracts/partners";
 
 /**
  * Partners configuration from the environment. Pure: pass any env object.
@@ -14,6 +15,8 @@ export interface PartnersSettings {
 	bootstrapPartnerKey: string | undefined;
 	/** BOOTSTRAP_WEBHOOK_SECRET: the bootstrap partner's signing secret, kept in step; generated when unset. */
 	bootstrapWebhookSecret: string | undefined;
+	/** BOOTSTRAP_PARTNER_MODE: the bootstrap key's mode, `test` unless set to `live`. */
+	bootstrapPartnerMode: KeyMode;
 }
 
 /** Fixed, not a setting: a revoked key stops working within this time on every instance even if partners.changed is lost. */
@@ -43,6 +46,7 @@ export function readPartnersSettings(env: Env): PartnersSettings {
 	}
 	return {
 		authCacheMs: AUTH_CACHE_MS,
+		bootstrapPartnerMode: envEnum<KeyMode>(env, "BOOTSTRAP_PARTNER_MODE", KEY_MODES, "test"),
 		bootstrapPartnerKey,
 		bootstrapWebhookSecret,
 	};

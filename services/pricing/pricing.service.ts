@@ -1,7 +1,8 @@
 import { randomBytes } from "node:crypto";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { DbMixin, type DbThis } from "../../mixins/db.mixin";
-import type { PartnerMeta } from "../../middlewares/access.middleware";
+import type { PartnerCallMeta } from "../../contracts/gateway";
+import type { KeyMode } from "../../contracts/partners";
 import { ApiError, type ErrorDetail } from "../../lib/errors";
 import type { LatLng } from "../../lib/geo";
 import { SERVICE_TYPES, type ServiceType } from "../../contracts/common";
@@ -55,7 +56,8 @@ interface PricingLocal {
 	router: RouteEstimator;
 	repo: PricingRepo;
 	keyring: QuoteKeyring | undefined;
-	supplyCache: SupplyCache;
+	/** One per key mode: test and live see different drivers and demand. */
+	supplyCaches: Record<KeyMode, SupplyCache>;
 	/** Injectable clock (ms); tests of expiry replace it. */
 	now: () => number;
 	lastSupplyWarning: number;
@@ -66,6 +68,11 @@ type PricingThis = Service & PricingMethods & PricingLocal & DbThis;
 function keyringOf(svc: PricingThis): QuoteKeyring {
 	if (!svc.keyring) throw new ApiError(503, "SERVICE_UNAVAILABLE", "Pricing is starting", { retryAfter: SERVICE_RETRY_AFTER_SECONDS });
 	return svc.keyring;
+}
+
+/** The calling key's mode (`ctx.meta.mode`, set by the gateway and passed on by orders); test when absent. */
+function modeOfMeta(meta: unknown): KeyMode {
+	return (meta as { mode?: unknown } | null)?.mode === "live" ? "live" : "test";
 }
 
 function validation(details: ErrorDetail[]): ApiError {
@@ -81,8 +88,9 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 		estimate: {
 			access: "partner",
 			params: estimateParams,
-			async handler(this: PricingThis, ctx: Context<EstimateParams, PartnerMeta>): Promise<EstimateResult> {
+			async handler(this: PricingThis, ctx: Context<EstimateParams, PartnerCallMeta>): Promise<EstimateResult> {
 				const partnerId = ctx.meta.partnerId!;
+				const mode = modeOfMeta(ctx.meta);
 				const { pickup, drop } = ctx.params;
 				this.checkTrip(pickup, drop);
 				const keyring = keyringOf(this);
@@ -96,7 +104,7 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 					const { distance, duration } = routes[i];
 					const fare = this.fareOf(serviceType, routes[i], supply);
 					return {
-						quoteId: encodeQuote({ partnerId, serviceType, pickup, drop, distance, duration, fare, expiresAt }, keyring),
+						quoteId: encodeQuote({ partnerId, mode, serviceType, pickup, drop, distance, duration, fare, expiresAt }, keyring),
 						serviceType,
 						totalAmount: toMajor(fare.total),
 						currency: fare.currency,
@@ -118,9 +126,9 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 		verifyQuote: {
 			access: "partner",
 			params: verifyQuoteParams,
-			handler(this: PricingThis, ctx: Context<VerifyQuoteParams, PartnerMeta>): PricedTrip {
+			handler(this: PricingThis, ctx: Context<VerifyQuoteParams, PartnerCallMeta>): PricedTrip {
 				const { quoteId, serviceType, pickup, drop } = ctx.params;
-				const check = verifyQuote(quoteId, { partnerId: ctx.meta.partnerId!, serviceType, pickup, drop }, keyringOf(this), this.now(), this.cfg.quoteMatchRadiusMetres);
+				const check = verifyQuote(quoteId, { partnerId: ctx.meta.partnerId!, mode: modeOfMeta(ctx.meta), serviceType, pickup, drop }, keyringOf(this), this.now(), this.cfg.quoteMatchRadiusMetres);
 				if (!check.ok) {
 					throw new ApiError(422, check.code, check.message, { details: [{ field: check.field ?? "quoteId", message: check.message }] });
 				}
@@ -179,14 +187,17 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 		 */
 		async supplyNear(this: PricingThis, ctx: Context, pickup: LatLng): Promise<SupplyDemandReply> {
 			const now = Date.now();
-			const cached = this.supplyCache.get(pickup, now);
+			// The caller's key mode (create-order passes its meta on): that mode's drivers and demand only.
+			const mode = modeOfMeta(ctx.meta);
+			const cache = this.supplyCaches[mode];
+			const cached = cache.get(pickup, now);
 			if (cached) return cached;
 			// No dispatch node at all: answer at once instead of waiting for a "not found".
 			const endpoints = this.broker.registry.getActionEndpoints(SUPPLY_DEMAND_ACTION) as EndpointList | undefined;
 			if (!endpoints?.hasAvailable()) return UNKNOWN_REPLY;
 			let failed = false;
 			const reply = await fetchSupplyDemand(
-				() => ctx.call<unknown, { point: LatLng }>(SUPPLY_DEMAND_ACTION, { point: { lat: pickup.lat, lng: pickup.lng } }, { timeout: this.cfg.supplyTimeoutMs }),
+				() => ctx.call<unknown, { point: LatLng; mode: KeyMode }>(SUPPLY_DEMAND_ACTION, { point: { lat: pickup.lat, lng: pickup.lng }, mode }, { timeout: this.cfg.supplyTimeoutMs }),
 				this.cfg.supplyTimeoutMs,
 				(err) => {
 					failed = true;
@@ -197,7 +208,7 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 					}
 				},
 			);
-			if (!failed) this.supplyCache.set(pickup, reply, now);
+			if (!failed) cache.set(pickup, reply, now);
 			return reply;
 		},
 
@@ -213,7 +224,7 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 		this.cfg = readPricingSettings(serviceEnv(this));
 		this.policy = { maxTenths: this.cfg.surgeMaxTenths, sensitivity: this.cfg.surgeSensitivity };
 		this.router = createRouteEstimator(this.cfg);
-		this.supplyCache = new SupplyCache(this.cfg.supplyCacheMs);
+		this.supplyCaches = { test: new SupplyCache(this.cfg.supplyCacheMs), live: new SupplyCache(this.cfg.supplyCacheMs) };
 		this.now = () => Date.now();
 		this.lastSupplyWarning = 0;
 		this.keyring = undefined;

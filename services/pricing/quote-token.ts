@@ -3,6 +3,7 @@ import { haversineMeters, isValidPoint, roundCoordinate, type LatLng } from "../
 import { SERVICE_TYPES, type ServiceType } from "../../contracts/common";
 import type { QuotedFare } from "./fare";
 import { QUOTE_MATCH_RADIUS_METRES } from "../../contracts/constants";
+import type { KeyMode } from "../../contracts/partners";
 
 /**
  * Quote ids are self-contained signed tokens, so fare-estimate writes nothing:
@@ -13,11 +14,17 @@ import { QUOTE_MATCH_RADIUS_METRES } from "../../contracts/constants";
  * chars of SHA-256 of the secret, so every instance with the same secret
  * agrees without coordination), mac = base64url(HMAC-SHA256(secret,
  * "<payload>.<kid>")). The payload is readable by its partner (it holds only
- * what they were shown plus their own id) but cannot be altered.
+ * what they were shown plus their own id and key mode) but cannot be altered.
+ *
+ * A quote belongs to the partner and the key mode that asked for it: a test
+ * quote is QUOTE_INVALID for a live key and the reverse. Tokens from before
+ * modes carry none and are test quotes.
  */
 
 export interface QuoteClaims {
 	partnerId: string;
+	/** The mode of the key that asked for the quote. */
+	mode: KeyMode;
 	serviceType: ServiceType;
 	/** Rounded to 5 decimals (≈ 1 m). */
 	pickup: LatLng;
@@ -33,6 +40,8 @@ export interface QuoteClaims {
 interface WirePayload {
 	v: 1;
 	p: string;
+	/** "l" for live; absent for test (and for tokens made before modes). */
+	m?: "l";
 	s: ServiceType;
 	a: [number, number];
 	b: [number, number];
@@ -73,11 +82,13 @@ export class QuoteKeyring {
 	}
 }
 
-export function encodeQuote(claims: QuoteClaims, keyring: QuoteKeyring): string {
+/** `mode` defaults to test. */
+export function encodeQuote(claims: Omit<QuoteClaims, "mode"> & { mode?: KeyMode }, keyring: QuoteKeyring): string {
 	const f = claims.fare;
 	const wire: WirePayload = {
 		v: 1,
 		p: claims.partnerId,
+		...(claims.mode === "live" ? { m: "l" as const } : {}),
 		s: claims.serviceType,
 		a: [roundCoordinate(claims.pickup.lat, COORD_DECIMALS), roundCoordinate(claims.pickup.lng, COORD_DECIMALS)],
 		b: [roundCoordinate(claims.drop.lat, COORD_DECIMALS), roundCoordinate(claims.drop.lng, COORD_DECIMALS)],
@@ -99,6 +110,8 @@ export type QuoteCheck =
 
 export interface QuoteExpectation {
 	partnerId: string;
+	/** The calling key's mode; `test` when omitted. */
+	mode?: KeyMode;
 	serviceType: string;
 	pickup: LatLng;
 	drop: LatLng;
@@ -116,6 +129,7 @@ function decodeWire(payload: string): QuoteClaims | undefined {
 	}
 	if (typeof w !== "object" || w === null || w.v !== 1) return undefined;
 	if (typeof w.p !== "string" || !(SERVICE_TYPES as readonly string[]).includes(w.s)) return undefined;
+	if (w.m !== undefined && w.m !== "l") return undefined;
 	if (!Array.isArray(w.a) || !Array.isArray(w.b) || !Array.isArray(w.f) || w.f.length !== 6) return undefined;
 	const pickup = { lat: w.a[0], lng: w.a[1] };
 	const drop = { lat: w.b[0], lng: w.b[1] };
@@ -124,6 +138,7 @@ function decodeWire(payload: string): QuoteClaims | undefined {
 	const [total, baseFare, distanceFare, timeFare, surgeTenths, tax] = w.f;
 	return {
 		partnerId: w.p,
+		mode: w.m === "l" ? "live" : "test",
 		serviceType: w.s,
 		pickup,
 		drop,
@@ -153,7 +168,8 @@ export function verifyQuote(token: unknown, expect: QuoteExpectation, keyring: Q
 	const wanted = expected && Buffer.from(expected.toString("base64url"), "ascii");
 	if (!wanted || given.length !== wanted.length || !timingSafeEqual(given, wanted)) return invalid;
 	const claims = decodeWire(payload);
-	if (!claims || claims.partnerId !== expect.partnerId) return invalid;
+	// Another partner's quote, or one of the key's other mode, reads exactly like garbage.
+	if (!claims || claims.partnerId !== expect.partnerId || claims.mode !== (expect.mode ?? "test")) return invalid;
 
 	if (claims.serviceType !== expect.serviceType) {
 		return { ok: false, code: "QUOTE_INVALID", message: `Quote was made for serviceType "${claims.serviceType}"`, field: "serviceType" };

@@ -28,7 +28,7 @@ it("npm run migrate applies every service's migrations and exits 0, and again fi
 	const first = await run("bin/migrate.ts", [], { DATABASE_URL: db.url });
 	expect(first.stderr).not.toMatch(/failed/);
 	expect(first.code).toBe(0);
-	expect(first.stdout).toMatch(/^partners: applied partners\/001-partners, partners\/002-api-keys-and-webhook-secrets$/m);
+	expect(first.stdout).toMatch(/^partners: applied partners\/001-partners, partners\/002-api-keys-and-webhook-secrets, partners\/003-api-key-modes$/m);
 	const client = await connect(db.url);
 	try {
 		const { rows } = await client.query<{ name: string }>("SELECT name FROM schema_migrations ORDER BY name");
@@ -54,6 +54,8 @@ it("npm run partner -- create prints one JSON object whose key then works over H
 	const partner = JSON.parse(lines[0]) as Record<string, string>;
 	expect(Object.keys(partner).sort()).toEqual(["apiKey", "partnerId", "webhookSecret"]);
 	expect(partner.partnerId).toMatch(/^ptn_/);
+	// Test mode by default, visible in the key.
+	expect(partner.apiKey).toMatch(/^rk_test_[A-Za-z0-9_-]{43}$/);
 	expect(partner.webhookSecret).toMatch(/^whsec_/);
 	expect(created.stderr).not.toContain(partner.apiKey);
 
@@ -73,9 +75,31 @@ it("npm run partner -- create prints one JSON object whose key then works over H
 	expect(wrongKey.status).toBe(401);
 });
 
+it("--mode live makes live keys (rk_live_…), on create and rotate-key; a partner may hold both modes", async () => {
+	const created = await run("bin/partner.ts", ["create", "--name", "Live Co", "--mode", "live"], { DATABASE_URL: db.url });
+	expect(created.code).toBe(0);
+	const partner = JSON.parse(created.stdout) as { partnerId: string; apiKey: string };
+	expect(partner.apiKey).toMatch(/^rk_live_[A-Za-z0-9_-]{43}$/);
+
+	const testKey = await run("bin/partner.ts", ["rotate-key", "--partner", partner.partnerId, "--label", "sandbox", "--mode", "test"], { DATABASE_URL: db.url });
+	expect(testKey.code).toBe(0);
+	expect(JSON.parse(testKey.stdout)).toMatchObject({ apiKey: expect.stringMatching(/^rk_test_/) });
+	const liveKey = await run("bin/partner.ts", ["rotate-key", "--partner", partner.partnerId, "--label", "live-2", "--mode", "live"], { DATABASE_URL: db.url });
+	expect(JSON.parse(liveKey.stdout)).toMatchObject({ apiKey: expect.stringMatching(/^rk_live_/) });
+
+	const listed = await run("bin/partner.ts", ["list-keys", "--partner", partner.partnerId], { DATABASE_URL: db.url });
+	const keys = JSON.parse(listed.stdout) as Array<{ label: string; mode: string }>;
+	expect(keys.map((k) => [k.label, k.mode])).toEqual([["initial", "live"], ["sandbox", "test"], ["live-2", "live"]]);
+
+	// A given key that names the other mode is refused.
+	const mismatched = await run("bin/partner.ts", ["create", "--name", "Odd", "--mode", "test", "--api-key", `rk_live_${"a".repeat(40)}`], { DATABASE_URL: db.url });
+	expect(mismatched.code).toBe(1);
+	expect(mismatched.stderr).toMatch(/apiKey/);
+});
+
 it("refuses bad usage with a message on stderr and exit code 2", async () => {
 	// Each key-management verb's own usage rules: test/unit/partners-cli.test.ts.
-	for (const args of [[], ["frobnicate"], ["create"], ["create", "--name"], ["create", "--nmae", "Acme"], ["list", "--all"], ["revoke-key"]]) {
+	for (const args of [[], ["frobnicate"], ["create"], ["create", "--name"], ["create", "--nmae", "Acme"], ["list", "--all"], ["revoke-key"], ["create", "--name", "Acme", "--mode", "prod"]]) {
 		const r = await run("bin/partner.ts", args, { DATABASE_URL: db.url });
 		expect({ args, code: r.code }).toEqual({ args, code: 2 });
 		expect(r.stdout).toBe("");
@@ -106,6 +130,7 @@ it("rotate-key, list-keys, revoke-key and rotate-webhook-secret; with TRANSPORTE
 
 		const fresh = (await json(["rotate-key", "--partner", partner.partnerId, "--label", "second"], onBus)) as Record<string, string>;
 		expect(Object.keys(fresh).sort()).toEqual(["apiKey", "keyId", "label", "partnerId"]);
+		expect(fresh.apiKey).toMatch(/^rk_test_/);
 		expect((await call(fresh.apiKey)).status).not.toBe(401);
 
 		const listed = await run("bin/partner.ts", ["list-keys", "--partner", partner.partnerId], { DATABASE_URL: db.url });

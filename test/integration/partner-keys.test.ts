@@ -157,4 +157,19 @@ describe("BOOTSTRAP_PARTNER_KEY", () => {
 			await node.stop();
 		}
 	});
+
+	it("is a test key unless BOOTSTRAP_PARTNER_MODE=live, whatever its spelling; authenticate answers the mode", async () => {
+		const anyKey = `dev_key_change_me_${Date.now().toString(36)}_0123456789abcdef`;
+		const start = (env: Record<string, string>) => startTestNode({ databaseUrl: db.url, services: ["partners"], env: { BOOTSTRAP_PARTNER_KEY: anyKey, ...env } });
+		let node = await start({});
+		try {
+			expect(await node.broker.call("partners.authenticate", { apiKey: anyKey })).toMatchObject({ mode: "test" });
+			await node.stop();
+			node = await start({ BOOTSTRAP_PARTNER_MODE: "live" });
+			expect(await node.broker.call("partners.authenticate", { apiKey: anyKey })).toMatchObject({ mode: "live" });
+		} finally {
+			await node.stop();
+		}
+		await expect(start({ BOOTSTRAP_PARTNER_MODE: "production" })).rejects.toThrow(/^BOOTSTRAP_PARTNER_MODE must be/);
+	});
 });

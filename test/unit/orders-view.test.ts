@@ -14,6 +14,7 @@ function row(overrides: Partial<OrderRow> = {}): OrderRow {
 	return {
 		id: "ord_abc",
 		partner_id: "ptn_1",
+		mode: "test",
 		rider_id: "rdr_1",
 		status: "searching",
 		service_type: "cab",
@@ -130,6 +131,11 @@ describe("toInternalOrder", () => {
 			driver: { ...driver, location: { lat: 1, lng: 2 } },
 		});
 		expect(JSON.stringify(internal)).not.toContain("0421");
+	});
+
+	it("carries the order's key mode for dispatch", () => {
+		expect(toInternalOrder(row()).mode).toBe("test");
+		expect(toInternalOrder(row({ mode: "live" })).mode).toBe("live");
 	});
 });
 

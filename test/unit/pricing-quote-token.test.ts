@@ -12,6 +12,7 @@ const NOW = Date.UTC(2026, 10, 22, 10, 0, 0);
 function claims(over: Partial<QuoteClaims> = {}): QuoteClaims {
 	return {
 		partnerId: "ptn_a",
+		mode: "test",
 		serviceType: "cab",
 		pickup: PICKUP,
 		drop: DROP,
@@ -22,7 +23,7 @@ function claims(over: Partial<QuoteClaims> = {}): QuoteClaims {
 		...over,
 	};
 }
-const expectFor = (over: Partial<{ partnerId: string; serviceType: string; pickup: { lat: number; lng: number }; drop: { lat: number; lng: number } }> = {}) => ({
+const expectFor = (over: Partial<{ partnerId: string; mode: "test" | "live"; serviceType: string; pickup: { lat: number; lng: number }; drop: { lat: number; lng: number } }> = {}) => ({
 	partnerId: "ptn_a",
 	serviceType: "cab",
 	pickup: PICKUP,
@@ -32,6 +33,17 @@ const expectFor = (over: Partial<{ partnerId: string; serviceType: string; picku
 
 describe("quote tokens", () => {
 	const keyring = new QuoteKeyring(SECRET);
+
+	it("belong to the key mode that asked: a test quote is invalid for a live key and the reverse", () => {
+		const test = encodeQuote(claims(), keyring);
+		const live = encodeQuote(claims({ mode: "live" }), keyring);
+		expect(verifyQuote(test, expectFor(), keyring, NOW)).toMatchObject({ ok: true, claims: { mode: "test" } });
+		expect(verifyQuote(live, expectFor({ mode: "live" }), keyring, NOW)).toMatchObject({ ok: true, claims: { mode: "live" } });
+		expect(verifyQuote(test, expectFor({ mode: "live" }), keyring, NOW)).toMatchObject({ ok: false, code: "QUOTE_INVALID", field: "quoteId" });
+		expect(verifyQuote(live, expectFor(), keyring, NOW)).toMatchObject({ ok: false, code: "QUOTE_INVALID", field: "quoteId" });
+		// Even expired, a quote of the other mode says only "invalid".
+		expect(verifyQuote(live, expectFor({ mode: "test" }), keyring, NOW + 600_000)).toMatchObject({ ok: false, code: "QUOTE_INVALID" });
+	});
 
 	it("round-trips the price, trip and expiry", () => {
 		const token = encodeQuote(claims(), keyring);
@@ -43,6 +55,7 @@ describe("quote tokens", () => {
 		const { minimumApplied: _ignored, ...fare } = computeFare(CAB, 6_804, 1_225, 12);
 		expect(check.claims).toEqual({
 			partnerId: "ptn_a",
+			mode: "test",
 			serviceType: "cab",
 			pickup: { lat: 12.9716, lng: 77.5946 }, // rounded to 5 decimals
 			drop: DROP,

@@ -109,4 +109,41 @@ export const migrations: Migration[] = [
 			await sequelize.query("ALTER TABLE orders DROP COLUMN IF EXISTS otp_tries");
 		},
 	},
+	{
+		/**
+		 * Key modes: every order belongs to the mode of the key that booked it
+		 * (`test` rides the sandbox drives, `live` rides only real drivers).
+		 * Orders from before are test orders. A rider may hold one active ride
+		 * per mode, and an Idempotency-Key of a test call never replays for a
+		 * live call of the same partner (nor the reverse).
+		 */
+		name: "003-order-modes",
+		async up(_qi, sequelize) {
+			await sequelize.transaction(async (transaction) => {
+				const run = (sql: string) => sequelize.query(sql, { transaction });
+				await run("ALTER TABLE orders ADD COLUMN mode text NOT NULL DEFAULT 'test' CHECK (mode IN ('test','live'))");
+				await run("DROP INDEX orders_one_active_per_rider");
+				await run(`
+					CREATE UNIQUE INDEX orders_one_active_per_rider ON orders (rider_id, mode)
+					WHERE status IN ('searching','accepted','arrived','started')`);
+				await run("ALTER TABLE idempotency_keys ADD COLUMN mode text NOT NULL DEFAULT 'test' CHECK (mode IN ('test','live'))");
+				await run("ALTER TABLE idempotency_keys DROP CONSTRAINT idempotency_keys_pkey");
+				await run("ALTER TABLE idempotency_keys ADD PRIMARY KEY (partner_id, mode, key)");
+			});
+		},
+		async down(_qi, sequelize) {
+			await sequelize.transaction(async (transaction) => {
+				const run = (sql: string) => sequelize.query(sql, { transaction });
+				await run("DELETE FROM idempotency_keys WHERE mode = 'live'");
+				await run("ALTER TABLE idempotency_keys DROP CONSTRAINT idempotency_keys_pkey");
+				await run("ALTER TABLE idempotency_keys DROP COLUMN mode");
+				await run("ALTER TABLE idempotency_keys ADD PRIMARY KEY (partner_id, key)");
+				await run("DROP INDEX orders_one_active_per_rider");
+				await run(`
+					CREATE UNIQUE INDEX orders_one_active_per_rider ON orders (rider_id)
+					WHERE status IN ('searching','accepted','arrived','started')`);
+				await run("ALTER TABLE orders DROP COLUMN mode");
+			});
+		},
+	},
 ];

@@ -69,4 +69,17 @@ export const migrations: Migration[] = [
 			});
 		},
 	},
+	{
+		/**
+		 * Key modes: every key is `test` (the sandbox) or `live` (real drivers
+		 * only). Keys from before are test keys, as they behaved until now.
+		 */
+		name: "003-api-key-modes",
+		async up(_qi, sequelize) {
+			await sequelize.query("ALTER TABLE api_keys ADD COLUMN mode text NOT NULL DEFAULT 'test' CHECK (mode IN ('test','live'))");
+		},
+		async down(_qi, sequelize) {
+			await sequelize.query("ALTER TABLE api_keys DROP COLUMN IF EXISTS mode");
+		},
+	},
 ];
