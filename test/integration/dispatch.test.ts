@@ -364,6 +364,17 @@ describe("dispatch in live mode", () => {
 		const again = await ok<DriverView>("dispatch.register", { name: "Same", phone: p, vehicleNumber: "KA01ZZ0001", serviceType: "scooty" });
 		expect(again.driverId).toBe(first.driverId);
 		expect(first.status).toBe("offline");
+		// A driver is live unless registered as test (the simulated fleet is test); the mode is kept on re-registration.
+		expect(first.mode).toBe("live");
+		expect((await ok<DriverView>("dispatch.register", { name: "Same", phone: p, vehicleNumber: "KA01ZZ0001", serviceType: "scooty", mode: "test" })).mode).toBe("live");
+		expect((await ok<DriverView>("dispatch.register", { name: "Sim", phone: randomPhone(), vehicleNumber: "SIM1", serviceType: "cab", simulated: true })).mode).toBe("test");
+		const tester = await ok<DriverView>("dispatch.register", { name: "Tester", phone: randomPhone(), vehicleNumber: "KA01ZZ0002", serviceType: "cab", mode: "test" });
+		expect(tester).toMatchObject({ mode: "test", simulated: false });
+		expect(await call("dispatch.register", { name: "X", phone: randomPhone(), vehicleNumber: "KA01", serviceType: "cab", mode: "prod" })).toMatchObject({ status: 400 });
+		expect(await call("dispatch.supplyDemand", { point: { lat: 12.97, lng: 77.59 }, mode: "prod" })).toMatchObject({ status: 400 });
+		const testDrivers = await ok<DriverView[]>("dispatch.listDrivers", { mode: "test", limit: 1000 });
+		expect(testDrivers.some((x) => x.driverId === tester.driverId)).toBe(true);
+		expect(testDrivers.every((x) => x.mode === "test")).toBe(true);
 
 		const pickup = area();
 		const d = await driver(pickup, 300);
