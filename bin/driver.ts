@@ -7,7 +7,7 @@ import { startNode, type RunningNode } from "../runtime/node";
 /**
  * Operators' driver management for the driver API (`/driver/*`):
  *
- *   npm run driver -- create --name "Ravi K" --phone +919800000001 --vehicle KA01AB1234 --service-type cab
+ *   npm run driver -- create --name "Ravi K" --phone +919800000001 --vehicle KA01AB1234 --service-type cab [--mode live|test]
  *   npm run driver -- revoke --driver drv_…
  *   npm run driver -- list
  *
@@ -15,7 +15,8 @@ import { startNode, type RunningNode } from "../runtime/node";
  * and prints `{ "driverId", "token", "tokenId" }`: the only time the token
  * is shown (only its SHA-256 is stored). A driver may hold several tokens;
  * `revoke` revokes all of them. `list` prints the tokens (never the token
- * itself).
+ * itself). `--mode test` makes a driver that takes test-key rides (a driver
+ * app's developer against the sandbox); live by default.
  *
  * Runs a broker with only the dispatch service, in this process and on no
  * transporter, against DATABASE_URL (or the embedded database in DATA_DIR;
@@ -28,7 +29,7 @@ import { startNode, type RunningNode } from "../runtime/node";
  */
 
 const USAGE = `Usage:
-  npm run driver -- create --name <name> --phone <+91…> --vehicle <number> --service-type <scooty|cab>
+  npm run driver -- create --name <name> --phone <+91…> --vehicle <number> --service-type <scooty|cab> [--mode <live|test>]
   npm run driver -- revoke --driver <driverId>
   npm run driver -- list`;
 
@@ -36,7 +37,7 @@ export class UsageError extends Error {}
 
 const VERBS = ["create", "revoke", "list"] as const;
 type Verb = (typeof VERBS)[number];
-type OptionName = "name" | "phone" | "vehicle" | "service-type" | "driver";
+type OptionName = "name" | "phone" | "vehicle" | "service-type" | "mode" | "driver";
 
 export interface Command {
 	verb: Verb;
@@ -45,7 +46,7 @@ export interface Command {
 
 const str = { type: "string" } as const;
 const OPTIONS: Record<Verb, ParseArgsOptionsConfig> = {
-	create: { name: str, phone: str, vehicle: str, "service-type": str },
+	create: { name: str, phone: str, vehicle: str, "service-type": str, mode: str },
 	revoke: { driver: str },
 	list: {},
 };
@@ -66,6 +67,7 @@ export function parseArgs(argv: string[]): Command {
 	};
 	if (verb === "create") (need("name"), need("phone"), need("vehicle"), need("service-type"));
 	if (verb === "revoke") need("driver");
+	if (options.mode !== undefined && options.mode !== "live" && options.mode !== "test") throw new UsageError(`--mode must be live or test (got "${options.mode}")`);
 	return { verb, options };
 }
 
@@ -73,7 +75,7 @@ export function actionOf(c: Command): { action: string; params: Record<string, u
 	const o = c.options;
 	switch (c.verb) {
 		case "create":
-			return { action: "dispatch.createDriverToken", params: { name: o.name, phone: o.phone, vehicleNumber: o.vehicle, serviceType: o["service-type"] } };
+			return { action: "dispatch.createDriverToken", params: { name: o.name, phone: o.phone, vehicleNumber: o.vehicle, serviceType: o["service-type"], ...(o.mode ? { mode: o.mode } : {}) } };
 		case "revoke":
 			return { action: "dispatch.revokeDriverTokens", params: { driverId: o.driver } };
 		case "list":

@@ -7,7 +7,7 @@
  * Type-only plus plain data: no service code, no I/O.
  */
 import { latitudeRule, longitudeRule, orderIdRule, serviceTypeRule, driverIdRule, type ServiceType } from "./common";
-import type { DriverJob, DriverView } from "./dispatch";
+import { driverModeRule, type DriverJob, type DriverMode, type DriverView } from "./dispatch";
 
 /** A position a driver app reports; unknown keys are refused like any other field. */
 export const driverAppLocationRule = {
@@ -88,18 +88,24 @@ export type DriverAppView = DriverView;
 
 // ---- operator and gateway actions (internal) -----------------------------------------
 
-/** dispatch.createDriverToken: registers the driver (idempotent by phone) and issues a new token. */
+/**
+ * dispatch.createDriverToken: registers the driver (idempotent by phone) and
+ * issues a new token. `mode` live (default) takes live rides; test takes
+ * test-key rides (a driver app's developer against the sandbox).
+ */
 export const createDriverTokenParams = {
 	name: { type: "string", min: 1, max: 200, trim: true, convert: true },
 	phone: { type: "string", pattern: /^\+[1-9][0-9]{6,14}$/ },
 	vehicleNumber: { type: "string", min: 1, max: 32, trim: true, convert: true },
 	serviceType: serviceTypeRule,
+	mode: { ...driverModeRule, optional: true },
 } as const;
 export interface CreateDriverTokenParams {
 	name: string;
 	phone: string;
 	vehicleNumber: string;
 	serviceType: ServiceType;
+	mode?: DriverMode;
 }
 /** Shown once: only its hash is stored. */
 export interface DriverTokenCreated {

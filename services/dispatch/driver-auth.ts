@@ -229,7 +229,7 @@ export const driverApiActions = {
 		...INTERNAL,
 		params: driverApi.createDriverTokenParams,
 		async handler(this: DispatchThis, ctx: Context<driverApi.CreateDriverTokenParams>): Promise<driverApi.DriverTokenCreated> {
-			const driver = await this.registerDriver({ ...ctx.params, simulated: false });
+			const driver = await this.registerDriver({ ...ctx.params, mode: ctx.params.mode ?? "live", simulated: false });
 			if (driver.simulated) throw new ApiError(409, "CONFLICT", "That phone belongs to a simulated driver");
 			const token = newDriverToken();
 			const tokenId = `dtk_${newId("key").slice(4)}`;

@@ -5,6 +5,12 @@ import { orderViolations, startPartnerEndpoint, waitFor, type PartnerEndpoint } 
 import { destinationPoint } from "../../lib/geo";
 import type { DriverTokenCreated } from "../../contracts/driver";
 import type { DriverJob } from "../../contracts/dispatch";
+import { DRIVER_ROUTES } from "../../contracts/gateway";
+import { buildOpenApiDocument } from "../../services/gateway/openapi";
+import { driverRequestSchemaName } from "../../services/gateway/openapi/driver-paths";
+import { constraintsOf, paramsToJsonSchema } from "../../services/gateway/openapi/json-schema";
+import { CONVERT } from "../../services/gateway/openapi/requests";
+import { readGatewaySettings } from "../../services/gateway/gateway.settings";
 
 /**
  * The driver API over real HTTP (gateway `/driver/*` → dispatch, PostgreSQL,
@@ -20,7 +26,7 @@ const DROP = { lat: 12.9352, lng: 77.6245 };
 
 let bed: Testbed;
 let base: string;
-let partner: { partnerId: string; apiKey: string; webhookSecret: string };
+let partner: { partnerId: string; apiKey: string; webhookSecret: string; mode?: "test" | "live" };
 let endpoint: PartnerEndpoint;
 let driverA: DriverTokenCreated;
 let driverB: DriverTokenCreated;
@@ -34,8 +40,10 @@ beforeAll(async () => {
 	// A live key where keys have modes (a test key everywhere else): only real drivers drive its rides.
 	partner = await bed.node.broker.call("partners.create", { name: "Driver API partner", mode: "live" });
 	endpoint = await startPartnerEndpoint(partner.webhookSecret);
+	// The drivers take rides of the key's mode: live drivers for the live key (test where keys have no mode).
+	const mode = partner.mode ?? (partner.apiKey.startsWith("rk_live_") ? "live" : "test");
 	const create = (name: string) =>
-		bed.node.broker.call<DriverTokenCreated, unknown>("dispatch.createDriverToken", { name, phone: randomPhone("+9196"), vehicleNumber: "KA01AB1234", serviceType: "cab" });
+		bed.node.broker.call<DriverTokenCreated, unknown>("dispatch.createDriverToken", { name, phone: randomPhone("+9196"), vehicleNumber: "KA01AB1234", serviceType: "cab", mode });
 	driverA = await create("Driver A");
 	driverB = await create("Driver B");
 });
@@ -170,4 +178,18 @@ it("a revoked token is refused at once", async () => {
 	const rows = await bed.pg.query("SELECT token_hash FROM driver_tokens WHERE driver_id = $1", [driverB.driverId]);
 	expect(rows.rows[0].token_hash).not.toContain(driverB.token);
 	expect(rows.rows[0].token_hash).toMatch(/^[0-9a-f]{64}$/);
+});
+
+it("documents every /driver route with the running action's params, in /openapi.json and /docs", async () => {
+	const doc = buildOpenApiDocument(readGatewaySettings({}));
+	const dispatch = bed.node.broker.getLocalService("dispatch") as unknown as { schema: { actions: Record<string, { params?: Record<string, unknown> }> } };
+	for (const route of DRIVER_ROUTES) {
+		const running = dispatch.schema.actions[route.action.split(".")[1]]?.params;
+		expect(running).toBeDefined();
+		expect(constraintsOf(doc.components.schemas[driverRequestSchemaName(route)])).toEqual(constraintsOf(paramsToJsonSchema(running!, CONVERT)));
+	}
+	const served = await httpRequest<{ paths: Record<string, Record<string, unknown>> }>(`${base}/openapi.json`);
+	for (const route of DRIVER_ROUTES) expect(served.body.paths[`/driver${route.path}`]?.[route.method.toLowerCase()]).toBeDefined();
+	const page = await httpRequest(`${base}/docs`);
+	expect(page.text).toContain("/driver/start");
 });

@@ -65,7 +65,7 @@ describe("OpenAPI document", () => {
 		expect(Object.keys(schemas.Order.properties!)).toEqual(["orderId", "otp", "status", "serviceType", "pickup", "drop", "fare", "distance", "duration", "driver", "metadata", "createdAt", "updatedAt"]);
 		expect(Object.keys(schemas.WebhookEvent.properties!)).toEqual(["eventId", "orderId", "status", "sequence", "occurredAt", "driver", "location", "eta", "metadata"]);
 		expect(Object.keys(schemas.Error.properties!)).toEqual(["code", "message", "details", "retryable"]);
-		expect(doc.components.securitySchemes).toEqual({ bearerAuth: expect.objectContaining({ type: "http", scheme: "bearer" }) });
+		expect(doc.components.securitySchemes).toEqual({ bearerAuth: expect.objectContaining({ type: "http", scheme: "bearer" }), driverToken: expect.objectContaining({ type: "http", scheme: "bearer" }) });
 		expect(doc.webhooks.rideEvent).toEqual({ $ref: "#/components/pathItems/RideEventWebhook" });
 		expect(post("/ride/create-order").callbacks).toBeDefined();
 	});

@@ -15,6 +15,7 @@ import { errorResponses } from "./error-responses";
 import { requestSchemaName, requestSchemas } from "./requests";
 import { codeList, hours, retrySchedule, seconds } from "./format";
 import { ref, responseSchemas } from "./responses";
+import { driverPaths, driverRequestSchemas, driverResponseSchemas } from "./driver-paths";
 
 export { ERROR_CODES_BY_STATUS } from "./error-responses";
 
@@ -202,14 +203,16 @@ export function buildOpenApiDocument(config: DocumentedLimits): OpenApiDocument 
 		tags: [
 			{ name: "Rides", description: "The partner endpoints. All `POST`, all authenticated." },
 			{ name: "Operations", description: "Health probes and this documentation. Not authenticated." },
+			{ name: "Driver API", description: "For driver apps: `Authorization: Bearer <driver token>` (created by operators with `npm run driver -- create`). The driver is the token's; a body never names one. Same envelope, validation and rate limits as the partner API." },
 		],
 		security: [{ bearerAuth: [] }],
-		paths: { ...rideOperations(), ...opsPaths() },
+		paths: { ...rideOperations(), ...driverPaths(), ...opsPaths() },
 		webhooks: { rideEvent: { $ref: "#/components/pathItems/RideEventWebhook" } },
 		components: {
-			schemas: { ...requestSchemas(), ...responseSchemas() },
+			schemas: { ...requestSchemas(), ...responseSchemas(), ...driverRequestSchemas(), ...driverResponseSchemas() },
 			securitySchemes: {
 				bearerAuth: { type: "http", scheme: "bearer", description: "`Authorization: Bearer <apiKey>`; one key per partner, created by operators." },
+				driverToken: { type: "http", scheme: "bearer", description: "`Authorization: Bearer <driver token>` (`rdt_…`); one or more per driver, created and revoked by operators." },
 			},
 			parameters: {
 				IdempotencyKey: {
