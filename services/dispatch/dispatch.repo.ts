@@ -349,17 +349,17 @@ export class DispatchRepo {
 		return this.q("SELECT order_id, state, order_status, driver_id FROM dispatch_rides WHERE state <> 'closed'");
 	}
 
-	/** Claims the moving rides due a location event by pushing their next due time forward (SKIP LOCKED: instances share the work). */
-	async claimDueLocations(intervalMs: number) {
+	/** Claims the moving rides due a location event by pushing their next due time forward (SKIP LOCKED: instances share the work); live rides at their own (real-time) cadence. */
+	async claimDueLocations(intervalMs: number, liveIntervalMs: number) {
 		return this.q<RideRow & { d_lat: number | null; d_lng: number | null; d_heading: number | null }>(
-			`UPDATE dispatch_rides r SET next_location_at = now() + $1 ${MS}
+			`UPDATE dispatch_rides r SET next_location_at = now() + (CASE WHEN r.mode = 'live' THEN $2::double precision ELSE $1::double precision END) ${MS}
 			 FROM drivers d
 			 WHERE r.order_id IN (
 				SELECT order_id FROM dispatch_rides WHERE state = 'assigned' AND next_location_at <= now()
 				ORDER BY next_location_at LIMIT 200 FOR UPDATE SKIP LOCKED)
 			 AND d.id = r.driver_id
 			 RETURNING r.*, d.lat AS d_lat, d.lng AS d_lng, d.heading AS d_heading`,
-			[intervalMs],
+			[intervalMs, liveIntervalMs],
 		);
 	}
 

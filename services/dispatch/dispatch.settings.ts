@@ -25,6 +25,8 @@ export interface DispatchSettings extends TravelSettings {
 	retryMatchMs: number;
 	/** Cadence of `location_updated` events while a ride is moving (contract default 5 s). */
 	locationIntervalMs: number;
+	/** The cadence for live rides: the contract's interval, never compressed by SIM_SPEED (real drivers, real time). */
+	liveLocationIntervalMs: number;
 	/** How often each dispatch instance looks for due work (matching, expiries, location events). */
 	tickMs: number;
 	/** How often each instance reconciles its rides with `orders.listActive`. */
@@ -57,7 +59,8 @@ export function effectiveLocationIntervalMs(intervalMs: number, fleetMode: Fleet
 
 export function readDispatchSettings(env: Env): DispatchSettings {
 	const travel = readTravelSettings(env);
-	const locationIntervalMs = effectiveLocationIntervalMs(atLeast(env, "LOCATION_INTERVAL_MS", DEFAULT_LOCATION_INTERVAL_MS, 50), travel.fleetMode, travel.simSpeed);
+	const liveLocationIntervalMs = atLeast(env, "LOCATION_INTERVAL_MS", DEFAULT_LOCATION_INTERVAL_MS, 50);
+	const locationIntervalMs = effectiveLocationIntervalMs(liveLocationIntervalMs, travel.fleetMode, travel.simSpeed);
 	return {
 		...travel,
 		h3Resolution: intWithin(env, "DISPATCH_H3_RESOLUTION", 8, 5, 10),
@@ -67,6 +70,7 @@ export function readDispatchSettings(env: Env): DispatchSettings {
 		dispatchTimeoutMs: atLeast(env, "DISPATCH_TIMEOUT_MS", 120_000, 100),
 		retryMatchMs: atLeast(env, "DISPATCH_RETRY_MS", 1000, 10),
 		locationIntervalMs,
+		liveLocationIntervalMs,
 		// A few ticks per location interval, so location events keep their cadence.
 		tickMs: atLeast(env, "DISPATCH_TICK_MS", Math.max(50, Math.min(500, Math.round(locationIntervalMs / 4))), 10),
 		sweepMs: atLeast(env, "DISPATCH_SWEEP_MS", 5000, 100),

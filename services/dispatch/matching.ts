@@ -151,7 +151,7 @@ export const matchingMethods: DispatchPart<
 	 * work), then its driver's latest location and ETA go to orders.
 	 */
 	async sendLocations() {
-		const due = await this.repo.claimDueLocations(this.cfg.locationIntervalMs);
+		const due = await this.repo.claimDueLocations(this.cfg.locationIntervalMs, this.cfg.liveLocationIntervalMs);
 		const work = due.filter((r) => isMovingStatus(r.order_status) && r.d_lat !== null && r.d_lng !== null);
 		const send = async (r: (typeof work)[number]) => {
 			const location = { lat: r.d_lat as number, lng: r.d_lng as number, heading: Math.round(r.d_heading ?? 0) % 360 };

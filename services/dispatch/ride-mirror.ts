@@ -106,7 +106,7 @@ export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyO
 						if (d && d.order_id !== order.orderId) this.trouble(`Order ${order.orderId} names driver ${driverId}, who holds ${d.order_id ?? "nothing"}`);
 					}
 					const moving = isMovingStatus(order.status);
-					await repo.assignRide(seen, { driverId, status: order.status, statusChanged: action.statusChanged, moving, locationIntervalMs: this.cfg.locationIntervalMs, origin }, t);
+					await repo.assignRide(seen, { driverId, status: order.status, statusChanged: action.statusChanged, moving, locationIntervalMs: ride.mode === "live" ? this.cfg.liveLocationIntervalMs : this.cfg.locationIntervalMs, origin }, t);
 					return;
 				}
 			}

@@ -11,7 +11,8 @@ import { waitFor } from "../helpers/wait";
  * - a test key's ride is driven by the sandbox while a live key's ride at the
  *   same pickup waits — searching, never offered to a simulated driver, no
  *   driver spawned for it, counted only in live supply/demand — until a live
- *   driver comes online, who is offered it;
+ *   driver comes online, who is offered it (its location cadence is the
+ *   contract's, not compressed by SIM_SPEED);
  * - simulated drivers stay within SIM_MAX_DRIVERS: more test rides far apart
  *   than there are spawn slots all finish, the later ones with spawned
  *   drivers moved over from rides that ended, and the simulated drivers never
@@ -119,11 +120,14 @@ it("a test ride moves by itself while a live ride at the same pickup waits for a
 	const accepted = await status(liveApi, liveOrder);
 	expect(accepted.status).toBe("accepted");
 	expect(accepted.driver?.id).toBe(driver.driverId);
+	// Its location events keep the contract's 5 s cadence: SIM_SPEED compresses the sandbox's clock, not real drivers'.
+	const { rows } = await bed.pg.query("SELECT extract(epoch FROM next_location_at - phase_since) * 1000 AS ms FROM dispatch_rides WHERE order_id = $1", [liveOrder]);
+	expect(Number(rows[0].ms)).toBeGreaterThanOrEqual(5000);
 }, 90_000);
 
 it("simulated drivers stay within SIM_MAX_DRIVERS: far rides beyond the spawn slots are served by moved drivers", async () => {
 	let most = 0;
-	const orders = [];
+	const orders: string[] = [];
 	for (const pickup of FAR) orders.push(await book(testApi, pickup, { sandbox: { scenario: "fast" } }));
 
 	const drivers = await waitFor(

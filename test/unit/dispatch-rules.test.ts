@@ -107,6 +107,8 @@ describe("dispatch rules", () => {
 			expect(effectiveLocationIntervalMs(5000, "live", 60)).toBe(5000);
 			expect(effectiveLocationIntervalMs(100, "simulated", 60)).toBe(100);
 			expect(readDispatchSettings({ SIM_SPEED: "10" }).locationIntervalMs).toBe(500);
+			// Live rides keep the contract's cadence whatever SIM_SPEED: real drivers, real time.
+			expect(readDispatchSettings({ SIM_SPEED: "10" }).liveLocationIntervalMs).toBe(5000);
 		});
 
 		it("refuses nonsense instead of guessing", () => {
