@@ -1,19 +1,7 @@
 import type { Context, Service, ServiceSchema } from "moleculer";
 import { SERVICE_TYPES } from "../../contracts/common";
-import {
-	DISPATCH_EVENTS,
-	type DriverLocationParams,
-	type DriverView,
-	type DropOutParams,
-	type OfferAnswerParams,
-	type OfferCreatedEvent,
-	type RegisterParams,
-	type RideStepParams,
-	type SimRide,
-	type SimSearching,
-	type SimulatedWork,
-	type StartRideParams,
-} from "../../contracts/dispatch";
+import { DISPATCH_EVENTS, type DriverPosition, type DriverView, type OfferCreatedEvent, type RegisterParams, type SimRide, type SimSearching, type SimulatedWork } from "../../contracts/dispatch";
+import type { DriverCancelParams, DriverLocationsParams, DriverOnlineParams, DriverOrderParams, DriverStartParams } from "../../contracts/driver";
 import { ORDER_EVENTS, type OrderIdParams, type RiderOtpResult } from "../../contracts/orders";
 import { CoalescedPass } from "../../lib/coalesced-pass";
 import { readFleetSettings, spawnSlots, type FleetSettings } from "./fleet.settings";
@@ -31,8 +19,12 @@ import { serviceEnv } from "../../lib/settings";
  * to the drop, arrive, start with the rider's OTP and drop — with realistic
  * timings compressed by `SIM_SPEED`.
  *
- * It is a client of the driver actions on `dispatch`, exactly like a driver
- * app would be: it never touches a table. It keeps no progress of its own:
+ * It is a client of the driver API, exactly like a driver app: it calls the
+ * very actions the gateway's `/driver/*` routes call (`dispatch.driverAccept`,
+ * `driverArrived`, `driverStart`, …, the driver in `meta.driverId` as the
+ * gateway sets it from the token), so every sandbox ride runs the live path
+ * end to end; only registering is the operator's `dispatch.register`. It
+ * never touches a table. It keeps no progress of its own:
  * each pass asks `dispatch.simulatedWork` for its drivers' offers and rides
  * (with the phase and when it began) and derives where every driver is from
  * that and the clock. So a restarted fleet (or dispatch) carries on, and two
@@ -70,6 +62,8 @@ interface FleetMethods {
 	register(driver: SeedDriver): Promise<DriverView>;
 	placeNear(ride: SimSearching): Promise<{ driver: DriverView; spawned: boolean } | null>;
 	act(driverId: string, what: string, fn: () => Promise<unknown>): Promise<void>;
+	asDriver<T>(driverId: string, action: string, params: object): Promise<T>;
+	reportAt(driverId: string, location: DriverPosition): Promise<DriverView>;
 	rideAction(ride: SimRide, step: SimStep, nowMs: number): Promise<void>;
 }
 
@@ -180,9 +174,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 
 			for (const offer of work.offers) {
 				if (offerStep(offer, now, this.cfg).kind !== "accept") continue;
-				tasks.push(() =>
-					this.act(offer.driverId, "accept", () => this.broker.call<unknown, OfferAnswerParams>("dispatch.acceptOffer", { driverId: offer.driverId, orderId: offer.orderId })),
-				);
+				tasks.push(() => this.act(offer.driverId, "accept", () => this.asDriver(offer.driverId, "driverAccept", { orderId: offer.orderId } satisfies DriverOrderParams)));
 			}
 
 			const interval = reportIntervalMs(this.cfg);
@@ -226,28 +218,46 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 		},
 
 		async rideAction(this: FleetThis, ride: SimRide, step: SimStep, nowMs: number) {
-			const base = { driverId: ride.driverId, orderId: ride.orderId };
+			const { driverId, orderId } = ride;
 			switch (step.kind) {
 				case "report":
-					this.lastReport.set(ride.driverId, Date.now());
-					return this.act(ride.driverId, "reportLocation", () => this.broker.call<unknown, DriverLocationParams>("dispatch.reportLocation", { driverId: ride.driverId, location: step.location }));
+					this.lastReport.set(driverId, Date.now());
+					return this.act(driverId, "location", () => this.reportAt(driverId, step.location));
 				case "arrive":
-					return this.act(ride.driverId, "arrive", () => this.broker.call<unknown, RideStepParams>("dispatch.arrive", { ...base, location: step.location }));
+					// A driver app sends where it is, then the step (as over HTTP: two calls).
+					return this.act(driverId, "arrived", async () => {
+						await this.reportAt(driverId, step.location);
+						await this.asDriver(driverId, "driverArrived", { orderId } satisfies DriverOrderParams);
+					});
 				case "dropOut":
-					return this.act(ride.driverId, "dropOut", () =>
-						this.broker.call<unknown, DropOutParams>("dispatch.dropOut", { ...base, location: step.location, reason: "sandbox: driver_drop_out" }),
-					);
+					return this.act(driverId, "cancel", async () => {
+						await this.reportAt(driverId, step.location);
+						await this.asDriver(driverId, "driverCancel", { orderId, reason: "sandbox: driver_drop_out" } satisfies DriverCancelParams);
+					});
 				case "start":
-					return this.act(ride.driverId, "startRide", async () => {
+					return this.act(driverId, "start", async () => {
 						// The rider tells a real driver the OTP; the simulator asks orders in the rider's place.
-						const { otp } = await this.broker.call<RiderOtpResult, OrderIdParams>("orders.riderOtp", { orderId: ride.orderId });
-						await this.broker.call<unknown, StartRideParams>("dispatch.startRide", { ...base, otp });
+						const { otp } = await this.broker.call<RiderOtpResult, OrderIdParams>("orders.riderOtp", { orderId });
+						await this.asDriver(driverId, "driverStart", { orderId, otp } satisfies DriverStartParams);
 					});
 				case "drop":
-					return this.act(ride.driverId, "dropRide", () => this.broker.call<unknown, RideStepParams>("dispatch.dropRide", { ...base, location: step.location }));
+					return this.act(driverId, "drop", async () => {
+						await this.reportAt(driverId, step.location);
+						await this.asDriver(driverId, "driverDrop", { orderId } satisfies DriverOrderParams);
+					});
 				default:
 					void nowMs;
 			}
+		},
+
+		/** A driver-API action as the driver: the driver in `meta.driverId`, as the gateway's `/driver` route sets it from the token. */
+		asDriver<T>(this: FleetThis, driverId: string, action: string, params: object): Promise<T> {
+			return this.broker.call<T, object>(`dispatch.${action}`, params, { meta: { driverId } });
+		},
+
+		/** POST /driver/location with one fix. */
+		reportAt(this: FleetThis, driverId: string, location: DriverPosition): Promise<DriverView> {
+			return this.asDriver<DriverView>(driverId, "driverReportLocations", { locations: [{ lat: location.lat, lng: location.lng, heading: location.heading }] } satisfies DriverLocationsParams);
 		},
 
 		/** One driver action at a time per driver (from this instance); races with other instances are fine. */
@@ -278,7 +288,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 				if (driver.serviceType !== ride.serviceType || this.busy.has(driver.driverId)) continue;
 				if (driver.status !== "offline" && driver.status !== "available") continue;
 				const spawned = driver.location === null;
-				const moved = await this.broker.call<DriverView, DriverLocationParams>("dispatch.goOnline", { driverId: driver.driverId, location: { lat: d.home.lat, lng: d.home.lng, heading: 0 } });
+				const moved = await this.asDriver<DriverView>(driver.driverId, "driverGoOnline", { location: { lat: d.home.lat, lng: d.home.lng, heading: 0 } } satisfies DriverOnlineParams);
 				return { driver: moved, spawned };
 			}
 			return null;
@@ -300,7 +310,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 		async bringOnline(this: FleetThis, d: SeedDriver): Promise<DriverView> {
 			const driver = await this.register(d);
 			if (driver.status !== "offline") return driver;
-			return this.broker.call<DriverView, DriverLocationParams>("dispatch.goOnline", { driverId: driver.driverId, location: { lat: d.home.lat, lng: d.home.lng, heading: 0 } });
+			return this.asDriver<DriverView>(driver.driverId, "driverGoOnline", { location: { lat: d.home.lat, lng: d.home.lng, heading: 0 } } satisfies DriverOnlineParams);
 		},
 
 		/** Seeded drivers: `FLEET_DRIVERS_PER_CITY` of each type around each city centre. */
