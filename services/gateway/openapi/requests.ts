@@ -48,7 +48,7 @@ export const CONVERT: ConvertOptions = { refs: NAMED_RULES };
 const latLng = { lat: { example: 12.9716 }, lng: { example: 77.5946 } };
 
 const sandbox =
-	"Sandbox directives (only when the server runs the simulated fleet, `FLEET_MODE=simulated`; ignored in live mode and when unknown): " +
+	"Sandbox directives (only when the server runs the simulated fleet, `FLEET_MODE=simulated`; test keys only: on a live key `metadata.sandbox` is refused with `400 VALIDATION_ERROR`; ignored when the server runs no simulated fleet (`FLEET_MODE=live`) and when unknown): " +
 	'`{ "sandbox": { "scenario": "no_driver_found" } }` ends the ride as `no_driver_found`; ' +
 	'`"driver_drop_out"` makes the first driver drop out before the start, so the ride is dispatched again and a second `accepted` names the new driver; ' +
 	'`"fast"` makes every step of the ride immediate. `"sandbox": "<scenario>"` is accepted too.';
