@@ -1,4 +1,4 @@
-import { createHash, createHmac, timingSafeEqual } from "node:crypto";
+import { createHash, createHmac, createSecretKey, timingSafeEqual, type KeyObject } from "node:crypto";
 import { haversineMeters, isValidPoint, roundCoordinate, type LatLng } from "../../lib/geo";
 import { SERVICE_TYPES, type ServiceType } from "../../contracts/common";
 import type { QuotedFare } from "./fare";
@@ -6,19 +6,31 @@ import { QUOTE_MATCH_RADIUS_METRES } from "../../contracts/constants";
 import type { KeyMode } from "../../contracts/partners";
 
 /**
- * Quote ids are self-contained signed tokens, so fare-estimate writes nothing:
+ * Quote ids are self-contained signed tokens, so fare-estimate writes nothing.
  *
- *   qt_<payload>.<kid>.<mac>
+ * Version 2 (what encodeQuote makes), about 90 characters:
  *
- * payload = base64url(JSON of the quote), kid = which secret signed it (8 hex
- * chars of SHA-256 of the secret, so every instance with the same secret
- * agrees without coordination), mac = base64url(HMAC-SHA256(secret,
- * "<payload>.<kid>")). The payload is readable by its partner (it holds only
- * what they were shown plus their own id and key mode) but cannot be altered.
+ *   qt_<base64url(payload ‖ mac)>
+ *
+ * payload (binary, ~50 bytes) = 0x02, kid (4 bytes: the first bytes of
+ * SHA-256 of the secret, so every instance with the same secret agrees
+ * without coordination), service type, pickup and drop as int32 of 1e-5
+ * degrees (≈ 1 m), then varints: distance, duration, expiry (whole Unix
+ * seconds), total, base, distance, time fare, surge tenths, tax (paise), then
+ * the 3-letter currency. mac = the first 16 bytes (128 bits) of
+ * HMAC-SHA256(secret, "qt2" ‖ payload ‖ partnerId ‖ mode). The partner and
+ * the key mode are bound by the MAC but not carried: a token verifies only
+ * for the partner and mode that asked for it, and for anyone else it reads
+ * exactly like garbage. The base64url text must be canonical (one spelling
+ * per token).
+ *
+ * Version 1 (`qt_<base64url(JSON)>.<kid hex>.<mac>`, ~400 characters, made
+ * before) still verifies; it can be dropped one quote TTL after every
+ * instance makes version 2.
  *
  * A quote belongs to the partner and the key mode that asked for it: a test
- * quote is QUOTE_INVALID for a live key and the reverse. Tokens from before
- * modes carry none and are test quotes.
+ * quote is QUOTE_INVALID for a live key and the reverse. Version 1 tokens
+ * from before modes carry none and are test quotes.
  */
 
 export interface QuoteClaims {
@@ -63,22 +75,23 @@ export function keyIdOf(secret: string): string {
 /**
  * The current signing secret plus older ones still accepted while quotes
  * they signed may be alive (rotation: move the old secret to the previous
- * list for at least one quote TTL).
+ * list for at least one quote TTL). Keys are KeyObjects made once: an HMAC
+ * with a string or Buffer key would import the key again on every call.
  */
 export class QuoteKeyring {
 	readonly currentKid: string;
-	private readonly keys = new Map<string, Buffer>();
+	private readonly keys = new Map<string, KeyObject>();
 
 	constructor(current: string, previous: readonly string[] = []) {
 		if (!current) throw new Error("A quote signing secret is required");
 		this.currentKid = keyIdOf(current);
-		for (const s of previous) this.keys.set(keyIdOf(s), Buffer.from(s, "utf8"));
-		this.keys.set(this.currentKid, Buffer.from(current, "utf8"));
+		for (const s of previous) this.keys.set(keyIdOf(s), createSecretKey(Buffer.from(s, "utf8")));
+		this.keys.set(this.currentKid, createSecretKey(Buffer.from(current, "utf8")));
 	}
 
-	mac(kid: string, data: string): Buffer | undefined {
+	mac(kid: string, data: string | Uint8Array): Buffer | undefined {
 		const key = this.keys.get(kid);
-		return key ? createHmac("sha256", key).update(data, "utf8").digest() : undefined;
+		return key ? createHmac("sha256", key).update(data).digest() : undefined;
 	}
 }
 
