@@ -99,7 +99,8 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 					Promise.all(types.map((t) => this.route(pickup, drop, t))),
 					this.supplyNear(ctx, pickup),
 				]);
-				const expiresAt = this.now() + this.cfg.quoteTtlSeconds * 1000;
+				// Whole seconds, rounded up (never shorter than the TTL): the token keeps seconds, so what the partner reads is exactly what is checked.
+				const expiresAt = Math.ceil(this.now() / 1000) * 1000 + this.cfg.quoteTtlSeconds * 1000;
 				const quotes = types.map((serviceType, i): Quote => {
 					const { distance, duration } = routes[i];
 					const fare = this.fareOf(serviceType, routes[i], supply);

@@ -95,8 +95,8 @@ export class QuoteKeyring {
 	}
 }
 
-/** `mode` defaults to test. */
-export function encodeQuote(claims: Omit<QuoteClaims, "mode"> & { mode?: KeyMode }, keyring: QuoteKeyring): string {
+/** A version 1 token (JSON payload): kept to test that those still verify. `mode` defaults to test. */
+export function encodeQuoteV1(claims: Omit<QuoteClaims, "mode"> & { mode?: KeyMode }, keyring: QuoteKeyring): string {
 	const f = claims.fare;
 	const wire: WirePayload = {
 		v: 1,
@@ -115,6 +115,107 @@ export function encodeQuote(claims: Omit<QuoteClaims, "mode"> & { mode?: KeyMode
 	const kid = keyring.currentKid;
 	const mac = keyring.mac(kid, `${payload}.${kid}`)!.toString("base64url");
 	return `${QUOTE_PREFIX}${payload}.${kid}.${mac}`;
+}
+
+// ---------------------------------------------------------------------------
+// Version 2: compact binary payload, partner and mode bound by the MAC.
+
+const V2 = 0x02;
+const V2_MAC_BYTES = 16;
+const V2_DOMAIN = Buffer.from("qt2", "ascii");
+const COORD_SCALE = 10 ** COORD_DECIMALS;
+const MODE_BYTE: Record<KeyMode, number> = { test: 0x74, live: 0x6c };
+const V2_SHAPE = /^qt_([A-Za-z0-9_-]{60,400})$/;
+
+function writeVarint(out: number[], n: number): void {
+	let v = n;
+	while (v >= 0x80) {
+		out.push((v % 0x80) | 0x80);
+		v = Math.floor(v / 0x80);
+	}
+	out.push(v);
+}
+
+function pushInt32(out: number[], n: number): void {
+	const u = n >>> 0;
+	out.push(u >>> 24, (u >>> 16) & 0xff, (u >>> 8) & 0xff, u & 0xff);
+}
+
+/** The MAC input: domain, payload, then the partner (length-prefixed) and the mode it was made for. */
+function v2MacInput(payload: Uint8Array, partnerId: string, mode: KeyMode): Buffer {
+	const partner = Buffer.from(partnerId, "utf8");
+	const len: number[] = [];
+	writeVarint(len, partner.length);
+	return Buffer.concat([V2_DOMAIN, payload, Buffer.from(len), partner, Buffer.from([MODE_BYTE[mode]])]);
+}
+
+/** `mode` defaults to test. Expiry is kept in whole seconds (rounded down: never longer than asked). */
+export function encodeQuote(claims: Omit<QuoteClaims, "mode"> & { mode?: KeyMode }, keyring: QuoteKeyring): string {
+	const f = claims.fare;
+	const kid = keyring.currentKid;
+	const typeIndex = (SERVICE_TYPES as readonly string[]).indexOf(claims.serviceType);
+	if (typeIndex < 0) throw new Error(`Unknown service type ${claims.serviceType}`);
+	if (!/^[A-Z]{3}$/.test(f.currency)) throw new Error(`Currency ${f.currency} is not a 3-letter code`);
+	const out: number[] = [V2];
+	for (let i = 0; i < 8; i += 2) out.push(parseInt(kid.slice(i, i + 2), 16));
+	out.push(typeIndex);
+	for (const v of [claims.pickup.lat, claims.pickup.lng, claims.drop.lat, claims.drop.lng]) pushInt32(out, Math.round(v * COORD_SCALE));
+	for (const n of [claims.distance, claims.duration, Math.floor(claims.expiresAt / 1000), f.total, f.baseFare, f.distanceFare, f.timeFare, f.surgeTenths, f.tax]) {
+		if (!nonNegInt(n)) throw new Error("Quote numbers must be non-negative integers");
+		writeVarint(out, n);
+	}
+	out.push(f.currency.charCodeAt(0), f.currency.charCodeAt(1), f.currency.charCodeAt(2));
+	const payload = Buffer.from(out);
+	const mac = keyring.mac(kid, v2MacInput(payload, claims.partnerId, claims.mode ?? "test"))!;
+	return QUOTE_PREFIX + Buffer.concat([payload, mac.subarray(0, V2_MAC_BYTES)]).toString("base64url");
+}
+
+/** The claims of a version 2 payload (already authenticated), or undefined when it does not parse. */
+function decodeV2(payload: Buffer, partnerId: string, mode: KeyMode): QuoteClaims | undefined {
+	let at = 6;
+	const int32 = (): number => {
+		const v = payload.readInt32BE(at);
+		at += 4;
+		return v / COORD_SCALE;
+	};
+	const varint = (): number | undefined => {
+		let n = 0;
+		let scale = 1;
+		for (let i = 0; i < 8 && at < payload.length; i++) {
+			const b = payload[at++];
+			n += (b & 0x7f) * scale;
+			if (b < 0x80) return n;
+			scale *= 0x80;
+		}
+		return undefined;
+	};
+	const serviceType = SERVICE_TYPES[payload[5]];
+	if (serviceType === undefined || payload.length < at + 16) return undefined;
+	const pickup = { lat: int32(), lng: int32() };
+	const drop = { lat: int32(), lng: int32() };
+	const nums: number[] = [];
+	for (let i = 0; i < 9; i++) {
+		const n = varint();
+		if (n === undefined || !nonNegInt(n)) return undefined;
+		nums.push(n);
+	}
+	if (at + 3 !== payload.length) return undefined;
+	const currency = payload.toString("ascii", at, at + 3);
+	if (!isValidPoint(pickup) || !isValidPoint(drop) || !/^[A-Z]{3}$/.test(currency)) return undefined;
+	const [distance, duration, expiresSec, total, baseFare, distanceFare, timeFare, surgeTenths, tax] = nums;
+	return { partnerId, mode, serviceType, pickup, drop, distance, duration, fare: { currency, total, baseFare, distanceFare, timeFare, surgeTenths, tax }, expiresAt: expiresSec * 1000 };
+}
+
+/** Authenticates a version 2 token for this partner and mode: its claims, or undefined (forged, foreign, garbled). */
+function checkV2(body: string, partnerId: string, mode: KeyMode, keyring: QuoteKeyring): QuoteClaims | undefined {
+	const bytes = Buffer.from(body, "base64url");
+	// One spelling per token: base64 ignores the last character's spare bits.
+	if (bytes.length < 6 + 16 + 9 + 3 + V2_MAC_BYTES || bytes[0] !== V2 || bytes.toString("base64url") !== body) return undefined;
+	const payload = bytes.subarray(0, bytes.length - V2_MAC_BYTES);
+	const given = bytes.subarray(bytes.length - V2_MAC_BYTES);
+	const expected = keyring.mac(payload.toString("hex", 1, 5), v2MacInput(payload, partnerId, mode));
+	if (!expected || !timingSafeEqual(given, expected.subarray(0, V2_MAC_BYTES))) return undefined;
+	return decodeV2(payload, partnerId, mode);
 }
 
 export type QuoteCheck =
@@ -162,6 +263,20 @@ function decodeWire(payload: string): QuoteClaims | undefined {
 	};
 }
 
+/** Authenticates a version 1 token: its claims (any partner, any mode), or undefined. */
+function checkV1(token: string, keyring: QuoteKeyring): QuoteClaims | undefined {
+	const m = TOKEN_SHAPE.exec(token);
+	if (!m) return undefined;
+	const [, payload, kid, macText] = m;
+	const expected = keyring.mac(kid, `${payload}.${kid}`);
+	// Compare the text, not decoded bytes: base64 ignores the last character's
+	// spare bits, and two spellings of one token must not both be valid.
+	const given = Buffer.from(macText, "ascii");
+	const wanted = expected && Buffer.from(expected.toString("base64url"), "ascii");
+	if (!wanted || given.length !== wanted.length || !timingSafeEqual(given, wanted)) return undefined;
+	return decodeWire(payload);
+}
+
 /**
  * Verifies a quote id against what create-order asks for. Order matters:
  * signature, then ownership, then the trip, and only then expiry, so a forged
@@ -171,18 +286,11 @@ function decodeWire(payload: string): QuoteClaims | undefined {
 export function verifyQuote(token: unknown, expect: QuoteExpectation, keyring: QuoteKeyring, nowMs: number, matchRadiusMetres = QUOTE_MATCH_RADIUS_METRES): QuoteCheck {
 	const invalid: QuoteCheck = { ok: false, code: "QUOTE_INVALID", message: "Quote is invalid", field: "quoteId" };
 	if (typeof token !== "string") return invalid;
-	const m = TOKEN_SHAPE.exec(token);
-	if (!m) return invalid;
-	const [, payload, kid, macText] = m;
-	const expected = keyring.mac(kid, `${payload}.${kid}`);
-	// Compare the text, not decoded bytes: base64 ignores the last character's
-	// spare bits, and two spellings of one token must not both be valid.
-	const given = Buffer.from(macText, "ascii");
-	const wanted = expected && Buffer.from(expected.toString("base64url"), "ascii");
-	if (!wanted || given.length !== wanted.length || !timingSafeEqual(given, wanted)) return invalid;
-	const claims = decodeWire(payload);
+	const mode = expect.mode ?? "test";
+	const v2 = V2_SHAPE.exec(token);
+	const claims = v2 ? checkV2(v2[1], expect.partnerId, mode, keyring) : checkV1(token, keyring);
 	// Another partner's quote, or one of the key's other mode, reads exactly like garbage.
-	if (!claims || claims.partnerId !== expect.partnerId || claims.mode !== (expect.mode ?? "test")) return invalid;
+	if (!claims || claims.partnerId !== expect.partnerId || claims.mode !== mode) return invalid;
 
 	if (claims.serviceType !== expect.serviceType) {
 		return { ok: false, code: "QUOTE_INVALID", message: `Quote was made for serviceType "${claims.serviceType}"`, field: "serviceType" };

@@ -64,8 +64,10 @@ describe("pricing.estimate", () => {
 			}
 			const expires = Date.parse(q.expiresAt);
 			expect(q.expiresAt).toBe(new Date(expires).toISOString());
+			// Whole seconds (the token keeps seconds), rounded up: never shorter than the TTL, at most a second longer.
+			expect(expires % 1000).toBe(0);
 			expect(expires).toBeGreaterThanOrEqual(before + 300_000);
-			expect(expires).toBeLessThanOrEqual(Date.now() + 300_000);
+			expect(expires).toBeLessThanOrEqual(Date.now() + 301_000);
 		}
 		// Top-level distance/duration are the first quote's; the cab is slower on average.
 		expect(res.distance).toBe(res.quotes[0].distance);

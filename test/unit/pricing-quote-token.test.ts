@@ -1,6 +1,6 @@
 import { destinationPoint } from "../../lib/geo";
 import { computeFare, type Tariff } from "../../services/pricing/fare";
-import { encodeQuote, keyIdOf, QuoteKeyring, verifyQuote, type QuoteClaims } from "../../services/pricing/quote-token";
+import { encodeQuote, encodeQuoteV1, keyIdOf, QuoteKeyring, verifyQuote, type QuoteClaims } from "../../services/pricing/quote-token";
 
 const SECRET = "unit-test-secret-0123456789abcdefghijklmnop";
 const OTHER_SECRET = "another-secret-0123456789abcdefghijklmnopqrs";
@@ -47,8 +47,9 @@ describe("quote tokens", () => {
 
 	it("round-trips the price, trip and expiry", () => {
 		const token = encodeQuote(claims(), keyring);
-		expect(token).toMatch(/^qt_[A-Za-z0-9_-]+\.[0-9a-f]{8}\.[A-Za-z0-9_-]{43}$/);
-		expect(token.length).toBeLessThan(400);
+		// Version 2: one base64url blob, under 100 characters (was ~280–400).
+		expect(token).toMatch(/^qt_[A-Za-z0-9_-]+$/);
+		expect(token.length).toBeLessThan(100);
 		const check = verifyQuote(token, expectFor(), keyring, NOW);
 		expect(check.ok).toBe(true);
 		if (!check.ok) return;
@@ -66,8 +67,50 @@ describe("quote tokens", () => {
 		});
 	});
 
-	it("refuses a tampered payload, signature or key id as QUOTE_INVALID", () => {
+	it("refuses a tampered version 2 payload, MAC, key id or spelling as QUOTE_INVALID", () => {
 		const token = encodeQuote(claims(), keyring);
+		const bytes = Buffer.from(token.slice(3), "base64url");
+		const b64 = (b: Buffer) => `qt_${b.toString("base64url")}`;
+		const flip = (i: number) => {
+			const copy = Buffer.from(bytes);
+			copy[i] ^= 0x01;
+			return b64(copy);
+		};
+		const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+		const last = token[token.length - 1];
+		const respelled = token.slice(0, -1) + alphabet[alphabet.indexOf(last) ^ 1];
+		// Only a length that leaves spare bits in the last character can be respelled into the same bytes.
+		const sameBytes = Buffer.from(respelled.slice(3), "base64url").equals(bytes);
+		const forgeries = [
+			...Array.from({ length: bytes.length }, (_, i) => flip(i)), // every byte: version, kid, type, trip, fare, currency, MAC
+			b64(bytes.subarray(0, bytes.length - 1)), // truncated MAC
+			b64(Buffer.concat([bytes, Buffer.from([0])])), // trailing byte
+			...(sameBytes ? [respelled] : []),
+			`${token}x`,
+			token.slice(3),
+			`qt_${token.slice(3, -1)}=`,
+		];
+		for (const forged of forgeries) {
+			expect(verifyQuote(forged, expectFor(), keyring, NOW)).toMatchObject({ ok: false, code: "QUOTE_INVALID", message: "Quote is invalid" });
+		}
+	});
+
+	it("still verifies version 1 tokens (made before the compact form) for their partner and mode only", () => {
+		const v1 = encodeQuoteV1(claims(), keyring);
+		expect(v1).toMatch(/^qt_[A-Za-z0-9_-]+\.[0-9a-f]{8}\.[A-Za-z0-9_-]{43}$/);
+		expect(verifyQuote(v1, expectFor(), keyring, NOW)).toEqual(verifyQuote(encodeQuote(claims(), keyring), expectFor(), keyring, NOW));
+		expect(verifyQuote(v1, expectFor({ partnerId: "ptn_b" }), keyring, NOW)).toMatchObject({ ok: false, code: "QUOTE_INVALID", message: "Quote is invalid" });
+		expect(verifyQuote(v1, expectFor({ mode: "live" }), keyring, NOW)).toMatchObject({ ok: false, code: "QUOTE_INVALID", message: "Quote is invalid" });
+	});
+
+	it("keeps the expiry in whole seconds, rounded down (a quote never lives longer than it said)", () => {
+		const token = encodeQuote(claims({ expiresAt: NOW + 300_750 }), keyring);
+		const check = verifyQuote(token, expectFor(), keyring, NOW);
+		expect(check).toMatchObject({ ok: true, claims: { expiresAt: NOW + 300_000 } });
+	});
+
+	it("refuses a tampered version 1 payload, signature or key id as QUOTE_INVALID", () => {
+		const token = encodeQuoteV1(claims(), keyring);
 		const [payload, kid, mac] = token.slice(3).split(".");
 		const wire = JSON.parse(Buffer.from(payload, "base64url").toString()) as { f: number[] };
 		wire.f[0] = 1; // "make it cost one paisa"
@@ -137,7 +180,10 @@ describe("quote tokens", () => {
 		expect(rotated.currentKid).toBe(keyIdOf(SECRET));
 		expect(verifyQuote(oldToken, expectFor(), rotated, NOW).ok).toBe(true);
 		const newToken = encodeQuote(claims(), rotated);
-		expect(newToken).toContain(`.${keyIdOf(SECRET)}.`);
+		// The kid is the 4 bytes after the version byte.
+		expect(Buffer.from(newToken.slice(3), "base64url").toString("hex", 1, 5)).toBe(keyIdOf(SECRET));
+		expect(verifyQuote(newToken, expectFor(), rotated, NOW).ok).toBe(true);
+		expect(verifyQuote(encodeQuoteV1(claims(), new QuoteKeyring(OTHER_SECRET)), expectFor(), rotated, NOW).ok).toBe(true);
 		// Once the old secret is dropped, its tokens are invalid.
 		expect(verifyQuote(oldToken, expectFor(), new QuoteKeyring(SECRET), NOW)).toMatchObject({ code: "QUOTE_INVALID" });
 	});
