@@ -16,10 +16,10 @@ import { newId } from "../../lib/ids";
 import { assertWebhookUrlAllowed, type WebhookUrlPolicy } from "../../lib/webhook-url";
 import { bindLogContext } from "../../middlewares/observability.middleware";
 import { checkIdempotencyKey, requestHash } from "./idempotency";
-import type { IdempotencyClaim, IdempotencyRepo } from "./idempotency.repo";
-import { generateOtp, majorToPaise, serialisedBytes, toOrder } from "./order-view";
+import { keyTakenOver, type IdempotencyClaim, type IdempotencyRepo } from "./idempotency.repo";
+import { generateOtp, majorToPaise, serialisedBytes, toOrder, type OrderRow } from "./order-view";
 import { modeOf, sandboxRefusal } from "./modes";
-import type { OrdersRepo } from "./orders.repo";
+import type { NewOrder, OrdersRepo } from "./orders.repo";
 import { callService } from "./remote-calls";
 
 type Logger = Service["logger"];
@@ -97,30 +97,28 @@ async function placeOrder(deps: CreateOrderDeps, ctx: Context<CreateOrderParams,
 	const drop: Place = { ...dropPoint, ...(p.drop.address !== undefined ? { address: p.drop.address } : {}) };
 
 	for (let attempt = 0; attempt < ACTIVE_RIDE_ATTEMPTS; attempt++) {
-		const row = await deps.orders.insertOrder(
-			{
-				id: newId("ord"),
-				partnerId,
-				mode,
-				riderId: rider.riderId,
-				serviceType: p.serviceType,
-				pickup,
-				drop,
-				farePaise: Number.isInteger(priced.totalAmountPaise) ? priced.totalAmountPaise! : majorToPaise(priced.totalAmount),
-				currency: priced.currency || "INR",
-				fareBreakdown: priced.fareBreakdown,
-				distance: Math.round(priced.distance),
-				duration: Math.round(priced.duration),
-				quoteId: p.quoteId ?? null,
-				otp: generateOtp(),
-				webhookURL: p.webhookURL,
-				metadata: p.metadata,
-			},
-			// Finishing the claim in the same transaction: a replay can never miss an order that exists.
-			async (inserted, transaction) => {
-				if (claim) await deps.keys.finish(claim, 201, toOrder(inserted), transaction);
-			},
-		);
+		const order: NewOrder = {
+			id: newId("ord"),
+			partnerId,
+			mode,
+			riderId: rider.riderId,
+			serviceType: p.serviceType,
+			pickup,
+			drop,
+			farePaise: Number.isInteger(priced.totalAmountPaise) ? priced.totalAmountPaise! : majorToPaise(priced.totalAmount),
+			currency: priced.currency || "INR",
+			fareBreakdown: priced.fareBreakdown,
+			distance: Math.round(priced.distance),
+			duration: Math.round(priced.duration),
+			quoteId: p.quoteId ?? null,
+			otp: generateOtp(),
+			webhookURL: p.webhookURL,
+			metadata: p.metadata,
+		};
+		// One statement: the insert, and with a claim its 201 answer in the same
+		// statement, so a replay can never miss an order that exists.
+		const { row, claimLost } = await deps.orders.insertOrder(order, claim, claim ? answerTemplate(order) : undefined);
+		if (claimLost) throw keyTakenOver();
 		if (row) {
 			// From here on this handler's logs (and the calls and events it makes) carry the new order's id.
 			bindLogContext({ orderId: row.id });
@@ -139,4 +137,43 @@ async function placeOrder(deps: CreateOrderDeps, ctx: Context<CreateOrderParams,
 		// That ride ended between the conflict and the read: try the insert again.
 	}
 	throw new ApiError(409, "CONFLICT", "The rider's rides kept changing; try again", { retryAfter: ORDERS_RETRY_AFTER_SECONDS });
+}
+
+/**
+ * The 201 answer of a new order without its timestamps (insertOrder adds the
+ * inserted row's createdAt/updatedAt in SQL): toOrder of the row the insert
+ * will return, built from the same values.
+ */
+export function answerTemplate(order: NewOrder): Omit<CreateOrderResult, "createdAt" | "updatedAt"> {
+	const row: OrderRow = {
+		id: order.id,
+		partner_id: order.partnerId,
+		mode: order.mode,
+		rider_id: order.riderId,
+		status: "searching",
+		service_type: order.serviceType as OrderRow["service_type"],
+		pickup: order.pickup as OrderRow["pickup"],
+		drop: order.drop as OrderRow["drop"],
+		fare_paise: order.farePaise,
+		currency: order.currency,
+		fare_breakdown: (order.fareBreakdown as OrderRow["fare_breakdown"]) ?? null,
+		distance: order.distance,
+		duration: order.duration,
+		quote_id: order.quoteId,
+		otp: order.otp,
+		otp_tries: 0,
+		webhook_url: order.webhookURL,
+		metadata: order.metadata === undefined ? null : (JSON.parse(JSON.stringify(order.metadata)) as OrderRow["metadata"]),
+		driver: null,
+		driver_location: null,
+		eta: null,
+		version: 0,
+		cancel_reason: null,
+		created_at: new Date(0),
+		updated_at: new Date(0),
+	};
+	const { createdAt: _c, updatedAt: _u, ...rest } = toOrder(row);
+	void _c;
+	void _u;
+	return rest;
 }

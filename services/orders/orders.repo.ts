@@ -7,6 +7,7 @@ import { newId } from "../../lib/ids";
 import { emitsEvent } from "./ride-state";
 import { buildEventPayload, type OrderRow } from "./order-view";
 import type { ActiveKey } from "./cursor";
+import type { IdempotencyClaim } from "./idempotency.repo";
 
 /**
  * All of the orders service's SQL on `orders`, `ride_events` and `feedback`
@@ -65,6 +66,19 @@ export interface RideEventRow {
 export interface PartnerScope {
 	partnerId: string;
 	mode: KeyMode;
+}
+
+const INSERT_COLUMNS = `id, partner_id, rider_id, status, service_type, pickup, "drop", fare_paise, currency, fare_breakdown,
+	distance, duration, quote_id, otp, webhook_url, metadata, mode`;
+const ON_ACTIVE_CONFLICT = `ON CONFLICT (rider_id, mode) WHERE status IN (${ACTIVE_SQL}) DO NOTHING`;
+
+/** A timestamptz as JavaScript's toISOString() writes it (UTC, milliseconds truncated like node-postgres' parse). */
+const isoSql = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
+/** What insertOrder did: the new row; or null (the rider has an active ride); or the Idempotency-Key claim was taken over (nothing inserted). */
+export interface InsertOutcome {
+	row: OrderRow | null;
+	claimLost: boolean;
 }
 
 const jsonOrNull = (value: unknown) => (value === undefined || value === null ? null : JSON.stringify(value));
@@ -128,52 +142,70 @@ export class OrdersRepo {
 	}
 
 	/**
-	 * Inserts the order and runs `inSameTransaction` (finishing the
-	 * idempotency claim) in one transaction; null when the rider already has
-	 * an active ride. The partial unique index judges: `ON CONFLICT … DO
-	 * NOTHING` waits for a concurrent insert for the same rider to commit and
-	 * then yields to it, without raising an error (which would abort the
-	 * transaction, and upsets the embedded PGlite's shared session).
+	 * Inserts the order in one autocommit statement (no transaction, one round
+	 * trip); null when the rider already has an active ride. The partial
+	 * unique index judges: `ON CONFLICT … DO NOTHING` waits for a concurrent
+	 * insert for the same rider to commit and then yields to it, without
+	 * raising an error (which upsets the embedded PGlite's shared session).
+	 *
+	 * With an Idempotency-Key `claim`, the same statement finishes the claim
+	 * (state `done`, status 201, the answer) so a replay can never miss an
+	 * order that exists: a CTE locks the claim row while this call still holds
+	 * it, inserts the order only then, and stores `answer` (the Order without
+	 * its timestamps) plus the inserted row's `createdAt`/`updatedAt`,
+	 * rendered like `toISOString()` (both truncate to milliseconds). A claim
+	 * taken over meanwhile inserts nothing: `claimLost`.
 	 */
-	async insertOrder(order: NewOrder, inSameTransaction: (row: OrderRow, transaction: Transaction) => Promise<void>): Promise<OrderRow | null> {
+	async insertOrder(order: NewOrder, claim: IdempotencyClaim | null, answer?: unknown): Promise<InsertOutcome> {
+		const bind: unknown[] = [
+			order.id,
+			order.partnerId,
+			order.riderId,
+			order.serviceType,
+			JSON.stringify(order.pickup),
+			JSON.stringify(order.drop),
+			order.farePaise,
+			order.currency,
+			order.fareBreakdown ? JSON.stringify(order.fareBreakdown) : null,
+			order.distance,
+			order.duration,
+			order.quoteId,
+			order.otp,
+			order.webhookURL,
+			order.metadata !== undefined ? JSON.stringify(order.metadata) : null,
+			order.mode,
+		];
+		const values = "$1::text, $2::text, $3::text, 'searching', $4::text, $5::jsonb, $6::jsonb, $7::int, $8::text, $9::jsonb, $10::int, $11::int, $12::text, $13::text, $14::text, $15::jsonb, $16::text";
 		try {
-			return await this.sequelize.transaction(async (transaction) => {
+			if (!claim) {
 				const rows = await this.sequelize.query<OrderRow>(
-					`INSERT INTO orders (id, partner_id, rider_id, status, service_type, pickup, "drop", fare_paise, currency, fare_breakdown,
-					                     distance, duration, quote_id, otp, webhook_url, metadata, mode)
-					 VALUES ($1, $2, $3, 'searching', $4, $5::jsonb, $6::jsonb, $7, $8, $9::jsonb, $10, $11, $12, $13, $14, $15::jsonb, $16)
-					 ON CONFLICT (rider_id, mode) WHERE status IN (${ACTIVE_SQL}) DO NOTHING
-					 RETURNING *`,
-					{
-						bind: [
-							order.id,
-							order.partnerId,
-							order.riderId,
-							order.serviceType,
-							JSON.stringify(order.pickup),
-							JSON.stringify(order.drop),
-							order.farePaise,
-							order.currency,
-							order.fareBreakdown ? JSON.stringify(order.fareBreakdown) : null,
-							order.distance,
-							order.duration,
-							order.quoteId,
-							order.otp,
-							order.webhookURL,
-							order.metadata !== undefined ? JSON.stringify(order.metadata) : null,
-							order.mode,
-						],
-						type: QueryTypes.SELECT,
-						transaction,
-					},
+					`INSERT INTO orders (${INSERT_COLUMNS}) VALUES (${values}) ${ON_ACTIVE_CONFLICT} RETURNING *`,
+					{ bind, type: QueryTypes.SELECT },
 				);
-				const row = rows[0];
-				if (!row) return null;
-				await inSameTransaction(row, transaction);
-				return row;
-			});
+				return { row: rows[0] ?? null, claimLost: false };
+			}
+			bind.push(claim.partnerId, claim.key, claim.token, JSON.stringify(answer ?? {}));
+			const rows = await this.sequelize.query<OrderRow & { claim_held: number }>(
+				`WITH claim AS (
+				   SELECT 1 FROM idempotency_keys
+				   WHERE partner_id = $17 AND key = $18 AND claim_token = $19 AND state = 'running' AND mode = $16
+				   FOR UPDATE
+				 ), ins AS (
+				   INSERT INTO orders (${INSERT_COLUMNS}) SELECT ${values} FROM claim ${ON_ACTIVE_CONFLICT} RETURNING *
+				 ), fin AS (
+				   UPDATE idempotency_keys k SET state = 'done', response_status = 201,
+				          response_body = $20::jsonb || jsonb_build_object('createdAt', ${isoSql("ins.created_at")}, 'updatedAt', ${isoSql("ins.updated_at")})
+				   FROM ins WHERE k.partner_id = $17 AND k.key = $18 AND k.claim_token = $19 AND k.mode = $16
+				   RETURNING 1
+				 )
+				 SELECT ins.*, held.n AS claim_held FROM (SELECT count(*)::int AS n FROM claim) held LEFT JOIN ins ON true`,
+				{ bind, type: QueryTypes.SELECT },
+			);
+			const { claim_held: held, ...row } = rows[0];
+			if (held === 0) return { row: null, claimLost: true };
+			return { row: row.id === null ? null : (row as OrderRow), claimLost: false };
 		} catch (err) {
-			if (isUniqueViolation(err, "orders_one_active_per_rider")) return null;
+			if (isUniqueViolation(err, "orders_one_active_per_rider")) return { row: null, claimLost: false };
 			throw err;
 		}
 	}
