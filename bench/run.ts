@@ -1,22 +1,78 @@
-import { spawnSync } from "node:child_process";
-import { readdirSync } from "node:fs";
-import { join } from "node:path";
-
 /**
- * `npm run bench [name…]`: runs every bench in this folder (or the named
- * ones) one after another, each in its own process so figures do not disturb
- * each other. Benches print figures and ratios; none of them passes or fails.
+ * `npm run bench [-- --smoke] [-- soak] [-- <path>…]`: runs each comparison of
+ * issue 9 with its floor measured in the same run, back to back, and prints
+ * one table (path, figure, floor, ratio, goal, met?). Servers under test run
+ * in child processes; autocannon (the load generator) runs here.
+ *
+ *   --smoke   every path for a few seconds (CI): no assertion on speed, exit 1 only if a path crashed
+ *   soak      also the memory/soak path (BENCH_SOAK_MS, default 10 min); or BENCH_SOAK=1
+ *   names     only these paths: fare, orders, background, webhooks, soak
+ *   BENCH_SECONDS  seconds per load measurement (default 10, smoke 1)
+ *
+ * The older micro-benchmarks run on their own: `npx tsx bench/nearest-driver.ts`,
+ * `bench/fare-estimate.ts`, `bench/webhook-delivery.ts`.
  */
-const dir = __dirname;
-const wanted = process.argv.slice(2);
-const benches = readdirSync(dir)
-	.filter((f) => f.endsWith(".ts") && f !== "run.ts")
-	.filter((f) => wanted.length === 0 || wanted.some((w) => f.startsWith(w)));
+import { availableParallelism, totalmem } from "node:os";
+import { fmt, type BenchOptions, type Row } from "./lib/common";
+import { fareEstimate } from "./paths/fare-estimate";
+import { createOrder } from "./paths/create-order";
+import { background } from "./paths/background";
+import { webhooks } from "./paths/webhooks";
+import { soak } from "./paths/soak";
 
-let failed = 0;
-for (const file of benches) {
-	console.log(`\n=== ${file}`);
-	const res = spawnSync(process.execPath, ["--import", "tsx", join(dir, file)], { stdio: "inherit", env: process.env });
-	if (res.status !== 0) failed += 1;
+const args = process.argv.slice(2);
+const smoke = args.includes("--smoke");
+const names = args.filter((a) => !a.startsWith("--"));
+const wantSoak = !smoke && (names.includes("soak") || process.env.BENCH_SOAK === "1");
+const opts: BenchOptions = { smoke, seconds: Number(process.env.BENCH_SECONDS || (smoke ? 1 : 10)) };
+
+const paths: Array<{ name: string; label: string; run: (o: BenchOptions) => Promise<Row[]> }> = [
+	{ name: "fare", label: "fare-estimate", run: fareEstimate },
+	{ name: "orders", label: "create-order", run: createOrder },
+	{ name: "background", label: "background work", run: background },
+	{ name: "webhooks", label: "webhooks", run: webhooks },
+	{ name: "soak", label: "memory/soak", run: soak },
+];
+
+function printTable(rows: Row[]): void {
+	const head = ["path", "figure", "floor", "ratio", "goal", "met?"];
+	const cells = rows.map((r) => [r.path, r.figure, r.floor, r.ratio, r.goal, r.met === undefined ? "–" : r.met ? "yes" : "no"]);
+	console.log(`\n| ${head.join(" | ")} |\n|${head.map(() => "---").join("|")}|`);
+	for (const c of cells) console.log(`| ${c.join(" | ")} |`);
+	const notes = rows.filter((r) => r.note);
+	if (notes.length) {
+		console.log("");
+		for (const r of notes) console.log(`- ${r.path}: ${r.note}`);
+	}
 }
-process.exit(failed === 0 ? 0 : 1);
+
+async function main(): Promise<void> {
+	const started = Date.now();
+	console.log(`bench${smoke ? " (smoke)" : ""}: ${availableParallelism()} cores, ${fmt(totalmem() / 2 ** 30, 1)} GiB, Node ${process.version}, ${new Date().toISOString()}, ${opts.seconds} s per load`);
+	const rows: Row[] = [];
+	let crashed = 0;
+	for (const p of paths) {
+		const selected = names.length === 0 ? p.name !== "soak" || wantSoak : names.includes(p.name);
+		if (!selected || (p.name === "soak" && !wantSoak)) {
+			if (p.name === "soak") rows.push({ path: p.label, figure: "skipped", floor: "–", ratio: "–", goal: "flat ±10%", note: "soak runs with `npm run bench -- soak` or BENCH_SOAK=1" });
+			continue;
+		}
+		const t0 = Date.now();
+		console.log(`\n=== ${p.label}`);
+		try {
+			const got = await p.run(opts);
+			for (const r of got) console.log(`  ${r.path}: ${r.figure} | ${r.floor} | ratio ${r.ratio} | goal ${r.goal}${r.note ? ` | ${r.note}` : ""}`);
+			rows.push(...got);
+		} catch (err) {
+			crashed += 1;
+			console.error(`  ${p.label} crashed:`, err);
+			rows.push({ path: p.label, figure: "CRASHED", floor: "–", ratio: "–", goal: "–", met: false, note: String((err as Error).message ?? err).split("\n")[0] });
+		}
+		console.log(`  (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
+	}
+	printTable(rows);
+	console.log(`\nbench done in ${((Date.now() - started) / 1000).toFixed(0)} s${crashed ? `, ${crashed} path(s) crashed` : ""}`);
+	process.exit(crashed === 0 ? 0 : 1);
+}
+
+void main();

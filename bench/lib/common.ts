@@ -1,0 +1,179 @@
+/** Shared pieces of the bench paths: rows of the table, load generation (autocannon), processes under test, PostgreSQL counters. */
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import autocannon from "autocannon";
+import { Client } from "pg";
+import { spawnNode, startServiceProcess, type ServiceProcess } from "../../test/helpers/processes";
+
+export const ROOT = resolve(__dirname, "../..");
+
+/** One line of the table. `met` is undefined when there is no goal or the path was skipped. */
+export interface Row {
+	path: string;
+	figure: string;
+	floor: string;
+	ratio: string;
+	goal: string;
+	met?: boolean;
+	note?: string;
+}
+
+export interface BenchOptions {
+	smoke: boolean;
+	/** Seconds per load measurement. */
+	seconds: number;
+}
+
+export const pct = (sorted: number[], p: number): number => (sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]);
+export const fmt = (n: number, digits = 0): string => (Number.isFinite(n) ? n.toLocaleString("en", { maximumFractionDigits: digits, minimumFractionDigits: digits }) : "n/a");
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export interface LoadResult {
+	rps: number;
+	p50: number;
+	p99: number;
+	total: number;
+	non2xx: number;
+	errors: number;
+}
+
+export interface LoadSpec {
+	url: string;
+	connections: number;
+	seconds: number;
+	headers?: Record<string, string>;
+	body?: string;
+	/** A fresh body per request (distinct riders). */
+	bodyFn?: () => string;
+}
+
+/** autocannon in this process against a server in another one. */
+export async function load(spec: LoadSpec): Promise<LoadResult> {
+	const headers = { "content-type": "application/json", ...spec.headers };
+	const result = await autocannon({
+		url: spec.url,
+		method: "POST",
+		connections: spec.connections,
+		duration: spec.seconds,
+		headers,
+		body: spec.body,
+		requests: spec.bodyFn ? [{ method: "POST", setupRequest: (req: Record<string, unknown>) => ({ ...req, body: spec.bodyFn!() }) }] : undefined,
+	});
+	const total = result.requests.total;
+	return {
+		rps: total / Math.max(0.001, result.duration),
+		p50: result.latency.p50,
+		p99: result.latency.p99,
+		total,
+		non2xx: result.non2xx,
+		errors: result.errors + result.timeouts,
+	};
+}
+
+/** A short warm-up then the measured run. */
+export async function warmAndLoad(spec: LoadSpec, opts: BenchOptions): Promise<LoadResult> {
+	await load({ ...spec, seconds: opts.smoke ? 1 : 3 });
+	return load(spec);
+}
+
+const TSX = ["--import", "tsx"];
+
+/** A helper server (bare-web, raw-http) in its own process; resolves with its port once it prints "listening <port>" (or "ready"). */
+export async function startHelper(script: string, env: Record<string, string>): Promise<{ proc: ServiceProcess; port: number }> {
+	const proc = spawnNode(script, [...TSX, join(ROOT, "bench/servers", script)], env);
+	await proc.waitFor(/listening \d+|ready/, 60_000);
+	const m = /listening (\d+)/.exec(proc.output());
+	return { proc, port: m ? Number(m[1]) : 0 };
+}
+
+/** A platform process (bin/server.ts) with the probe preloaded; its probe file is returned. */
+export async function startPlatformProcess(label: string, env: Record<string, string>): Promise<{ proc: ServiceProcess; probe: () => Probe }> {
+	const file = join(mkdtempSync(join(tmpdir(), "bench-")), "probe.json");
+	const proc = await startServiceProcess(
+		label,
+		{
+			NODE_ENV: "test",
+			LOGLEVEL: "info",
+			METRICS_PORT: "0",
+			HEALTH_PORT: "",
+			WEBHOOK_ALLOW_PRIVATE: "true",
+			RATE_LIMIT_PER_MINUTE: "0",
+			AUTH_FAILURE_LIMIT_PER_MINUTE: "0",
+			SHUTDOWN_DELAY_MS: "0",
+			BENCH_PROBE_FILE: file,
+			...env,
+		},
+		120_000,
+		[...TSX, "--import", join(ROOT, "bench/lib/probe.ts"), "bin/server.ts"],
+	);
+	return { proc, probe: () => readProbe(file) };
+}
+
+export interface Probe {
+	at: number;
+	queries: number;
+	rss: number;
+	heapUsed: number;
+	eldMeanMs: number;
+	eldP99Ms: number;
+	eldMaxMs: number;
+}
+
+export function readProbe(file: string): Probe {
+	try {
+		return JSON.parse(readFileSync(file, "utf8")) as Probe;
+	} catch {
+		return { at: Date.now(), queries: NaN, rss: NaN, heapUsed: NaN, eldMeanMs: NaN, eldP99Ms: NaN, eldMaxMs: NaN };
+	}
+}
+
+/** Waits until the probe has written a snapshot newer than now (so a read after load is fresh). */
+export async function freshProbe(read: () => Probe): Promise<Probe> {
+	const since = Date.now();
+	for (let i = 0; i < 20; i++) {
+		const p = read();
+		if (p.at > since) return p;
+		await sleep(100);
+	}
+	return read();
+}
+
+/** Committed + rolled-back transactions of one database (pg_stat_database), read fresh. */
+export async function xacts(pg: Client, database: string): Promise<number> {
+	await pg.query("SELECT pg_stat_clear_snapshot()");
+	const r = await pg.query<{ n: string }>("SELECT (xact_commit + xact_rollback)::text AS n FROM pg_stat_database WHERE datname = $1", [database]);
+	return Number(r.rows[0]?.n ?? NaN);
+}
+
+/** Transactions per second of `database` over `ms` (waits for the statistics to be flushed on both ends). */
+export async function xactRate(pg: Client, database: string, ms: number): Promise<number> {
+	await sleep(1100);
+	const a = await xacts(pg, database);
+	const t0 = Date.now();
+	await sleep(ms);
+	const b = await xacts(pg, database);
+	return ((b - a) / (Date.now() - t0)) * 1000;
+}
+
+export const apiKey = () => `rk_bench_${randomBytes(24).toString("base64url")}`;
+export const webhookSecret = () => `whsec_${randomBytes(24).toString("base64")}`;
+
+export function writeTemp(name: string, text: string): string {
+	const file = join(mkdtempSync(join(tmpdir(), "bench-")), name);
+	writeFileSync(file, text);
+	return file;
+}
+
+/** Stops processes, ignoring those already gone. */
+export async function stopAll(...procs: Array<ServiceProcess | undefined>): Promise<void> {
+	await Promise.all(
+		procs.map(async (p) => {
+			if (!p) return;
+			const t = setTimeout(() => p.child.kill("SIGKILL"), 15_000);
+			await p.kill("SIGTERM").catch(() => undefined);
+			clearTimeout(t);
+		}),
+	);
+}

@@ -1,0 +1,93 @@
+/**
+ * Path 3: POST /ride/create-order, a distinct rider per request, server
+ * PostgreSQL, 32 connections (the platform in one process, live fleet mode so
+ * nothing else moves): orders/s and p99, statements and transactions per
+ * order; vs pgbench's one-row insert per transaction into a table with a
+ * partial unique index, 16 clients, on a throw-away database, same run.
+ */
+import { spawnSync } from "node:child_process";
+import { randomInt } from "node:crypto";
+import { connect, createTestDatabase } from "../../test/helpers/db";
+import { freePort } from "../../test/helpers/http";
+import { apiKey, fmt, freshProbe, load, sleep, startPlatformProcess, stopAll, writeTemp, xacts, type BenchOptions, type Row } from "../lib/common";
+
+const CONNECTIONS = 32;
+
+function orderBody(): string {
+	const jitter = () => (randomInt(0, 2000) - 1000) / 100_000;
+	return JSON.stringify({
+		user: { name: "Bench Rider", phone: `+9198${String(randomInt(0, 100_000_000)).padStart(8, "0")}` },
+		serviceType: "cab",
+		pickup: { lat: 12.9716 + jitter(), lng: 77.5946 + jitter(), address: "MG Road" },
+		drop: { lat: 12.9352 + jitter(), lng: 77.6245 + jitter() },
+		webhookURL: "http://127.0.0.1:9/hooks",
+		metadata: { partnerRef: `bench-${randomInt(0, 1e9)}` },
+	});
+}
+
+/** pgbench on its own throw-away database; undefined (with why) when pgbench is missing or fails. */
+async function pgbench(seconds: number): Promise<{ tps?: number; why?: string }> {
+	if (spawnSync("pgbench", ["--version"]).status !== 0) return { why: "pgbench not installed" };
+	const db = await createTestDatabase("benchpgb");
+	const pg = await connect(db.url);
+	try {
+		await pg.query("CREATE TABLE bench_rides (id bigserial PRIMARY KEY, rider text NOT NULL, active boolean NOT NULL DEFAULT true, created_at timestamptz NOT NULL DEFAULT now())");
+		await pg.query("CREATE UNIQUE INDEX bench_rides_one_active ON bench_rides (rider) WHERE active");
+		const script = writeTemp("insert.sql", "INSERT INTO bench_rides (rider) VALUES (md5(random()::text));\n");
+		const u = new URL(db.url);
+		let res = spawnSync("true", [], { encoding: "utf8" });
+		for (let attempt = 0; attempt < 3; attempt++) {
+			// Other suites share the server: "too many clients" is retried after a pause.
+			res = spawnSync("pgbench", ["-n", "-f", script, "-c", "16", "-j", "2", "-T", String(seconds), "-h", u.hostname, "-p", u.port || "5432", "-U", u.username || "postgres", db.name], { encoding: "utf8" });
+			if (!/too many clients/.test(String(res.stderr))) break;
+			await new Promise((r) => setTimeout(r, 3000));
+		}
+		const m = /tps = ([\d.]+) \(without initial connection time\)/.exec(res.stdout);
+		return m ? { tps: Number(m[1]) } : { why: `pgbench failed: ${(res.stderr || res.stdout).slice(0, 200)}` };
+	} finally {
+		await pg.end();
+		await db.drop();
+	}
+}
+
+export async function createOrder(opts: BenchOptions): Promise<Row[]> {
+	const db = await createTestDatabase("benchorder");
+	const pg = await connect(db.url);
+	const key = apiKey();
+	let platform;
+	try {
+		const port = await freePort();
+		platform = await startPlatformProcess("platform", { DATABASE_URL: db.url, PORT: String(port), BOOTSTRAP_PARTNER_KEY: key, FLEET_MODE: "live" });
+		const spec = { url: `http://127.0.0.1:${port}/ride/create-order`, connections: CONNECTIONS, headers: { authorization: `Bearer ${key}` }, bodyFn: orderBody };
+		await load({ ...spec, seconds: opts.smoke ? 1 : 2 }); // warm-up
+		// Background transactions of an idle platform, subtracted from the per-order count.
+		await sleep(1100);
+		const idle0 = await xacts(pg, db.name);
+		await sleep(2000);
+		const idleRate = ((await xacts(pg, db.name)) - idle0) / 2;
+		const q0 = (await freshProbe(platform.probe)).queries;
+		const x0 = await xacts(pg, db.name);
+		const t0 = Date.now();
+		const ours = await load({ ...spec, seconds: opts.seconds });
+		const elapsed = (Date.now() - t0) / 1000;
+		await sleep(1100);
+		const x1 = await xacts(pg, db.name);
+		const q1 = (await freshProbe(platform.probe)).queries;
+		const orders = ours.total - ours.non2xx;
+		const txPerOrder = (x1 - x0 - idleRate * (elapsed + 1.1)) / orders;
+		const stPerOrder = (q1 - q0) / orders;
+		await stopAll(platform.proc);
+		platform = undefined;
+		const floor = await pgbench(opts.seconds);
+		const ratio = floor.tps ? ours.rps / floor.tps : NaN;
+		const note = `${fmt(stPerOrder, 1)} statements and ${fmt(txPerOrder, 1)} transactions per order (idle ${fmt(idleRate, 1)} tx/s subtracted)${ours.non2xx ? `, ${ours.non2xx} non-2xx` : ""}${floor.why ? `; ${floor.why}` : ""}`;
+		return [
+			{ path: "create-order, 32 connections, orders/s", figure: `${fmt(orders / ours.total * ours.rps)} orders/s`, floor: floor.tps ? `pgbench ${fmt(floor.tps)} tps` : "skipped", ratio: fmt(ratio, 2), goal: "≥ 0.3", met: floor.tps ? ratio >= 0.3 : undefined, note },
+			{ path: "create-order, 32 connections, p99", figure: `${ours.p99} ms (p50 ${ours.p50} ms)`, floor: "–", ratio: "–", goal: "≤ 50 ms", met: ours.p99 <= 50 },
+		];
+	} finally {
+		await stopAll(platform?.proc);
+		await pg.end();
+		await db.drop();
+	}
+}

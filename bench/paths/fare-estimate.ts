@@ -1,0 +1,101 @@
+/**
+ * Paths 1 and 2: POST /ride/fare-estimate, 50 connections, against its floors
+ * measured back to back in the same run with the same ~1.4 KB answer:
+ *   1. the platform in one process vs a bare moleculer-web + one validated
+ *      action, and vs raw node:http;
+ *   2. the platform as four processes over NATS (gateway+partners / pricing /
+ *      dispatch+fleet / the rest) vs bare moleculer-web with its action in a
+ *      second process over the same NATS.
+ */
+import { uniqueNamespace } from "../../test/helpers/node";
+import { freePort } from "../../test/helpers/http";
+import { createTestDatabase, TEST_NATS_URL } from "../../test/helpers/db";
+import { apiKey, fmt, startHelper, startPlatformProcess, stopAll, warmAndLoad, writeTemp, type BenchOptions, type Row } from "../lib/common";
+
+const BODY = JSON.stringify({ pickup: { lat: 12.9716, lng: 77.5946 }, drop: { lat: 12.9352, lng: 77.6245 } });
+const CONNECTIONS = 50;
+
+function ratioRow(path: string, figure: number, floorName: string, floor: number, goal: number, extra = ""): Row {
+	const ratio = figure / floor;
+	return {
+		path,
+		figure: `${fmt(figure)} req/s${extra}`,
+		floor: `${floorName} ${fmt(floor)} req/s`,
+		ratio: fmt(ratio, 2),
+		goal: `≥ ${goal}`,
+		met: ratio >= goal,
+	};
+}
+
+export async function fareEstimate(opts: BenchOptions): Promise<Row[]> {
+	const rows: Row[] = [];
+	const db = await createTestDatabase("benchfare");
+	const key = apiKey();
+	const headers = { authorization: `Bearer ${key}` };
+	const seconds = opts.seconds;
+	let platform, web, raw;
+	try {
+		// 1. one process
+		const port = await freePort();
+		platform = await startPlatformProcess("platform", { DATABASE_URL: db.url, PORT: String(port), BOOTSTRAP_PARTNER_KEY: key, FLEET_MODE: "simulated" });
+		const url = `http://127.0.0.1:${port}/ride/fare-estimate`;
+		const answer = await fetch(url, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: BODY });
+		const text = await answer.text();
+		if (answer.status !== 200) throw new Error(`fare-estimate answered ${answer.status}: ${text}`);
+		const bodyFile = writeTemp("answer.json", text);
+		web = await startHelper("bare-web.ts", { BENCH_BODY_FILE: bodyFile });
+		raw = await startHelper("raw-http.ts", { BENCH_BODY_FILE: bodyFile });
+		const ours = await warmAndLoad({ url, connections: CONNECTIONS, seconds, headers, body: BODY }, opts);
+		const bare = await warmAndLoad({ url: `http://127.0.0.1:${web.port}/ride/fare-estimate`, connections: CONNECTIONS, seconds, body: BODY }, opts);
+		const node = await warmAndLoad({ url: `http://127.0.0.1:${raw.port}/ride/fare-estimate`, connections: CONNECTIONS, seconds, body: BODY }, opts);
+		const bad = ours.non2xx + ours.errors;
+		const note = `${text.length} B body${bad ? `, ${bad} non-2xx/errors` : ""}, p99 ${ours.p99} ms`;
+		rows.push({ ...ratioRow("fare-estimate, 1 process vs bare moleculer-web", ours.rps, "moleculer-web", bare.rps, 0.9), note });
+		rows.push({ ...ratioRow("fare-estimate, 1 process vs raw node:http", ours.rps, "node:http", node.rps, 0.5), note });
+		await stopAll(platform.proc, web.proc, raw.proc);
+		platform = web = raw = undefined;
+
+		// 2. over NATS
+		rows.push(...(await overNats(db.url, opts, bodyFile)));
+	} finally {
+		await stopAll(platform?.proc, web?.proc, raw?.proc);
+		await db.drop();
+	}
+	return rows;
+}
+
+async function overNats(databaseUrl: string, opts: BenchOptions, bodyFile: string): Promise<Row[]> {
+	const key = apiKey();
+	const headers = { authorization: `Bearer ${key}` };
+	const ns = uniqueNamespace("bench");
+	const common = { DATABASE_URL: databaseUrl, TRANSPORTER: TEST_NATS_URL, NAMESPACE: ns, FLEET_MODE: "simulated" };
+	const port = await freePort();
+	const procs = [];
+	try {
+		procs.push((await startPlatformProcess("gateway", { ...common, SERVICES: "gateway,partners", PORT: String(port), BOOTSTRAP_PARTNER_KEY: key })).proc);
+		const rest = await Promise.all([
+			startPlatformProcess("pricing", { ...common, SERVICES: "pricing", PORT: "0" }),
+			startPlatformProcess("dispatch", { ...common, SERVICES: "dispatch,fleet", PORT: "0" }),
+			startPlatformProcess("rest", { ...common, SERVICES: "riders,orders,notifications", PORT: "0" }),
+		]);
+		procs.push(...rest.map((r) => r.proc));
+		const url = `http://127.0.0.1:${port}/ride/fare-estimate`;
+		for (let i = 0; i < 100; i++) {
+			const r = await fetch(url, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: BODY });
+			await r.text();
+			if (r.status === 200) break;
+			await new Promise((res) => setTimeout(res, 300));
+		}
+		const bareNs = uniqueNamespace("benchbare");
+		const action = await startHelper("bare-web.ts", { BENCH_BODY_FILE: bodyFile, BENCH_ROLE: "action", TRANSPORTER: TEST_NATS_URL, NAMESPACE: bareNs });
+		procs.push(action.proc);
+		const gw = await startHelper("bare-web.ts", { BENCH_BODY_FILE: bodyFile, BENCH_ROLE: "gateway", TRANSPORTER: TEST_NATS_URL, NAMESPACE: bareNs });
+		procs.push(gw.proc);
+		const ours = await warmAndLoad({ url, connections: CONNECTIONS, seconds: opts.seconds, headers, body: BODY }, opts);
+		const bare = await warmAndLoad({ url: `http://127.0.0.1:${gw.port}/ride/fare-estimate`, connections: CONNECTIONS, seconds: opts.seconds, body: BODY }, opts);
+		const bad = ours.non2xx + ours.errors;
+		return [{ ...ratioRow("fare-estimate, 4 processes over NATS", ours.rps, "moleculer-web over NATS", bare.rps, 0.9), note: `p99 ${ours.p99} ms${bad ? `, ${bad} non-2xx/errors` : ""}` }];
+	} finally {
+		await stopAll(...procs);
+	}
+}

@@ -1,0 +1,81 @@
+/**
+ * Path 6 (only with `npm run bench -- soak` or BENCH_SOAK=1): memory and
+ * event-loop delay of the platform in one process under a steady mixed load
+ * (fare estimates, bookings on the simulated fleet with SIM_SPEED=60 so rides
+ * move and finish, their webhooks to a local endpoint), for BENCH_SOAK_MS
+ * (default 10 minutes), on the embedded PostgreSQL (the default) and on the
+ * server PostgreSQL. First minute vs last minute: goal flat within ±10%.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createTestDatabase } from "../../test/helpers/db";
+import { freePort } from "../../test/helpers/http";
+import { rideRequest } from "../../test/helpers/rides";
+import { startPartnerEndpoint } from "../../test/helpers/webhooks";
+import { apiKey, fmt, sleep, startPlatformProcess, stopAll, webhookSecret, type BenchOptions, type Probe, type Row } from "../lib/common";
+
+const DURATION_MS = Number(process.env.BENCH_SOAK_MS || 600_000);
+const ESTIMATES_PER_S = 100;
+const BOOKINGS_PER_S = 5;
+
+async function soakOne(label: string, env: Record<string, string>): Promise<Row[]> {
+	const key = apiKey();
+	const secret = webhookSecret();
+	const endpoint = await startPartnerEndpoint(secret);
+	const port = await freePort();
+	let platform;
+	try {
+		platform = await startPlatformProcess(`soak-${label}`, { ...env, PORT: String(port), BOOTSTRAP_PARTNER_KEY: key, BOOTSTRAP_WEBHOOK_SECRET: secret, FLEET_MODE: "simulated", SIM_SPEED: "60", LOGLEVEL: "warn" });
+		const post = async (path: string, body: unknown) => {
+			const r = await fetch(`http://127.0.0.1:${port}${path}`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+			await r.text();
+			return r.status;
+		};
+		const samples: Probe[] = [];
+		const t0 = Date.now();
+		let n = 0;
+		let failures = 0;
+		const minute = Math.min(60_000, DURATION_MS / 3);
+		while (Date.now() - t0 < DURATION_MS) {
+			const tick = Date.now();
+			const jobs: Promise<number>[] = [];
+			for (let i = 0; i < ESTIMATES_PER_S; i++) jobs.push(post("/ride/fare-estimate", { pickup: { lat: 12.9716, lng: 77.5946 }, drop: { lat: 12.9352, lng: 77.6245 } }));
+			for (let i = 0; i < BOOKINGS_PER_S; i++) jobs.push(post("/ride/create-order", rideRequest(`${endpoint.url}/soak`, n++)));
+			for (const s of await Promise.all(jobs.map((j) => j.catch(() => 0)))) if (s >= 400 || s === 0) failures++;
+			samples.push(platform.probe());
+			await sleep(Math.max(0, 1000 - (Date.now() - tick)));
+		}
+		const first = samples.filter((s) => s.at - t0 <= minute);
+		const last = samples.filter((s) => s.at >= t0 + DURATION_MS - minute);
+		const mean = (xs: Probe[], f: (p: Probe) => number) => xs.reduce((a, p) => a + f(p), 0) / Math.max(1, xs.length);
+		const rss = [mean(first, (p) => p.rss), mean(last, (p) => p.rss)];
+		const eld = [mean(first, (p) => p.eldP99Ms), mean(last, (p) => p.eldP99Ms)];
+		const mb = (b: number) => `${fmt(b / 2 ** 20)} MB`;
+		const drift = (a: number, b: number) => b / a - 1;
+		return [
+			{ path: `soak ${label}: RSS first → last ${fmt(minute / 1000)} s`, figure: `${mb(rss[0])} → ${mb(rss[1])}`, floor: "first window", ratio: fmt(rss[1] / rss[0], 2), goal: "flat ±10%", met: Math.abs(drift(rss[0], rss[1])) <= 0.1, note: `${fmt(DURATION_MS / 60_000, 1)} min, ${n} bookings, ${endpoint.delivered().length} webhooks delivered, ${failures} failed calls` },
+			{ path: `soak ${label}: event-loop delay p99`, figure: `${fmt(eld[0], 1)} → ${fmt(eld[1], 1)} ms`, floor: "first window", ratio: fmt(eld[1] / eld[0], 2), goal: "flat ±10%", met: Math.abs(drift(eld[0], eld[1])) <= 0.1 },
+		];
+	} finally {
+		await stopAll(platform?.proc);
+		await endpoint.close();
+	}
+}
+
+export async function soak(_opts: BenchOptions): Promise<Row[]> {
+	const dataDir = mkdtempSync(join(tmpdir(), "bench-soak-"));
+	const rows: Row[] = [];
+	try {
+		rows.push(...(await soakOne("embedded", { DATA_DIR: dataDir, DATABASE_URL: "" })));
+	} finally {
+		rmSync(dataDir, { recursive: true, force: true });
+	}
+	const db = await createTestDatabase("benchsoak");
+	try {
+		rows.push(...(await soakOne("server PG", { DATABASE_URL: db.url })));
+	} finally {
+		await db.drop();
+	}
+	return rows;
+}
