@@ -19,8 +19,31 @@ export interface UnsafeInput {
 /** U+0000, a high surrogate not followed by a low one, or a low surrogate not preceded by a high one. */
 const UNSAFE_CHAR = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
+/** Any U+0000 or surrogate at all: the cheap test that lets almost every string skip UNSAFE_CHAR's lookarounds. */
+const MAYBE_UNSAFE_CHAR = /[\u0000\ud800-\udfff]/;
+
 export function isUnsafeString(s: string): boolean {
-	return UNSAFE_CHAR.test(s);
+	return MAYBE_UNSAFE_CHAR.test(s) && UNSAFE_CHAR.test(s);
+}
+
+/**
+ * Whether `value` holds anything findUnsafeInput would report: the walk
+ * without allocations that every clean request takes. Recursion is bounded
+ * by `maxDepth`.
+ */
+function hasUnsafeInput(value: unknown, depth: number, maxDepth: number): boolean {
+	if (typeof value === "string") return isUnsafeString(value);
+	if (!isWalkable(value)) return false;
+	if (depth >= maxDepth) return true;
+	if (Array.isArray(value)) {
+		for (let i = 0; i < value.length; i++) if (hasUnsafeInput(value[i], depth + 1, maxDepth)) return true;
+		return false;
+	}
+	for (const k in value) {
+		if (!Object.prototype.hasOwnProperty.call(value, k)) continue;
+		if (isUnsafeString(k) || hasUnsafeInput(value[k], depth + 1, maxDepth)) return true;
+	}
+	return false;
 }
 
 export function childField(parent: string, key: string): string {
@@ -46,6 +69,7 @@ function isWalkable(value: unknown): value is Record<string, unknown> | unknown[
 export function findUnsafeInput(value: unknown, opts: { maxDepth?: number; limit?: number } = {}): UnsafeInput[] {
 	const maxDepth = opts.maxDepth ?? PARAMS_MAX_DEPTH;
 	const limit = opts.limit ?? 50;
+	if (!hasUnsafeInput(value, 0, maxDepth)) return [];
 	const found: UnsafeInput[] = [];
 	type Item = { value: unknown; field: string; depth: number; badKey?: true };
 	const stack: Item[] = [{ value, field: "", depth: 0 }];

@@ -71,6 +71,15 @@ describe("JSON body", () => {
 		expect(Object.getPrototypeOf(parsed)).toBe(Object.prototype);
 		expect(Object.prototype.hasOwnProperty.call(parsed, "__proto__")).toBe(false);
 	});
+	it("drops __proto__ keys spelt with \\u escapes too (the fast path without a reviver must not let them through)", () => {
+		for (const text of ['{"\\u005f_proto__":{"polluted":true}}', '{"x":{"__pro\\u0074o__":{"polluted":true}}}', '{"a":"\\u00e9","__proto__":{"polluted":true}}']) {
+			const parsed = parseJsonObject(text) as Record<string, Record<string, unknown>>;
+			expect(Object.prototype.hasOwnProperty.call(parsed, "__proto__")).toBe(false);
+			if (parsed.x) expect(Object.prototype.hasOwnProperty.call(parsed.x, "__proto__")).toBe(false);
+			expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+		}
+		expect(parseJsonObject('{"a":{"b":[1,"x"]},"c":"é"}')).toEqual({ a: { b: [1, "x"] }, c: "é" });
+	});
 	it("refuses invalid JSON with INVALID_JSON and non-objects with VALIDATION_ERROR", () => {
 		expect(() => parseJsonObject("{")).toThrow(expect.objectContaining({ code: 400, type: "INVALID_JSON" }));
 		for (const text of ["[1,2]", "42", '"x"', "null"]) {
