@@ -262,8 +262,34 @@ export class DispatchRepo {
 		await this.q("UPDATE dispatch_rides SET next_match_at = $2, updated_at = now() WHERE order_id = $1", [orderId, at], t);
 	}
 
-	async matchAgainIn(orderId: string, ms: number, t: Transaction): Promise<void> {
-		await this.q(`UPDATE dispatch_rides SET next_match_at = now() + $2 ${MS} WHERE order_id = $1`, [orderId, ms], t);
+	/**
+	 * Nobody to offer the ride to: look again after a wait as long as the ride
+	 * has been searching (so 1, 2, 4, 8 … s: exponential), at least `minMs`, at
+	 * most `maxMs`, and never past its dispatch deadline (it ends on time).
+	 * Something that changes its chances (a driver freed, online or moving
+	 * near, an offer ending) wakes it earlier (`wakeSearches`, `excludeAndRematch`).
+	 */
+	async matchAgainBackoff(orderId: string, minMs: number, maxMs: number, dispatchTimeoutMs: number, t: Transaction): Promise<void> {
+		await this.q(
+			`UPDATE dispatch_rides SET next_match_at = LEAST(
+				now() + GREATEST($2::double precision, LEAST($3::double precision, EXTRACT(EPOCH FROM now() - search_started_at) * 1000)) ${MS},
+				search_started_at + $4 ${MS})
+			 WHERE order_id = $1`,
+			[orderId, minMs, maxMs, dispatchTimeoutMs],
+			t,
+		);
+	}
+
+	/** Searching rides (of these) waiting out a backoff with no open offer are due now: a driver came within reach. Returns how many. */
+	async wakeSearches(orderIds: string[]): Promise<number> {
+		const rows = await this.q<{ order_id: string }>(
+			`UPDATE dispatch_rides r SET next_match_at = now()
+			 WHERE r.order_id = ANY($1::text[]) AND r.state = 'searching' AND r.next_match_at > now()
+			 AND NOT EXISTS (SELECT 1 FROM dispatch_offers o WHERE o.order_id = r.order_id AND o.state = 'pending')
+			 RETURNING r.order_id`,
+			[orderIds],
+		);
+		return rows.length;
 	}
 
 	/** An accept (`accepting`) or no-driver (`ending`) transition goes to orders; the lease bounds how long it may be in flight. */

@@ -23,6 +23,8 @@ export interface DispatchSettings extends TravelSettings {
 	dispatchTimeoutMs: number;
 	/** Wait before looking again when no driver could be offered the ride. */
 	retryMatchMs: number;
+	/** The longest wait between looks for a ride nobody could be offered (the wait doubles up to it; events wake the ride earlier). */
+	retryMaxMs: number;
 	/** Cadence of `location_updated` events while a ride is moving (contract default 5 s). */
 	locationIntervalMs: number;
 	/** The cadence for live rides: the contract's interval, never compressed by SIM_SPEED (real drivers, real time). */
@@ -69,6 +71,7 @@ export function readDispatchSettings(env: Env): DispatchSettings {
 		offerTimeoutMs: atLeast(env, "DISPATCH_OFFER_TIMEOUT_MS", 15_000, 100),
 		dispatchTimeoutMs: atLeast(env, "DISPATCH_TIMEOUT_MS", 120_000, 100),
 		retryMatchMs: atLeast(env, "DISPATCH_RETRY_MS", 1000, 10),
+		retryMaxMs: atLeast(env, "DISPATCH_RETRY_MAX_MS", 30_000, 10),
 		locationIntervalMs,
 		liveLocationIntervalMs,
 		// A few ticks per location interval, so location events keep their cadence.

@@ -67,6 +67,7 @@ export interface DispatchMethods {
 	trouble(message: string): void;
 	// driver-index
 	publishDrivers(rows: DriverRow[]): void;
+	wakeRides(orderIds: string[]): void;
 	applyDriverChange(change: DriverChangedEvent): void;
 	rebuildIndex(): Promise<void>;
 	refreshIndex(): Promise<void>;

@@ -21,15 +21,42 @@ export function modeIndexes<T>(resolution: number): ModeIndexes<T> {
 }
 
 export const driverIndexMethods: DispatchPart<
-	"publishDrivers" | "applyDriverChange" | "rebuildIndex" | "refreshIndex" | "refreshDemand" | "setDemand" | "supplyDemandAt" | "nearestDrivers" | "hasCandidate" | "candidates"
+	"publishDrivers" | "wakeRides" | "applyDriverChange" | "rebuildIndex" | "refreshIndex" | "refreshDemand" | "setDemand" | "supplyDemandAt" | "nearestDrivers" | "hasCandidate" | "candidates"
 > = {
-	/** Applies driver changes to this instance's index and tells the other instances. */
+	/**
+	 * Applies driver changes to this instance's index and tells the other
+	 * instances. A driver that became available, or moved, wakes the
+	 * searching rides that just came within its reach (from the demand
+	 * index; a driver far from every ride causes no database work).
+	 */
 	publishDrivers(rows) {
+		const wake = new Set<string>();
 		for (const row of rows) {
 			const change = toDriverChange(row);
+			const before = this.available[row.mode]?.[row.service_type]?.pointOf(row.id);
 			this.applyDriverChange(change);
+			if (row.status === "available" && row.lat !== null && row.lng !== null) {
+				const demand = this.demand[row.mode]?.[row.service_type];
+				demand?.forEachWithin({ lat: row.lat, lng: row.lng }, this.cfg.searchRadiusM, (orderId) => {
+					const pickup = demand.pointOf(orderId);
+					// Already within reach before this change: that ride has had its chance at this driver.
+					if (before && pickup && haversineMeters(before, pickup) <= this.cfg.searchRadiusM) return;
+					wake.add(orderId);
+				});
+			}
 			this.broker.broadcast(DISPATCH_EVENTS.driverChanged, change).catch((err: unknown) => this.logger.debug(`driverChanged broadcast: ${shortError(err)}`));
 		}
+		if (wake.size > 0) this.wakeRides([...wake]);
+	},
+
+	/** Rides a driver event may serve: due now (in the database, so any instance may match them), and a tick here. */
+	wakeRides(orderIds) {
+		this.repo.wakeSearches(orderIds).then(
+			(n) => {
+				if (n > 0) this.kick();
+			},
+			(err: unknown) => this.trouble(`Waking ${orderIds.length} ride(s): ${shortError(err)} (their backoff still runs)`),
+		);
 	},
 
 	applyDriverChange(change) {

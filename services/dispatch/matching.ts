@@ -96,7 +96,7 @@ export const matchingMethods: DispatchPart<
 				}
 			}
 			if (!claimed || claimed.lat === null || claimed.lng === null) {
-				await repo.matchAgainIn(orderId, this.cfg.retryMatchMs, t);
+				await repo.matchAgainBackoff(orderId, this.cfg.retryMatchMs, this.cfg.retryMaxMs, this.cfg.dispatchTimeoutMs, t);
 				return null;
 			}
 			const distanceM = haversineMeters({ lat: claimed.lat, lng: claimed.lng }, pickup);

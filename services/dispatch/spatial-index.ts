@@ -67,6 +67,12 @@ export class CellIndex<T> {
 		return this.entries.has(id);
 	}
 
+	/** Where the entry is, or undefined when the index does not hold it. */
+	pointOf(id: string): LatLng | undefined {
+		const e = this.entries.get(id);
+		return e ? { lat: e.lat, lng: e.lng } : undefined;
+	}
+
 	get(id: string): T | undefined {
 		return this.entries.get(id)?.item;
 	}
