@@ -51,25 +51,32 @@ async function main(): Promise<void> {
 	console.log(`bench${smoke ? " (smoke)" : ""}: ${availableParallelism()} cores, ${fmt(totalmem() / 2 ** 30, 1)} GiB, Node ${process.version}, ${new Date().toISOString()}, ${opts.seconds} s per load`);
 	const rows: Row[] = [];
 	let crashed = 0;
-	for (const p of paths) {
-		const selected = names.length === 0 ? p.name !== "soak" || wantSoak : names.includes(p.name);
-		if (!selected || (p.name === "soak" && !wantSoak)) {
-			if (p.name === "soak") rows.push({ path: p.label, figure: "skipped", floor: "–", ratio: "–", goal: "flat ±10%", note: "soak runs with `npm run bench -- soak` or BENCH_SOAK=1" });
-			continue;
+	const selected = paths.filter((p) => {
+		if (p.name === "soak" && !wantSoak) {
+			rows.push({ path: p.label, figure: "skipped", floor: "–", ratio: "–", goal: "flat ±10%", note: "soak runs with `npm run bench -- soak` or BENCH_SOAK=1" });
+			return false;
 		}
+		return names.length === 0 || names.includes(p.name);
+	});
+	const runOne = async (p: (typeof paths)[number]): Promise<Row[]> => {
 		const t0 = Date.now();
 		console.log(`\n=== ${p.label}`);
 		try {
 			const got = await p.run(opts);
 			for (const r of got) console.log(`  ${r.path}: ${r.figure} | ${r.floor} | ratio ${r.ratio} | goal ${r.goal}${r.note ? ` | ${r.note}` : ""}`);
-			rows.push(...got);
+			return got;
 		} catch (err) {
 			crashed += 1;
 			console.error(`  ${p.label} crashed:`, err);
-			rows.push({ path: p.label, figure: "CRASHED", floor: "–", ratio: "–", goal: "–", met: false, note: String((err as Error).message ?? err).split("\n")[0] });
+			return [{ path: p.label, figure: "CRASHED", floor: "–", ratio: "–", goal: "–", met: false, note: String((err as Error).message ?? err).split("\n")[0] }];
+		} finally {
+			console.log(`  (${p.label}: ${((Date.now() - t0) / 1000).toFixed(0)} s)`);
 		}
-		console.log(`  (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
-	}
+	};
+	// One path at a time, also in a smoke: side by side they only slowed each other down on 2 cores.
+	const results: Row[][] = [];
+	for (const p of selected) results.push(await runOne(p));
+	rows.unshift(...results.flat());
 	printTable(rows);
 	console.log(`\nbench done in ${((Date.now() - started) / 1000).toFixed(0)} s${crashed ? `, ${crashed} path(s) crashed` : ""}`);
 	process.exit(crashed === 0 ? 0 : 1);

@@ -30,7 +30,7 @@ export async function background(opts: BenchOptions): Promise<Row[]> {
 			DISPATCH_TIMEOUT_MS: "3600000",
 		});
 		const window = opts.smoke ? 1500 : Math.max(3000, opts.seconds * 1000);
-		await sleep(opts.smoke ? 1000 : 5000); // start-up work settles
+		await sleep(opts.smoke ? 300 : 5000); // start-up work settles
 		const idle = await xactRate(pg, db.name, window);
 		let created = 0;
 		const next = async () => {
@@ -52,7 +52,7 @@ export async function background(opts: BenchOptions): Promise<Row[]> {
 			}
 		};
 		await Promise.all(Array.from({ length: 16 }, next));
-		await sleep(opts.smoke ? 2000 : 10_000); // the first matching attempts of each ride pass
+		await sleep(opts.smoke ? 500 : 10_000); // the first matching attempts of each ride pass
 		const waiting = await pg.query<{ n: string }>("SELECT count(*)::text AS n FROM orders WHERE status = 'searching'").catch(() => ({ rows: [{ n: "?" }] }));
 		const busy = await xactRate(pg, db.name, window);
 		const per100 = ((busy - idle) / WAITING) * 100;
