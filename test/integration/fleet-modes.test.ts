@@ -105,8 +105,12 @@ it("a test ride moves by itself while a live ride at the same pickup waits for a
 	for (const d of await simulatedDrivers()) expect(d.mode).toBe("test");
 
 	// Supply and demand per mode: the searching live ride is live demand only; the simulated drivers are test supply only.
+	// (The simulated driver that just dropped the test ride is free again once dispatch has applied the drop: wait for it.)
+	const test = await waitFor("a free simulated cab in test supply", async () => {
+		const reply = await call<SupplyDemandReply>("dispatch.supplyDemand", { point: pickup, mode: "test" });
+		return reply.cab.available > 0 ? reply : null;
+	}, 30_000);
 	const live = await call<SupplyDemandReply>("dispatch.supplyDemand", { point: pickup, mode: "live" });
-	const test = await call<SupplyDemandReply>("dispatch.supplyDemand", { point: pickup, mode: "test" });
 	expect(live.cab).toMatchObject({ available: 0, eta: null, demand: 1 });
 	expect(test.cab.demand).toBe(0);
 	expect(test.cab.available).toBeGreaterThan(0);
