@@ -1,4 +1,4 @@
-import { createHmac } from "node:crypto";
+import { createHmac, createSecretKey, type KeyObject } from "node:crypto";
 
 /**
  * Standard Webhooks signing (https://www.standardwebhooks.com): the partner's
@@ -32,8 +32,27 @@ export function secretKey(secret: string): Buffer {
 	return key;
 }
 
+/** Cached KeyObjects at most; the cache starts over past it. */
+const MAX_CACHED_KEYS = 10_000;
+const keys = new Map<string, KeyObject>();
+
+/**
+ * The HMAC key of a secret, made once: createHmac with a Buffer builds a new
+ * KeyObject at every call (the largest single cost of signing in the profile).
+ * Keyed by the whole secret, so one partner's key never signs for another.
+ */
+export function signingKey(secret: string): KeyObject {
+	let key = keys.get(secret);
+	if (!key) {
+		key = createSecretKey(secretKey(secret));
+		if (keys.size >= MAX_CACHED_KEYS) keys.clear();
+		keys.set(secret, key);
+	}
+	return key;
+}
+
 export function signature(secret: string, id: string, timestampSeconds: number, body: Buffer): string {
-	const mac = createHmac("sha256", secretKey(secret));
+	const mac = createHmac("sha256", signingKey(secret));
 	mac.update(`${id}.${timestampSeconds}.`, "utf8");
 	mac.update(body);
 	return `v1,${mac.digest("base64")}`;

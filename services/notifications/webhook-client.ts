@@ -67,7 +67,10 @@ export interface WebhookClient {
 export function createWebhookClient(opts: WebhookClientOptions): WebhookClient {
 	const policy: AddressPolicy = { allowPrivate: opts.allowPrivate };
 	const lookup = guardedLookup(policy, opts.resolveAll ?? systemResolveAll);
-	const agentOptions = { keepAlive: true, keepAliveMsecs: 15_000, maxSockets: opts.maxSockets ?? 64, maxFreeSockets: 16, lookup };
+	const maxSockets = opts.maxSockets ?? 64;
+	// Every socket may stay idle for the next try: with fewer free ones, a busy host gets a new connection (and
+	// its TCP set-up and close) for most tries (profile: connect + close ~3% of a loaded instance).
+	const agentOptions = { keepAlive: true, keepAliveMsecs: 15_000, maxSockets, maxFreeSockets: maxSockets, lookup };
 	const httpAgent = guardAgent(new http.Agent(agentOptions as http.AgentOptions), policy);
 	const httpsAgent = guardAgent(new https.Agent(agentOptions as https.AgentOptions), policy);
 	const keepBytes = opts.keepBytes ?? 1024;
