@@ -150,7 +150,12 @@ describe("the reconciliation sweep", () => {
 			await pg.query("DELETE FROM dispatch_rides WHERE order_id = $1", [lost.orderId]);
 			const driver = await driverNear(dispatchA, pickup, 50);
 			// Only the sweep can tell dispatch about the ride again: the driver gets its offer.
-			const job = await offerFor(core.broker, driver.driverId, lost.orderId, STEP_MS);
+			const job = await offerFor(core.broker, driver.driverId, lost.orderId, STEP_MS).catch(async (err) => {
+				const r = await pg.query("SELECT order_id, state, order_status, mode, search_started_at, next_match_at, now() AS now, excluded_driver_ids FROM dispatch_rides WHERE order_id = $1", [lost.orderId]);
+				const d = await pg.query("SELECT id, status, order_id, mode, lat, lng FROM drivers WHERE id = $1", [driver.driverId]);
+				console.error("the lost ride and the driver when no offer came:", JSON.stringify(r.rows), JSON.stringify(d.rows));
+				throw err;
+			});
 			expect(job.offer).toMatchObject({ orderId: lost.orderId });
 			await ok(via(dispatchA, "dispatch.declineOffer", { driverId: driver.driverId, orderId: lost.orderId }));
 			await ok(via(dispatchA, "dispatch.goOffline", { driverId: driver.driverId }));
