@@ -24,13 +24,21 @@ export const DataErrorsMiddleware: Middleware = {
 	localAction(this: ServiceBroker, next: ActionHandler, action: ActionSchema): ActionHandler {
 		const broker = this;
 		const name = String(action.name ?? "");
+		// One closure per action, not per call: a call that succeeds costs one `then`.
+		const convert = (err: unknown): never => {
+			const converted = toDataValidationError(err);
+			if (converted !== err) broker.getLogger("data-errors").warn(`A database data exception (SQLSTATE ${dataExceptionState(err)}) in ${name} answered 400`);
+			throw converted;
+		};
 		return function convertDataErrors(this: unknown, ctx: Context) {
-			// A synchronous throw becomes a rejection too, so it is converted like any other.
-			return new Promise((resolve) => resolve(next.call(this as never, ctx))).catch((err: unknown) => {
-				const converted = toDataValidationError(err);
-				if (converted !== err) broker.getLogger("data-errors").warn(`A database data exception (SQLSTATE ${dataExceptionState(err)}) in ${name} answered 400`);
-				throw converted;
-			});
+			let result: unknown;
+			try {
+				result = next.call(this as never, ctx);
+			} catch (err) {
+				// A synchronous throw becomes a rejection too, so it is converted like any other.
+				return Promise.resolve().then(() => convert(err));
+			}
+			return Promise.resolve(result).then(undefined, convert);
 		};
 	},
 };

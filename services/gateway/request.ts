@@ -57,6 +57,8 @@ export function idempotencyKeyFrom(header: string | string[] | undefined): strin
  * `application/json` or `application/*+json`, UTF-8 (or no charset).
  */
 export function jsonMediaTypeProblem(contentType: string | undefined): string | undefined {
+	// What nearly every client sends, answered without splitting.
+	if (contentType === "application/json" || contentType === "application/json; charset=utf-8") return undefined;
 	if (contentType === undefined || contentType.trim() === "") return "Content-Type must be application/json";
 	const [mediaType, ...params] = contentType.split(";").map((s) => s.trim().toLowerCase());
 	const isJson = mediaType === "application/json" || /^application\/[a-z0-9.+\-]+\+json$/.test(mediaType);
