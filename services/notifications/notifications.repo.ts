@@ -87,17 +87,6 @@ SELECT (SELECT count(*) FROM cur)::int AS moved, NULL AS event_id, NULL AS order
 UNION ALL SELECT NULL, event_id, order_id, sequence FROM late`;
 
 /**
- * Our bookkeeping commits without waiting for the WAL flush (this
- * transaction only: `set_config(…, true)`). The fsync per claim and per try
- * was what bounded one instance. Safe for at-least-once: commits reach the
- * WAL in order, so a PostgreSQL crash can only lose the newest claims and
- * records together, and their events are sent again (same `webhook-id`, in
- * ride order, the partner de-duplicates). Nothing else changes: orders'
- * ride_events stay durably committed.
- */
-const ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true) AS async_commit";
-
-/**
  * Location housekeeping: a pending location event that is not in flight is
  * `superseded` once any newer event of its ride exists (a newer position, or
  * a status event, which carries the latest position too) and `expired` once
@@ -145,7 +134,7 @@ RETURNING d.event_id, d.state`;
  * $1 batch size, $2 lease token, $3 lease owner, $4 lease ms, $5 location
  * lifetime ms, $6 kind, $7 per-partner cap, $8 per-host cap.
  */
-const CLAIM_LOCK_SQL = `SELECT pg_advisory_xact_lock(716270001), ${ASYNC_COMMIT}`;
+const CLAIM_LOCK_SQL = "SELECT pg_advisory_xact_lock(716270001)";
 export const CLAIM_SQL = `
 WITH RECURSIVE pairs AS (
   (SELECT partner_id, host FROM webhook_deliveries WHERE state = 'pending' AND kind = $6 ORDER BY partner_id, host LIMIT 1)
@@ -268,7 +257,7 @@ WITH upd AS (
   INSERT INTO webhook_attempts (id, event_id, attempt, started_at, duration_ms, http_status, outcome, response_snippet, instance)
   VALUES ($10, $1, $11::int, $5::timestamptz, $8::int, $6::int, $7::text, $9, $12)
 )
-SELECT (SELECT count(*) FROM upd)::int AS updated, ${ASYNC_COMMIT}`;
+SELECT (SELECT count(*) FROM upd)::int AS updated`;
 
 /** A 2xx is the truth even when our lease was lost meanwhile (the event was delivered). */
 const MARK_DELIVERED_SQL = `
