@@ -4,7 +4,9 @@ import { DataErrorsMiddleware } from "../../middlewares/data-errors.middleware";
 const warn = jest.fn();
 const broker = { getLogger: () => ({ warn }) } as unknown as ServiceBroker;
 const wrap = (handler: (ctx: Context) => unknown) =>
-	(DataErrorsMiddleware.localAction as (this: ServiceBroker, next: ActionHandler, action: ActionSchema) => ActionHandler).call(broker, handler as ActionHandler, { name: "x.y" } as ActionSchema);
+	(DataErrorsMiddleware.localAction as (this: ServiceBroker, next: ActionHandler, action: ActionSchema) => ActionHandler).call(broker, handler as ActionHandler, { name: "x.y" } as ActionSchema) as unknown as (
+		ctx: Context,
+	) => Promise<unknown>;
 const ctx = {} as Context;
 const dataError = () => Object.assign(new Error("invalid byte sequence"), { parent: { code: "22021" } });
 
