@@ -26,7 +26,8 @@ const ALLOWED: ThrottleDecision = Object.freeze({ allowed: true, retryAfterSecon
 const KNOWN_GOOD_MAX = 10_000;
 const KNOWN_GOOD_TTL_MS = 10 * 60_000;
 
-function keyHash(apiKey: string): string {
+/** The digest the throttle keeps of a key: callers compute it once per request and pass it to each method. */
+export function keyHash(apiKey: string): string {
 	return createHash("sha256").update(apiKey).digest("base64url");
 }
 
@@ -46,8 +47,8 @@ export class AuthFailureThrottle {
 	}
 
 	/** Before authenticating: may this address try this key? */
-	async check(address: string, apiKey: string): Promise<ThrottleDecision> {
-		if (!this.enabled || this.knownGood.has(keyHash(apiKey))) return ALLOWED;
+	async check(address: string, apiKey: string, hash?: string): Promise<ThrottleDecision> {
+		if (!this.enabled || this.knownGood.has(hash ?? keyHash(apiKey))) return ALLOWED;
 		try {
 			const res = await this.counter!.get(address);
 			if (res && res.consumedPoints >= this.limit) return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil(res.msBeforeNext / 1000)) };
@@ -59,9 +60,9 @@ export class AuthFailureThrottle {
 	}
 
 	/** The key was unknown: one more failure for the address (and the key is no longer known good). */
-	async failed(address: string, apiKey: string): Promise<void> {
+	async failed(address: string, apiKey: string, hash?: string): Promise<void> {
 		if (!this.enabled) return;
-		this.knownGood.delete(keyHash(apiKey));
+		this.knownGood.delete(hash ?? keyHash(apiKey));
 		try {
 			await this.counter!.consume(address);
 		} catch (err) {
@@ -71,7 +72,7 @@ export class AuthFailureThrottle {
 	}
 
 	/** The key authenticated. */
-	succeeded(apiKey: string): void {
-		if (this.enabled) this.knownGood.set(keyHash(apiKey), true);
+	succeeded(apiKey: string, hash?: string): void {
+		if (this.enabled) this.knownGood.set(hash ?? keyHash(apiKey), true);
 	}
 }

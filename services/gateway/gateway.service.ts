@@ -8,7 +8,7 @@ import { buildOpenApiDocument, type OpenApiDocument } from "./openapi";
 import { renderDocsPage } from "./docs-page";
 import type Redis from "ioredis";
 import { openLimitRedis, partnerLimiter, windowLimiter, type LimitStoreOptions, type PartnerLimiter } from "./rate-limiter";
-import { AuthFailureThrottle } from "./auth-throttle";
+import { AuthFailureThrottle, keyHash } from "./auth-throttle";
 import { clientAddress } from "./client-address";
 import { idempotencyKeyFrom, parseBearer, readJsonBody, requestIdFrom } from "./request";
 import { RIDE_BASE_PATH, type PartnerCallMeta } from "../../contracts/gateway";
@@ -244,7 +244,9 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 			}
 			// An address that keeps sending unknown keys stops costing partners a lookup per key.
 			const address = clientAddress(req.socket?.remoteAddress, req.headers["x-forwarded-for"], this.config.trustProxyHops);
-			const gate = await this.authThrottle.check(address, bearer.apiKey);
+			// One digest of the key for the throttle's three uses.
+			const hash = this.authThrottle.enabled ? keyHash(bearer.apiKey) : undefined;
+			const gate = await this.authThrottle.check(address, bearer.apiKey, hash);
 			if (!gate.allowed) {
 				throw new GatewayError(429, "RATE_LIMITED", `Too many failed authentications from this address; retry in ${gate.retryAfterSeconds} s`, {
 					retryAfter: gate.retryAfterSeconds,
@@ -252,10 +254,10 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 			}
 			const partner = await req.$ctx.call<AuthenticatedPartner | null, AuthenticateParams>("partners.authenticate", { apiKey: bearer.apiKey });
 			if (!partner) {
-				await this.authThrottle.failed(address, bearer.apiKey);
+				await this.authThrottle.failed(address, bearer.apiKey, hash);
 				throw unauthorized("Invalid API key");
 			}
-			this.authThrottle.succeeded(bearer.apiKey);
+			this.authThrottle.succeeded(bearer.apiKey, hash);
 			req.$partner = partner;
 
 			const decision = await this.limiter.take(partner.partnerId);
