@@ -45,7 +45,9 @@ const namespace = uniqueNamespace("fair");
 beforeAll(async () => {
 	bed = await startTestbed("whfair", { services: ["partners", "riders", "pricing", "orders"], nats: { namespace }, env: { NODE_ID: `${namespace}-main` } });
 	({ node, pg } = bed);
-	notifications = new Cluster("fair", bed.db.url, { WEBHOOK_CONCURRENCY: "32", WEBHOOK_PARTNER_CONCURRENCY: String(PARTNER_CAP) }, namespace);
+	// A try's timeout well above A's 9.5 s: on a loaded machine a try abandoned at 10 s would free its slot while
+	// A's endpoint still holds the request, and the endpoint would count more in flight than notifications has.
+	notifications = new Cluster("fair", bed.db.url, { WEBHOOK_CONCURRENCY: "32", WEBHOOK_PARTNER_CONCURRENCY: String(PARTNER_CAP), WEBHOOK_TIMEOUT_MS: "30000" }, namespace);
 	await notifications.startAll(processesFor({ notifications: 2 }));
 });
 
