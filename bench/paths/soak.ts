@@ -26,7 +26,7 @@ async function soakOne(label: string, env: Record<string, string>): Promise<Row[
 	const port = await freePort();
 	let platform;
 	try {
-		platform = await startPlatformProcess(`soak-${label}`, { ...env, PORT: String(port), BOOTSTRAP_PARTNER_KEY: key, BOOTSTRAP_WEBHOOK_SECRET: secret, FLEET_MODE: "simulated", SIM_SPEED: "60", LOGLEVEL: "warn" });
+		platform = await startPlatformProcess(`soak-${label}`, { ...env, PORT: String(port), BOOTSTRAP_PARTNER_KEY: key, BOOTSTRAP_WEBHOOK_SECRET: secret, FLEET_MODE: "simulated", SIM_SPEED: "60" });
 		const post = async (path: string, body: unknown) => {
 			const r = await fetch(`http://127.0.0.1:${port}${path}`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body) });
 			await r.text();
