@@ -41,26 +41,31 @@ export class IdempotencyRepo {
 
 	/**
 	 * Claims `key` for this call: INSERT … ON CONFLICT DO NOTHING decides
-	 * between simultaneous first calls; an existing claim is judged by
-	 * `judgeClaim` (replay, reused, in use, or free again).
+	 * between simultaneous first calls, and the same statement reads the
+	 * existing claim when there is one, judged by `judgeClaim` (replay,
+	 * reused, in use, or free again): one round trip for a claim or a replay.
 	 */
 	async claim(partnerId: string, mode: KeyMode, key: string, hash: string): Promise<ClaimOutcome> {
 		for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
 			const token = randomUUID();
-			const inserted = await this.sequelize.query<{ claim_token: string }>(
-				`INSERT INTO idempotency_keys (partner_id, key, request_hash, state, claim_token, mode) VALUES ($1, $2, $3, 'running', $4, $5)
-				 ON CONFLICT (partner_id, mode, key) DO NOTHING RETURNING claim_token`,
+			// One statement: the claim, or (when the key is taken) the row that holds it.
+			// A row committed after this statement's snapshot conflicts but is not read:
+			// no row comes back, and the next attempt reads it.
+			const rows = await this.sequelize.query<StoredClaim & { claimed: boolean; claim_token: string; db_now: Date }>(
+				`WITH ins AS (
+				   INSERT INTO idempotency_keys (partner_id, key, request_hash, state, claim_token, mode) VALUES ($1, $2, $3, 'running', $4, $5)
+				   ON CONFLICT (partner_id, mode, key) DO NOTHING RETURNING claim_token
+				 )
+				 SELECT true AS claimed, NULL::text AS request_hash, NULL::text AS state, NULL::int AS response_status, NULL::jsonb AS response_body,
+				        NULL::timestamptz AS created_at, claim_token, now() AS db_now FROM ins
+				 UNION ALL
+				 SELECT false, request_hash, state, response_status, response_body, created_at, claim_token, now()
+				 FROM idempotency_keys WHERE partner_id = $1 AND key = $2 AND mode = $5 AND NOT EXISTS (SELECT 1 FROM ins)`,
 				{ bind: [partnerId, key, hash, token, mode], type: QueryTypes.SELECT },
 			);
-			if (inserted.length > 0) return { kind: "claimed", claim: { partnerId, mode, key, token } };
-
-			const rows = await this.sequelize.query<StoredClaim & { claim_token: string; db_now: Date }>(
-				`SELECT request_hash, state, response_status, response_body, created_at, claim_token, now() AS db_now
-				 FROM idempotency_keys WHERE partner_id = $1 AND key = $2 AND mode = $3`,
-				{ bind: [partnerId, key, mode], type: QueryTypes.SELECT },
-			);
 			const existing = rows[0];
-			if (!existing) continue; // released meanwhile: claim again
+			if (existing?.claimed) return { kind: "claimed", claim: { partnerId, mode, key, token } };
+			if (!existing) continue; // released meanwhile (or committed after this statement began): claim again
 			const verdict = judgeClaim(existing, hash, new Date(existing.db_now).getTime(), this.runningTimeoutMs);
 			switch (verdict.kind) {
 				case "replay":

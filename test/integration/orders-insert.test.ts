@@ -166,3 +166,35 @@ it("20 concurrent keyed inserts for one rider: exactly one order, exactly one cl
 	const states = await Promise.all(claims.map(storedAnswer));
 	expect(states.filter((s) => s.state === "done")).toHaveLength(1);
 });
+
+describe("the Idempotency-Key claim is one statement", () => {
+	it("claims a free key, and answers a finished one (replay), a running one (in use) and another body (reused) in one round trip each", async () => {
+		const key = `one-${randomUUID()}`;
+		statements.length = 0;
+		const first = await keys.claim("ptn_a", "test", key, "h1");
+		expect(first.kind).toBe("claimed");
+		expect(statements).toHaveLength(1);
+
+		statements.length = 0;
+		await expect(keys.claim("ptn_a", "test", key, "h1")).rejects.toMatchObject({ code: 409, type: "IDEMPOTENCY_KEY_IN_USE" });
+		await expect(keys.claim("ptn_a", "test", key, "h2")).rejects.toMatchObject({ code: 422, type: "IDEMPOTENCY_KEY_REUSED" });
+		expect(statements).toHaveLength(2);
+
+		if (first.kind !== "claimed") throw new Error("unreachable");
+		await keys.finish(first.claim, 201, { orderId: "ord_x" });
+		statements.length = 0;
+		expect(await keys.claim("ptn_a", "test", key, "h1")).toEqual({ kind: "replay", status: 201, body: { orderId: "ord_x" } });
+		expect(statements).toHaveLength(1);
+	});
+
+	it("of 20 concurrent claims of one key exactly one wins; the rest are in use; other partners and modes claim the same key for themselves", async () => {
+		const key = `race-${randomUUID()}`;
+		const outcomes = await Promise.allSettled(Array.from({ length: 20 }, () => keys.claim("ptn_a", "live", key, "h")));
+		expect(outcomes.filter((o) => o.status === "fulfilled" && o.value.kind === "claimed")).toHaveLength(1);
+		for (const o of outcomes) if (o.status === "rejected") expect(o.reason).toMatchObject({ code: 409, type: "IDEMPOTENCY_KEY_IN_USE" });
+		expect(outcomes.filter((o) => o.status === "rejected")).toHaveLength(19);
+		// The same key is free for another partner and for the other mode (and never replays across them).
+		expect((await keys.claim("ptn_b", "live", key, "h")).kind).toBe("claimed");
+		expect((await keys.claim("ptn_a", "test", key, "other-body")).kind).toBe("claimed");
+	});
+});
