@@ -21,10 +21,12 @@ import { driverApiActions, driverApiEvents } from "./driver-auth";
  * Dispatch: the drivers, their offers, matching rides to the nearest
  * available driver, and following each ride until it ends.
  *
- * - The driver side of the product is this service's `internal` actions (no
- *   driver app is part of it), callable from the REPL (examples on each
- *   action) and never mapped on the partner gateway. The simulated fleet
- *   (services/fleet) drives its drivers through exactly these actions.
+ * - Driver apps reach the `access: "driver"` actions (driver-auth.ts) through
+ *   the gateway's `/driver/*` route with a driver token; the driver comes only
+ *   from the token. The simulated fleet (services/fleet) drives its drivers
+ *   through the same driver actions. The `internal` actions are for
+ *   operators (REPL examples on each) and other services, never mapped on a
+ *   gateway route.
  * - The parts: driver-moves.ts (the driver actions), matching.ts (offers,
  *   expiries, timeouts, location events), ride-mirror.ts (dispatch's view of
  *   each ride following the order's truth, and the reconciliation sweep),
@@ -37,7 +39,7 @@ import { driverApiActions, driverApiEvents } from "./driver-auth";
 
 type Settings = Record<string, never>;
 
-/** Every action here is for drivers, operators and other services: callable across nodes, never published on the partner gateway. */
+/** Operator and service actions: callable across nodes, never published on a gateway route. */
 const INTERNAL = { access: "internal", visibility: "public" } as const;
 
 const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & DbThis> = {
