@@ -1,8 +1,5 @@
-import { randomBytes } from "node:crypto";
 import { parseArgs as parseCliArgs, type ParseArgsOptionsConfig } from "node:util";
-import { ServiceBroker } from "moleculer";
-import { buildBrokerConfig } from "../moleculer.config";
-import { startNode, type RunningNode } from "../runtime/node";
+import { runOperatorCli, UsageError } from "./operator-cli";
 
 /**
  * Operators' driver management for the driver API (`/driver/*`):
@@ -33,7 +30,7 @@ const USAGE = `Usage:
   npm run driver -- revoke --driver <driverId>
   npm run driver -- list`;
 
-export class UsageError extends Error {}
+export { UsageError };
 
 const VERBS = ["create", "revoke", "list"] as const;
 type Verb = (typeof VERBS)[number];
@@ -83,73 +80,16 @@ export function actionOf(c: Command): { action: string; params: Record<string, u
 	}
 }
 
-const ANNOUNCE_WAIT_MS = 10_000;
-
-async function announce(driverId: string): Promise<void> {
-	if (!process.env.TRANSPORTER) {
-		process.stderr.write("No TRANSPORTER: running instances refuse the token within their cache TTL (5 s)\n");
-		return;
-	}
-	const env = { ...process.env, METRICS_PORT: "0", HEALTH_PORT: "", LOGLEVEL: process.env.DRIVER_CLI_LOGLEVEL || "warn" };
-	const broker = new ServiceBroker({ ...buildBrokerConfig(env), nodeID: `driver-cli-${process.pid}-${randomBytes(3).toString("hex")}`, metrics: false });
-	try {
-		await broker.start();
-		await broker.waitForServices(["dispatch"], ANNOUNCE_WAIT_MS);
-		await broker.call("dispatch.announceDriverTokens", { driverId });
-	} catch (err) {
-		process.stderr.write(`Could not announce the revocation on the bus (${(err as Error)?.name ?? "error"}): running instances refuse the token within their cache TTL\n`);
-	} finally {
-		await broker.stop().catch(() => undefined);
-	}
-}
-
-function fail(message: string, code: number): never {
-	process.stderr.write(`${message}\n`);
-	process.exit(code);
-}
-
-async function main(): Promise<void> {
-	let command: Command;
-	try {
-		command = parseArgs(process.argv.slice(2));
-	} catch (err) {
-		if (err instanceof UsageError) fail(`${err.message}\n${USAGE}`, 2);
-		throw err;
-	}
-	const toStderr = (...args: unknown[]) => console.error(...args);
-	console.log = toStderr;
-	console.info = toStderr;
-	console.debug = toStderr;
-
-	let node: RunningNode | undefined;
-	try {
-		node = await startNode({
-			services: ["dispatch"],
-			env: {
-				...process.env,
-				TRANSPORTER: "",
-				METRICS_PORT: "0",
-				HEALTH_PORT: "",
-				// A short-lived operator process: it must not drive anybody's rides.
-				FLEET_MODE: "live",
-				LOGLEVEL: process.env.DRIVER_CLI_LOGLEVEL || "warn",
-			},
-		});
-		const { action, params } = actionOf(command);
-		const answer = await node.broker.call(action, params);
-		await node.stop();
-		node = undefined;
-		if (command.verb === "revoke") await announce(String(command.options.driver));
-		await new Promise<void>((resolve) => process.stdout.write(`${JSON.stringify(answer)}\n`, () => resolve()));
-		process.exit(0);
-	} catch (err) {
-		await node?.stop().catch(() => undefined);
-		const e = err as { message?: string; data?: { details?: Array<{ field: string; message: string }> } };
-		const details = e?.data?.details?.map((d) => `  ${d.field}: ${d.message}`).join("\n");
-		fail(`driver ${command.verb} failed: ${e?.message ?? String(err)}${details ? `\n${details}` : ""}`, 1);
-	}
-}
-
 if (require.main === module) {
-	void main();
+	void runOperatorCli<Command>({
+		name: "driver",
+		service: "dispatch",
+		usage: USAGE,
+		parse: parseArgs,
+		actionOf,
+		announcementOf: (c) => (c.verb === "revoke" ? { action: "dispatch.announceDriverTokens", params: { driverId: String(c.options.driver) } } : undefined),
+		ttlNote: "running instances refuse the token within their cache TTL (5 s)",
+		// A short-lived operator process: it must not drive anybody's rides.
+		env: { FLEET_MODE: "live" },
+	});
 }

@@ -1,9 +1,6 @@
-import { randomBytes } from "node:crypto";
 import { parseArgs as parseCliArgs, type ParseArgsOptionsConfig } from "node:util";
-import { ServiceBroker } from "moleculer";
-import { buildBrokerConfig } from "../moleculer.config";
 import { KEY_MODES, type PartnersChangedEvent } from "../contracts/partners";
-import { startNode, type RunningNode } from "../runtime/node";
+import { runOperatorCli, UsageError } from "./operator-cli";
 
 /**
  * Operators' partner management:
@@ -43,7 +40,6 @@ const USAGE = `Usage:
   npm run partner -- revoke-key (--key <keyId> | --partner <partnerId>)
   npm run partner -- rotate-webhook-secret --partner <partnerId> [--grace <n>[s|m|h|d]] [--webhook-secret <whsec_…>]`;
 
-class UsageError extends Error {}
 
 const VERBS = ["create", "list", "list-keys", "rotate-key", "revoke-key", "rotate-webhook-secret"] as const;
 type Verb = (typeof VERBS)[number];
@@ -132,77 +128,17 @@ function changeOf(c: Command, answer: unknown): PartnersChangedEvent | undefined
 	return undefined;
 }
 
-/** How long to look for a partners instance on the bus before leaving it to the caches' TTL. */
-const ANNOUNCE_WAIT_MS = 10_000;
-
-/** Asks a partners instance of the cluster to broadcast partners.changed. */
-async function announce(change: PartnersChangedEvent): Promise<void> {
-	if (!process.env.TRANSPORTER) {
-		process.stderr.write("No TRANSPORTER: running instances see the change within their cache TTL (30 s for keys, 60 s for webhook secrets)\n");
-		return;
-	}
-	const env = { ...process.env, METRICS_PORT: "0", HEALTH_PORT: "", LOGLEVEL: process.env.PARTNER_CLI_LOGLEVEL || "warn" };
-	const broker = new ServiceBroker({ ...buildBrokerConfig(env), nodeID: `partner-cli-${process.pid}-${randomBytes(3).toString("hex")}`, metrics: false });
-	try {
-		await broker.start();
-		await broker.waitForServices(["partners"], ANNOUNCE_WAIT_MS);
-		await broker.call("partners.announce", change);
-	} catch (err) {
-		process.stderr.write(`Could not announce the change on the bus (${(err as Error)?.name ?? "error"}): running instances see it within their cache TTL\n`);
-	} finally {
-		await broker.stop().catch(() => undefined);
-	}
-}
-
-function fail(message: string, code: number): never {
-	process.stderr.write(`${message}\n`);
-	process.exit(code);
-}
-
-async function main(): Promise<void> {
-	let command: Command;
-	try {
-		command = parseArgs(process.argv.slice(2));
-	} catch (err) {
-		if (err instanceof UsageError) fail(`${err.message}\n${USAGE}`, 2);
-		throw err;
-	}
-
-	// stdout is for the answer only: anything that would print there goes to stderr.
-	const toStderr = (...args: unknown[]) => console.error(...args);
-	console.log = toStderr;
-	console.info = toStderr;
-	console.debug = toStderr;
-
-	let node: RunningNode | undefined;
-	try {
-		node = await startNode({
-			services: ["partners"],
-			env: {
-				...process.env,
-				// A private, quiet, local broker: no NATS, no metrics, no health port.
-				TRANSPORTER: "",
-				METRICS_PORT: "0",
-				HEALTH_PORT: "",
-				LOGLEVEL: process.env.PARTNER_CLI_LOGLEVEL || "warn",
-			},
-		});
-		const { action, params } = actionOf(command);
-		const answer = await node.broker.call(action, params);
-		await node.stop();
-		node = undefined;
-		const change = changeOf(command, answer);
-		if (change) await announce(change);
-		await new Promise<void>((resolve) => process.stdout.write(`${JSON.stringify(answer)}\n`, () => resolve()));
-		process.exit(0);
-	} catch (err) {
-		await node?.stop().catch(() => undefined);
-		const e = err as { message?: string; data?: { details?: Array<{ field: string; message: string }> } };
-		const details = e?.data?.details?.map((d) => `  ${d.field}: ${d.message}`).join("\n");
-		fail(`partner ${command.verb} failed: ${e?.message ?? String(err)}${details ? `\n${details}` : ""}`, 1);
-	}
-}
-
 if (require.main === module) {
-	void main();
+	void runOperatorCli<Command>({
+		name: "partner",
+		service: "partners",
+		usage: USAGE,
+		parse: parseArgs,
+		actionOf,
+		announcementOf: (c, answer) => {
+			const change = changeOf(c, answer);
+			return change ? { action: "partners.announce", params: change } : undefined;
+		},
+		ttlNote: "running instances see the change within their cache TTL (30 s for keys, 60 s for webhook secrets)",
+	});
 }

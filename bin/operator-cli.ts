@@ -1,0 +1,110 @@
+import { randomBytes } from "node:crypto";
+import { ServiceBroker } from "moleculer";
+import { buildBrokerConfig } from "../moleculer.config";
+import { startNode, type RunningNode } from "../runtime/node";
+import type { ServiceName } from "../services";
+
+/**
+ * What `npm run partner` and `npm run driver` share: an operator command runs
+ * its action on a private, quiet, local broker against the database, prints
+ * the answer as one JSON line on stdout, and, when the change must reach
+ * running instances at once (a revoked key or token), asks one of them over
+ * the bus to broadcast it. Without TRANSPORTER the caches' TTL is the bound.
+ */
+
+/** A command line that does not make sense: exit code 2 with the usage. */
+export class UsageError extends Error {}
+
+export interface OperatorCommand {
+	verb: string;
+}
+
+/** A broadcast to ask for after the change: `action` on a running instance of the service. */
+export interface Announcement {
+	action: string;
+	params: unknown;
+}
+
+export interface OperatorCli<C extends OperatorCommand> {
+	/** `partner` or `driver`: messages, node ids and the `<NAME>_CLI_LOGLEVEL` setting. */
+	name: string;
+	/** The one service the private broker runs. */
+	service: ServiceName;
+	usage: string;
+	parse(argv: string[]): C;
+	actionOf(c: C): { action: string; params: unknown };
+	/** The broadcast the change needs, if any. */
+	announcementOf(c: C, answer: unknown): Announcement | undefined;
+	/** Said on stderr when there is no bus to announce on, or it did not answer: how soon running instances see the change anyway. */
+	ttlNote: string;
+	/** Settings of the private broker beyond the quiet defaults. */
+	env?: Record<string, string>;
+}
+
+/** How long to look for an instance on the bus before leaving the change to the caches' TTL. */
+const ANNOUNCE_WAIT_MS = 10_000;
+
+function fail(message: string, code: number): never {
+	process.stderr.write(`${message}\n`);
+	process.exit(code);
+}
+
+function logLevel(name: string): string {
+	return process.env[`${name.toUpperCase()}_CLI_LOGLEVEL`] || "warn";
+}
+
+async function announce(cli: OperatorCli<OperatorCommand>, announcement: Announcement): Promise<void> {
+	if (!process.env.TRANSPORTER) {
+		process.stderr.write(`No TRANSPORTER: ${cli.ttlNote}\n`);
+		return;
+	}
+	const env = { ...process.env, METRICS_PORT: "0", HEALTH_PORT: "", LOGLEVEL: logLevel(cli.name) };
+	const broker = new ServiceBroker({ ...buildBrokerConfig(env), nodeID: `${cli.name}-cli-${process.pid}-${randomBytes(3).toString("hex")}`, metrics: false });
+	try {
+		await broker.start();
+		await broker.waitForServices([cli.service], ANNOUNCE_WAIT_MS);
+		await broker.call(announcement.action, announcement.params);
+	} catch (err) {
+		process.stderr.write(`Could not announce the change on the bus (${(err as Error)?.name ?? "error"}): ${cli.ttlNote}\n`);
+	} finally {
+		await broker.stop().catch(() => undefined);
+	}
+}
+
+export async function runOperatorCli<C extends OperatorCommand>(cli: OperatorCli<C>): Promise<void> {
+	let command: C;
+	try {
+		command = cli.parse(process.argv.slice(2));
+	} catch (err) {
+		if (err instanceof UsageError) fail(`${err.message}\n${cli.usage}`, 2);
+		throw err;
+	}
+
+	// stdout is for the answer only: anything that would print there goes to stderr.
+	const toStderr = (...args: unknown[]) => console.error(...args);
+	console.log = toStderr;
+	console.info = toStderr;
+	console.debug = toStderr;
+
+	let node: RunningNode | undefined;
+	try {
+		node = await startNode({
+			services: [cli.service],
+			// A private, quiet, local broker: no NATS, no metrics, no health port.
+			env: { ...process.env, TRANSPORTER: "", METRICS_PORT: "0", HEALTH_PORT: "", LOGLEVEL: logLevel(cli.name), ...cli.env },
+		});
+		const { action, params } = cli.actionOf(command);
+		const answer = await node.broker.call(action, params);
+		await node.stop();
+		node = undefined;
+		const announcement = cli.announcementOf(command, answer);
+		if (announcement) await announce(cli as unknown as OperatorCli<OperatorCommand>, announcement);
+		await new Promise<void>((resolve) => process.stdout.write(`${JSON.stringify(answer)}\n`, () => resolve()));
+		process.exit(0);
+	} catch (err) {
+		await node?.stop().catch(() => undefined);
+		const e = err as { message?: string; data?: { details?: Array<{ field: string; message: string }> } };
+		const details = e?.data?.details?.map((d) => `  ${d.field}: ${d.message}`).join("\n");
+		fail(`${cli.name} ${command.verb} failed: ${e?.message ?? String(err)}${details ? `\n${details}` : ""}`, 1);
+	}
+}
