@@ -1,5 +1,5 @@
-import { parseArgs as parseCliArgs, type ParseArgsOptionsConfig } from "node:util";
-import { runOperatorCli, UsageError } from "./operator-cli";
+import type { ParseArgsOptionsConfig } from "node:util";
+import { parseVerb, runOperatorCli, UsageError, type VerbCommand } from "./operator-cli";
 
 /**
  * Operators' driver management for the driver API (`/driver/*`):
@@ -32,14 +32,10 @@ const USAGE = `Usage:
 
 export { UsageError };
 
-const VERBS = ["create", "revoke", "list"] as const;
-type Verb = (typeof VERBS)[number];
+type Verb = "create" | "revoke" | "list";
 type OptionName = "name" | "phone" | "vehicle" | "service-type" | "mode" | "driver";
 
-export interface Command {
-	verb: Verb;
-	options: Partial<Record<OptionName, string>>;
-}
+export type Command = VerbCommand<Verb, OptionName>;
 
 const str = { type: "string" } as const;
 const OPTIONS: Record<Verb, ParseArgsOptionsConfig> = {
@@ -47,25 +43,13 @@ const OPTIONS: Record<Verb, ParseArgsOptionsConfig> = {
 	revoke: { driver: str },
 	list: {},
 };
-
-const isVerb = (v: string | undefined): v is Verb => (VERBS as readonly string[]).includes(v ?? "");
+const REQUIRED: Partial<Record<Verb, readonly OptionName[]>> = { create: ["name", "phone", "vehicle", "service-type"], revoke: ["driver"] };
 
 export function parseArgs(argv: string[]): Command {
-	const [verb, ...rest] = argv;
-	if (!isVerb(verb)) throw new UsageError(verb ? `Unknown command "${verb}"` : "No command given");
-	let options: Command["options"];
-	try {
-		options = parseCliArgs({ args: rest, options: OPTIONS[verb], strict: true, allowPositionals: false }).values as Command["options"];
-	} catch (err) {
-		throw new UsageError(`${(err as Error).message} (${verb})`);
-	}
-	const need = (name: OptionName) => {
-		if (!options[name]?.trim()) throw new UsageError(`${verb} needs --${name} <${name}>`);
-	};
-	if (verb === "create") (need("name"), need("phone"), need("vehicle"), need("service-type"));
-	if (verb === "revoke") need("driver");
-	if (options.mode !== undefined && options.mode !== "live" && options.mode !== "test") throw new UsageError(`--mode must be live or test (got "${options.mode}")`);
-	return { verb, options };
+	const command = parseVerb<Verb, OptionName>(argv, OPTIONS, REQUIRED);
+	const mode = command.options.mode;
+	if (mode !== undefined && mode !== "live" && mode !== "test") throw new UsageError(`--mode must be live or test (got "${mode}")`);
+	return command;
 }
 
 export function actionOf(c: Command): { action: string; params: Record<string, unknown> } {

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { parseArgs as parseCliArgs, type ParseArgsOptionsConfig } from "node:util";
 import { ServiceBroker } from "moleculer";
 import { buildBrokerConfig } from "../moleculer.config";
 import { startNode, type RunningNode } from "../runtime/node";
@@ -17,6 +18,32 @@ export class UsageError extends Error {}
 
 export interface OperatorCommand {
 	verb: string;
+}
+
+/** A verb and its `--name value` options (every option takes a string). */
+export interface VerbCommand<V extends string, O extends string> extends OperatorCommand {
+	verb: V;
+	options: Partial<Record<O, string>>;
+}
+
+/**
+ * `<verb> --option value …`, strictly: an unknown verb or option, a missing
+ * value, a stray positional or a missing required option is a UsageError.
+ */
+export function parseVerb<V extends string, O extends string>(argv: string[], options: Record<V, ParseArgsOptionsConfig>, required: Partial<Record<V, readonly O[]>> = {}): VerbCommand<V, O> {
+	const [verb, ...rest] = argv;
+	if (!verb || !Object.hasOwn(options, verb)) throw new UsageError(verb ? `Unknown command "${verb}"` : "No command given");
+	const v = verb as V;
+	let values: Partial<Record<O, string>>;
+	try {
+		values = parseCliArgs({ args: rest, options: options[v], strict: true, allowPositionals: false }).values as Partial<Record<O, string>>;
+	} catch (err) {
+		throw new UsageError(`${(err as Error).message} (${v})`);
+	}
+	for (const name of required[v] ?? []) {
+		if (!values[name]?.trim()) throw new UsageError(`${v} needs --${name} <${name}>`);
+	}
+	return { verb: v, options: values };
 }
 
 /** A broadcast to ask for after the change: `action` on a running instance of the service. */

@@ -1,6 +1,6 @@
-import { parseArgs as parseCliArgs, type ParseArgsOptionsConfig } from "node:util";
+import type { ParseArgsOptionsConfig } from "node:util";
 import { KEY_MODES, type PartnersChangedEvent } from "../contracts/partners";
-import { runOperatorCli, UsageError } from "./operator-cli";
+import { parseVerb, runOperatorCli, UsageError, type VerbCommand } from "./operator-cli";
 
 /**
  * Operators' partner management:
@@ -41,15 +41,10 @@ const USAGE = `Usage:
   npm run partner -- rotate-webhook-secret --partner <partnerId> [--grace <n>[s|m|h|d]] [--webhook-secret <whsec_…>]`;
 
 
-const VERBS = ["create", "list", "list-keys", "rotate-key", "revoke-key", "rotate-webhook-secret"] as const;
-type Verb = (typeof VERBS)[number];
-
+type Verb = "create" | "list" | "list-keys" | "rotate-key" | "revoke-key" | "rotate-webhook-secret";
 type OptionName = "name" | "api-key" | "webhook-secret" | "partner" | "label" | "key" | "grace" | "mode";
 
-interface Command {
-	verb: Verb;
-	options: Partial<Record<OptionName, string>>;
-}
+type Command = VerbCommand<Verb, OptionName>;
 
 const str = { type: "string" } as const;
 
@@ -62,8 +57,7 @@ const OPTIONS: Record<Verb, ParseArgsOptionsConfig> = {
 	"revoke-key": { key: str, partner: str },
 	"rotate-webhook-secret": { partner: str, grace: str, "webhook-secret": str },
 };
-
-const isVerb = (v: string | undefined): v is Verb => (VERBS as readonly string[]).includes(v ?? "");
+const REQUIRED: Partial<Record<Verb, readonly OptionName[]>> = { create: ["name"], "rotate-key": ["partner", "label"], "rotate-webhook-secret": ["partner"] };
 
 /** `90`, `90s`, `30m`, `24h`, `7d` → seconds. */
 export function parseGrace(value: string): number {
@@ -73,27 +67,14 @@ export function parseGrace(value: string): number {
 }
 
 export function parseArgs(argv: string[]): Command {
-	const [verb, ...rest] = argv;
-	if (!isVerb(verb)) throw new UsageError(verb ? `Unknown command "${verb}"` : "No command given");
-	let options: Command["options"];
-	try {
-		// strict: an unknown option, a missing value or a stray positional is a usage error.
-		options = parseCliArgs({ args: rest, options: OPTIONS[verb], strict: true, allowPositionals: false }).values as Command["options"];
-	} catch (err) {
-		throw new UsageError(`${(err as Error).message} (${verb})`);
-	}
-	const need = (name: OptionName) => {
-		if (!options[name]?.trim()) throw new UsageError(`${verb} needs --${name} <${name}>`);
-	};
-	if (verb === "create") need("name");
-	if (verb === "rotate-key") (need("partner"), need("label"));
-	if (verb === "rotate-webhook-secret") need("partner");
-	if (verb === "revoke-key" && !options.key === !options.partner) throw new UsageError("revoke-key needs exactly one of --key <keyId> or --partner <partnerId>");
+	const command = parseVerb<Verb, OptionName>(argv, OPTIONS, REQUIRED);
+	const { options } = command;
+	if (command.verb === "revoke-key" && !options.key === !options.partner) throw new UsageError("revoke-key needs exactly one of --key <keyId> or --partner <partnerId>");
 	if (options.grace !== undefined) parseGrace(options.grace);
 	if (options.mode !== undefined && !(KEY_MODES as readonly string[]).includes(options.mode)) {
 		throw new UsageError(`--mode must be ${KEY_MODES.join(" or ")} (got "${options.mode}")`);
 	}
-	return { verb, options };
+	return command;
 }
 
 /** The action a command calls, its params, and what to announce after it. */
