@@ -13,7 +13,7 @@ import { apiKey, fmt, freshProbe, load, sleep, startPlatformProcess, stopAll, wr
 
 const CONNECTIONS = 32;
 
-function orderBody(): string {
+export function orderBody(): string {
 	const jitter = () => (randomInt(0, 2000) - 1000) / 100_000;
 	return JSON.stringify({
 		user: { name: "Bench Rider", phone: `+9198${String(randomInt(0, 100_000_000)).padStart(8, "0")}` },
