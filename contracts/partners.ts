@@ -96,6 +96,16 @@ export interface PartnerSummary {
 	disabled: boolean;
 }
 
+/**
+ * A revoked key stops working on every instance at once through
+ * partners.changed, and within this bound even if that event is lost: the
+ * gateway's cache (GATEWAY_AUTH_CACHE_MS) sits in front of partners' own, so
+ * their TTLs add up to it. Fixed, not settings.
+ */
+export const AUTH_CACHE_BOUND_MS = 30_000;
+/** How long a gateway answers a key from its own cache without calling partners.authenticate. */
+export const GATEWAY_AUTH_CACHE_MS = 5_000;
+
 /** Broadcast by partners after any change of keys, secrets or partners (every instance drops its caches). */
 export const PARTNER_EVENTS = {
 	changed: "partners.changed",

@@ -12,7 +12,8 @@ import { AuthFailureThrottle, keyHash } from "./auth-throttle";
 import { clientAddress } from "./client-address";
 import { idempotencyKeyFrom, parseBearer, readJsonBody, requestIdFrom } from "./request";
 import { RIDE_BASE_PATH, type PartnerCallMeta } from "../../contracts/gateway";
-import type { AuthenticatedPartner, AuthenticateParams } from "../../contracts/partners";
+import { GATEWAY_AUTH_CACHE_MS, PARTNER_EVENTS, type AuthenticatedPartner, type AuthenticateParams } from "../../contracts/partners";
+import { AuthCache } from "../../lib/auth-cache";
 import { sendJson, serviceResponseHeaders, successStatus } from "./http-answers";
 import { checkReadiness, ReadinessProbe, type Readiness } from "./readiness";
 import { rideAliases } from "./routes";
@@ -24,7 +25,9 @@ import { authenticateDriverRequest, driverRoute, prepareDriverRequest, type Driv
  * request goes through one pipeline before any service is called:
  *
  *   route known? (else 404) → client address throttled for failed
- *   authentications? (429) → API key (401) → per-partner rate limit (429)
+ *   authentications? (429) → API key (401; this gateway caches what
+ *   partners.authenticate answered for GATEWAY_AUTH_CACHE_MS, cleared on
+ *   partners.changed) → per-partner rate limit (429)
  *   → JSON body ≤ BODY_LIMIT (415/413/400) → target service present? (503)
  *   → the action's own validation (400) → the action.
  *
@@ -65,6 +68,7 @@ interface GatewayServiceSettings extends ServiceSettingSchema {
 interface GatewayMethods {
 	prepareRideRequest(req: GatewayRequest, res: ServerResponse): Promise<void>;
 	authenticate(ctx: Context<unknown, GatewayMeta>, route: unknown, req: GatewayRequest): AuthenticatedPartner;
+	partnerOfKey(ctx: Context<unknown, GatewayMeta>, apiKey: string, hash: string): Promise<AuthenticatedPartner | null>;
 	renderError(req: GatewayRequest, res: ServerResponse, err: unknown): void;
 	errorHandler(req: GatewayRequest, res: ServerResponse, err: unknown): void;
 	send404(req: GatewayRequest, res: ServerResponse): void;
@@ -80,6 +84,8 @@ interface GatewayLocal {
 	config: GatewaySettings;
 	limiter: PartnerLimiter;
 	authThrottle: AuthFailureThrottle;
+	/** Keys partners.authenticate resolved (or refused), by SHA-256; cleared on partners.changed. */
+	authCache: AuthCache<AuthenticatedPartner>;
 	/** The Redis the limits are shared through (REDIS_URL), if any. */
 	redis?: Redis;
 	readinessProbe: ReadinessProbe;
@@ -244,15 +250,15 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 			}
 			// An address that keeps sending unknown keys stops costing partners a lookup per key.
 			const address = clientAddress(req.socket?.remoteAddress, req.headers["x-forwarded-for"], this.config.trustProxyHops);
-			// One digest of the key for the throttle's three uses.
-			const hash = this.authThrottle.enabled ? keyHash(bearer.apiKey) : undefined;
+			// One digest of the key for the cache and the throttle's three uses.
+			const hash = keyHash(bearer.apiKey);
 			const gate = await this.authThrottle.check(address, bearer.apiKey, hash);
 			if (!gate.allowed) {
 				throw new GatewayError(429, "RATE_LIMITED", `Too many failed authentications from this address; retry in ${gate.retryAfterSeconds} s`, {
 					retryAfter: gate.retryAfterSeconds,
 				});
 			}
-			const partner = await req.$ctx.call<AuthenticatedPartner | null, AuthenticateParams>("partners.authenticate", { apiKey: bearer.apiKey });
+			const partner = await this.partnerOfKey(req.$ctx, bearer.apiKey, hash);
 			if (!partner) {
 				await this.authThrottle.failed(address, bearer.apiKey, hash);
 				throw unauthorized("Invalid API key");
@@ -275,6 +281,22 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 			req.$idempotencyKey = idempotencyKeyFrom(req.headers["idempotency-key"]);
 			req.body = await readJsonBody(req, this.config.bodyLimitBytes);
 			req.$ridePipeline = true;
+		},
+
+		/**
+		 * The key's partner: from this gateway's cache, else partners.authenticate
+		 * (one broker call per key per GATEWAY_AUTH_CACHE_MS, not per request).
+		 * A lookup that began before a partners.changed does not put back what it read.
+		 */
+		async partnerOfKey(this: GatewayThis, ctx: Context<unknown, GatewayMeta>, apiKey: string, hash: string): Promise<AuthenticatedPartner | null> {
+			const cached = this.authCache.get(hash);
+			if (cached) return cached.value;
+			const generation = this.authCache.generation;
+			const found = await ctx.call<AuthenticatedPartner | null, AuthenticateParams>("partners.authenticate", { apiKey });
+			// Shared by every request of this key until it expires: nobody may change it.
+			const partner = found ? Object.freeze({ ...found }) : null;
+			this.authCache.set(hash, partner, generation);
+			return partner;
 		},
 
 		/** moleculer-web's authentication hook: only what the pipeline authenticated gets through. */
@@ -337,8 +359,16 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 		},
 	},
 
+	events: {
+		/** A key, secret or partner changed somewhere: the next request of every key asks partners again. */
+		[PARTNER_EVENTS.changed](this: GatewayThis) {
+			this.authCache.clear();
+		},
+	},
+
 	created(this: GatewayThis) {
 		this.config = readGatewaySettings(serviceEnv(this));
+		this.authCache = new AuthCache<AuthenticatedPartner>(GATEWAY_AUTH_CACHE_MS);
 		this.settings.port = this.config.port;
 		const cfg = this.config;
 		if (cfg.redisUrl) {

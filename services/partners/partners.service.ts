@@ -36,7 +36,7 @@ import {
 	type RotateWebhookSecretParams,
 	type SigningSecretParams,
 } from "../../contracts/partners";
-import { AuthCache, OncePer } from "./auth-cache";
+import { AuthCache, OncePer } from "../../lib/auth-cache";
 import { readPartnersSettings, WEBHOOK_SECRET_RULE, type PartnersSettings } from "./partners.settings";
 import { PartnersRepo, type RevokeOutcome } from "./partners.repo";
 import { migrations } from "./migrations";

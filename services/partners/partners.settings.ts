@@ -1,6 +1,6 @@
 import { envBool, envEnum, envString, SettingError, type Env } from "../../lib/settings";
 import { isWebhookSecret } from "../../lib/secrets";
-import { KEY_MODES, type KeyMode } from "../../contracts/partners";
+import { AUTH_CACHE_BOUND_MS, GATEWAY_AUTH_CACHE_MS, KEY_MODES, type KeyMode } from "../../contracts/partners";
 
 /**
  * Partners configuration from the environment. Pure: pass any env object.
@@ -19,8 +19,8 @@ export interface PartnersSettings {
 	bootstrapPartnerMode: KeyMode;
 }
 
-/** Fixed, not a setting: a revoked key stops working within this time on every instance even if partners.changed is lost. */
-export const AUTH_CACHE_MS = 30_000;
+/** Fixed, not a setting: with the gateway's cache in front, a revoked key stops working within AUTH_CACHE_BOUND_MS everywhere even if partners.changed is lost. */
+export const AUTH_CACHE_MS = AUTH_CACHE_BOUND_MS - GATEWAY_AUTH_CACHE_MS;
 
 export const WEBHOOK_SECRET_RULE = "whsec_ + base64 of at least 24 bytes";
 

@@ -6,13 +6,15 @@ import { Cluster } from "../helpers/processes";
 import { waitFor } from "../helpers/wait";
 import type { ApiKeySummary, CreatedKey, CreatedPartner, PartnerSummary, RevokedKeys } from "../../contracts/partners";
 import { AUTH_CACHE_MS } from "../../services/partners/partners.settings";
+import { GATEWAY_AUTH_CACHE_MS } from "../../contracts/partners";
 
 /**
  * Key revocation and rotation across instances: two `gateway,partners`
  * processes on real NATS and one database, each gateway asking its own
- * partners instance (preferLocal) which caches keys for AUTH_CACHE_MS. An
- * operator broker on the same bus revokes through ONE instance; the other
- * must drop its cache on partners.changed, well before its TTL would.
+ * partners instance (preferLocal) which caches keys for AUTH_CACHE_MS, behind
+ * the gateway's own cache (GATEWAY_AUTH_CACHE_MS). An operator broker on the
+ * same bus revokes through ONE instance; every gateway and partners instance
+ * must drop its cache on partners.changed, well before either TTL would.
  */
 
 let db: TestDatabase;
@@ -23,8 +25,8 @@ let gateways: string[];
 let nodeIds: string[];
 let op: ServiceBroker;
 
-/** Well under AUTH_CACHE_MS: a revocation seen within this came from the event, not from the cache expiring. */
-const EVENT_BOUND_MS = Math.min(10_000, AUTH_CACHE_MS / 3);
+/** Well under both TTLs: a revocation seen within this came from the event, not from a cache expiring. */
+const EVENT_BOUND_MS = Math.min(GATEWAY_AUTH_CACHE_MS, AUTH_CACHE_MS) * 0.6;
 
 beforeAll(async () => {
 	db = await createTestDatabase("partnerkeys");

@@ -1,4 +1,4 @@
-import { AuthCache, OncePer } from "../../services/partners/auth-cache";
+import { AuthCache, OncePer } from "../../lib/auth-cache";
 import { AUTH_CACHE_MS, readPartnersSettings } from "../../services/partners/partners.settings";
 
 const STRONG = "dev_key_change_me_0123456789abcdef";

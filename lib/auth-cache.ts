@@ -6,9 +6,11 @@ function clock(now: (() => number) | undefined): { perf?: { now: () => number };
 }
 
 /**
- * The gateway authenticates every request through partners.authenticate: a
- * resolved API key (or a miss) is remembered for a short while per key hash,
- * so the database sees one lookup per key per TTL.
+ * A resolved API key (or a miss) remembered for a short while per key hash:
+ * partners keeps one in front of the database (one lookup per key per TTL),
+ * and each gateway one in front of partners.authenticate (no broker call per
+ * request). Both are cleared on partners.changed; their TTLs add up to
+ * AUTH_CACHE_BOUND_MS (contracts/partners.ts), the safety net when that event is lost.
  *
  * Two size-bounded LRUs with a TTL (lru-cache): known keys, and misses. Misses
  * have their own bound, so any number of random keys evicts only other misses,
