@@ -339,13 +339,27 @@ export const ORDER_EVENTS = {
 	rideEventRecorded: "orders.rideEventRecorded",
 } as const;
 
-/** `orders.created`: a new ride is searching. */
+/**
+ * `orders.created`: a new ride is searching. Besides the first five fields it
+ * carries the order's snapshot as inserted (issue 9), so dispatch mirrors the
+ * ride in one statement instead of asking `orders.get` for every new order.
+ * The snapshot fields are optional: an orders instance from before them sends
+ * none, and dispatch then asks `orders.get` as it used to.
+ */
 export interface OrderCreatedEvent {
 	orderId: string;
 	partnerId: string;
 	mode: KeyMode;
 	serviceType: ServiceType;
 	pickup: Place;
+	drop?: Place;
+	/** Always `searching`: the status the order was inserted with. */
+	status?: "searching";
+	/** The order's version (0) and `updatedAt` at the insert: the snapshot dispatch's mirror records, so an older one never overwrites a newer one. */
+	version?: number;
+	updatedAt?: string;
+	/** `metadata.sandbox` as the partner sent it, when present (dispatch decides whether it applies); the rest of the metadata stays with orders. */
+	sandbox?: unknown;
 }
 /** `orders.statusChanged`: a committed status move (dispatch frees drivers on it). */
 export interface StatusChangedEvent {

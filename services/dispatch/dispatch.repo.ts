@@ -237,13 +237,26 @@ export class DispatchRepo {
 		return (await this.q<RideRow & { lease_active: boolean }>(sql, [orderId], t))[0];
 	}
 
-	async insertRide(r: { orderId: string; partnerId: string; mode: DriverMode; serviceType: ServiceType; pickup: LatLng; drop: LatLng; sandbox: SandboxScenario | null }, t: Transaction): Promise<void> {
-		await this.q(
-			`INSERT INTO dispatch_rides (order_id, partner_id, service_type, pickup_lat, pickup_lng, drop_lat, drop_lng, state, order_status, sandbox, mode)
-			 VALUES ($1, $8, $2, $3, $4, $5, $6, 'searching', 'searching', $7, $9) ON CONFLICT (order_id) DO NOTHING`,
-			[r.orderId, r.serviceType, r.pickup.lat, r.pickup.lng, r.drop.lat, r.drop.lng, r.sandbox, r.partnerId, r.mode],
+	/**
+	 * The ride's mirror row, unless one exists (whatever it says is at least as
+	 * new: a ride's first snapshot is its creation). `seen` records the order
+	 * snapshot it was made from; a `closed` row is the tombstone of an order
+	 * that ended before dispatch mirrored it, so a late `orders.created` cannot
+	 * open it again. Alone (no `t`) it is one autocommit statement. True when
+	 * this call inserted it.
+	 */
+	async insertRide(
+		r: { orderId: string; partnerId: string; mode: DriverMode; serviceType: ServiceType; pickup: LatLng; drop: LatLng; sandbox: SandboxScenario | null; seen?: { version: number; updatedAt: string }; closedAs?: string },
+		t?: Transaction,
+	): Promise<boolean> {
+		const rows = await this.q(
+			`INSERT INTO dispatch_rides (order_id, partner_id, service_type, pickup_lat, pickup_lng, drop_lat, drop_lng, state, order_status, sandbox, mode, order_version, order_updated_at)
+			 VALUES ($1, $8, $2, $3, $4, $5, $6, CASE WHEN $12::text IS NULL THEN 'searching' ELSE 'closed' END, COALESCE($12::text, 'searching'), $7, $9, COALESCE($10::int, 0), $11::timestamptz)
+			 ON CONFLICT (order_id) DO NOTHING RETURNING order_id`,
+			[r.orderId, r.serviceType, r.pickup.lat, r.pickup.lng, r.drop.lat, r.drop.lng, r.sandbox, r.partnerId, r.mode, r.seen?.version ?? null, r.seen?.updatedAt ?? null, r.closedAs ?? null],
 			t,
 		);
+		return rows.length > 0;
 	}
 
 	/** A searching ride due for matching, locked (SKIP LOCKED: another instance on it means skip), with its deadline state. */
@@ -362,8 +375,49 @@ export class DispatchRepo {
 		await this.q(`UPDATE dispatch_rides SET next_match_at = now(), updated_at = now(), ${EXCLUDE("$2")} WHERE order_id = $1`, [orderId, driverId], t);
 	}
 
-	async dueSearches(): Promise<Array<{ order_id: string }>> {
-		return this.q("SELECT order_id FROM dispatch_rides WHERE state = 'searching' AND next_match_at <= now() ORDER BY next_match_at LIMIT 100");
+	/**
+	 * Up to `limit` searching rides due a look, in one statement that also
+	 * backs off (as `matchAgainBackoff`) every one of them nobody could be
+	 * offered: no available driver of its mode and type, not excluded for it,
+	 * inside the search radius' bounding box, no pending offer, and its
+	 * deadline not reached. Those come back `backed_off`; the rest (a driver
+	 * near, an offer to settle, time to end it) are matched one by one. A
+	 * backlog of rides nobody is near thus costs one statement per pass, not a
+	 * transaction per ride. The rows are locked SKIP LOCKED for the statement,
+	 * so instances share the work; a driver committing meanwhile wakes the
+	 * rides near it (`wakeSearches`) after this statement's lock is gone.
+	 */
+	async dueSearches(
+		limit: number,
+		b: { minMs: number; maxMs: number; dispatchTimeoutMs: number; radiusM: number },
+	): Promise<Array<{ order_id: string; backed_off: boolean }>> {
+		return this.q(
+			`WITH due AS (
+				SELECT order_id, mode, service_type, pickup_lat, pickup_lng, excluded_driver_ids, search_started_at, sandbox, next_match_at
+				FROM dispatch_rides WHERE state = 'searching' AND next_match_at <= now()
+				ORDER BY next_match_at LIMIT $1 FOR UPDATE SKIP LOCKED
+			 ), nobody AS (
+				UPDATE dispatch_rides r SET next_match_at = LEAST(
+					now() + GREATEST($2::double precision, LEAST($3::double precision, EXTRACT(EPOCH FROM now() - r.search_started_at) * 1000)) ${MS},
+					r.search_started_at + $4::double precision ${MS})
+				FROM due
+				WHERE r.order_id = due.order_id
+				AND due.search_started_at + $4::double precision ${MS} > now()
+				AND due.sandbox IS DISTINCT FROM 'no_driver_found'
+				AND NOT EXISTS (SELECT 1 FROM dispatch_offers o WHERE o.order_id = due.order_id AND o.state = 'pending')
+				AND NOT EXISTS (
+					SELECT 1 FROM drivers d
+					WHERE d.status = 'available' AND d.mode = due.mode AND d.service_type = due.service_type
+					AND d.lat BETWEEN due.pickup_lat - $5::double precision AND due.pickup_lat + $5::double precision
+					AND d.lng BETWEEN due.pickup_lng - $5::double precision / GREATEST(0.01, cos(radians(due.pickup_lat)))
+					              AND due.pickup_lng + $5::double precision / GREATEST(0.01, cos(radians(due.pickup_lat)))
+					AND NOT (d.id = ANY(due.excluded_driver_ids)))
+				RETURNING r.order_id
+			 )
+			 SELECT due.order_id, (nobody.order_id IS NOT NULL) AS backed_off
+			 FROM due LEFT JOIN nobody ON nobody.order_id = due.order_id ORDER BY due.next_match_at`,
+			[limit, b.minMs, b.maxMs, b.dispatchTimeoutMs, b.radiusM / 111_320],
+		);
 	}
 
 	/** Transitions in flight whose lease ran out. */

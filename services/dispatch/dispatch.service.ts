@@ -275,11 +275,11 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 
 	events: {
 		...driverApiEvents,
-		/** A new ride: start matching it now (the sweep also finds rides whose event was lost). */
+		/** A new ride: mirror it from the event's snapshot and start matching it now (the sweep also finds rides whose event was lost). */
 		[ORDER_EVENTS.created]: {
-			async handler(this: DispatchThis, ctx: Context<Pick<OrderCreatedEvent, "orderId">>) {
+			async handler(this: DispatchThis, ctx: Context<OrderCreatedEvent>) {
 				try {
-					await this.reconcileOrder(ctx.params.orderId);
+					await this.mirrorNewRide(ctx.params);
 					this.kick();
 				} catch (err) {
 					this.trouble(`orders.created ${ctx.params.orderId}: ${shortError(err)} (the sweep will pick it up)`);

@@ -17,7 +17,7 @@ import type {
 	SimulatedWork,
 	SupplyDemandReply,
 } from "../../contracts/dispatch";
-import type { InternalOrder, TransitionParams } from "../../contracts/orders";
+import type { InternalOrder, OrderCreatedEvent, TransitionParams } from "../../contracts/orders";
 import type { CoalescedPass } from "../../lib/coalesced-pass";
 import type { LatLng } from "../../lib/geo";
 import type { DbThis } from "../../mixins/db.mixin";
@@ -81,6 +81,7 @@ export interface DispatchMethods {
 	getOrder(orderId: string, ctx?: Context): Promise<InternalOrder | null>;
 	transition(params: TransitionParams, ctx?: Context): Promise<InternalOrder>;
 	applyOrder(order: InternalOrder, opts?: { abandonInFlight?: boolean }): Promise<void>;
+	mirrorNewRide(event: OrderCreatedEvent): Promise<void>;
 	reconcileOrder(orderId: string, opts?: { abandonInFlight?: boolean }): Promise<void>;
 	afterRefusal(orderId: string, err: unknown): Promise<void>;
 	sweep(): Promise<void>;

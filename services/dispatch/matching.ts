@@ -16,6 +16,9 @@ import type { DispatchPart } from "./dispatch.types";
  * progress: one ride's offers, and the simulated fleet's inbox.
  */
 
+/** Due rides looked at per statement. */
+const DUE_PAGE = 100;
+
 function offerId(): string {
 	return `ofr_${randomBytes(12).toString("hex")}`;
 }
@@ -49,8 +52,23 @@ export const matchingMethods: DispatchPart<
 		for (const o of await this.repo.expiredOffers()) await this.endOffer(o.driver_id, o.order_id, "expired");
 	},
 
+	/**
+	 * The rides due a look. The ones nobody is near are backed off in bulk by
+	 * the same statement that finds them (`dueSearches`); only those with a
+	 * driver in reach, an offer to settle or a deadline reached get a
+	 * transaction of their own. A full page with rides backed off asks for
+	 * another pass at once, so a burst of new rides does not wait a tick per page.
+	 */
 	async matchRides() {
-		for (const { order_id } of await this.repo.dueSearches()) {
+		const due = await this.repo.dueSearches(DUE_PAGE, {
+			minMs: this.cfg.retryMatchMs,
+			maxMs: this.cfg.retryMaxMs,
+			dispatchTimeoutMs: this.cfg.dispatchTimeoutMs,
+			radiusM: this.cfg.searchRadiusM,
+		});
+		if (due.length === DUE_PAGE && due.some((r) => r.backed_off)) this.kick();
+		for (const { order_id, backed_off } of due) {
+			if (backed_off) continue;
 			if (this.stopping) return;
 			try {
 				await this.matchRide(order_id);

@@ -13,7 +13,7 @@ import type { DispatchPart } from "./dispatch.types";
  * order it gets back, learns from events, and reconciles with
  * `orders.listActive` in the sweep, so it survives lost events and restarts.
  */
-export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyOrder" | "reconcileOrder" | "afterRefusal" | "sweep" | "warnIfNoFleet"> = {
+export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyOrder" | "mirrorNewRide" | "reconcileOrder" | "afterRefusal" | "sweep" | "warnIfNoFleet"> = {
 	async getOrder(orderId: string, ctx?: Context) {
 		try {
 			return await (ctx ?? this.broker).call<InternalOrder, OrderIdParams>("orders.get", { orderId });
@@ -44,14 +44,19 @@ export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyO
 		await repo.tx(async (t) => {
 			let ride = await repo.lockRide(order.orderId, t);
 			if (!ride) {
+				const mode = orderMode(order);
+				const sandbox = sandboxScenario(order.metadata, this.cfg.fleetMode, mode);
+				const row = { orderId: order.orderId, partnerId: order.partnerId, mode, serviceType: order.serviceType, pickup: order.pickup, drop: order.drop, sandbox };
 				if (isTerminalStatus(order.status)) {
+					// A tombstone: the order ended before dispatch mirrored it, and a
+					// late orders.created (which carries the searching snapshot) must
+					// not open it again.
+					await repo.insertRide({ ...row, seen: { version: order.version, updatedAt: order.updatedAt }, closedAs: order.status }, t);
 					changedDrivers.push(...(await repo.freeDrivers(order.orderId, t)));
 					demand = false;
 					return;
 				}
-				const mode = orderMode(order);
-				const sandbox = sandboxScenario(order.metadata, this.cfg.fleetMode, mode);
-				await repo.insertRide({ orderId: order.orderId, partnerId: order.partnerId, mode, serviceType: order.serviceType, pickup: order.pickup, drop: order.drop, sandbox }, t);
+				await repo.insertRide(row, t);
 				demand = true;
 				ride = (await repo.lockRide(order.orderId, t))!;
 				searchAgain = true;
@@ -114,6 +119,33 @@ export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyO
 		if (demand !== null) this.setDemand(order, demand);
 		this.publishDrivers(changedDrivers);
 		if (searchAgain) this.kick();
+	},
+
+	/**
+	 * A new ride from its `orders.created` snapshot: the mirror row in one
+	 * autocommit statement (no `orders.get`, no transaction). A row already
+	 * there (from the sweep, another instance, or the tombstone of an order
+	 * that ended first) is at least as new, so it is left alone. The tick then
+	 * matches the ride. An event without the snapshot (an older orders
+	 * instance) asks orders as before.
+	 */
+	async mirrorNewRide(event) {
+		if (event.version === undefined || event.updatedAt === undefined || event.drop === undefined || event.status !== "searching") {
+			await this.reconcileOrder(event.orderId);
+			return;
+		}
+		const mode = orderMode(event);
+		const inserted = await this.repo.insertRide({
+			orderId: event.orderId,
+			partnerId: event.partnerId,
+			mode,
+			serviceType: event.serviceType,
+			pickup: event.pickup,
+			drop: event.drop,
+			sandbox: sandboxScenario(event.sandbox === undefined ? null : { sandbox: event.sandbox }, this.cfg.fleetMode, mode),
+			seen: { version: event.version, updatedAt: event.updatedAt },
+		});
+		if (inserted) this.setDemand(event, true);
 	},
 
 	/** Asks orders for the truth about one ride and applies it (a vanished order closes dispatch's view). */

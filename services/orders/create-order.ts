@@ -122,8 +122,9 @@ async function placeOrder(deps: CreateOrderDeps, ctx: Context<CreateOrderParams,
 		if (row) {
 			// From here on this handler's logs (and the calls and events it makes) carry the new order's id.
 			bindLogContext({ orderId: row.id });
-			deps.hint(ORDER_EVENTS.created, { orderId: row.id, partnerId, mode, serviceType: row.service_type, pickup: row.pickup } satisfies OrderCreatedEvent);
-			return { status: 201, body: toOrder(row) };
+			const body = toOrder(row);
+			deps.hint(ORDER_EVENTS.created, createdEvent(row, body));
+			return { status: 201, body };
 		}
 		// The rider already has an active ride (the index said so, after its
 		// insert committed): answer that one.
@@ -137,6 +138,27 @@ async function placeOrder(deps: CreateOrderDeps, ctx: Context<CreateOrderParams,
 		// That ride ended between the conflict and the read: try the insert again.
 	}
 	throw new ApiError(409, "CONFLICT", "The rider's rides kept changing; try again", { retryAfter: ORDERS_RETRY_AFTER_SECONDS });
+}
+
+/**
+ * The `orders.created` hint: the new order as inserted, everything dispatch
+ * needs to mirror the ride without asking `orders.get` back (one call and one
+ * query per order saved); of the metadata only its `sandbox` directive.
+ */
+export function createdEvent(row: OrderRow, order: Pick<CreateOrderResult, "pickup" | "drop" | "updatedAt">): OrderCreatedEvent {
+	const sandbox = row.metadata !== null && typeof row.metadata === "object" ? (row.metadata as Record<string, unknown>).sandbox : undefined;
+	return {
+		orderId: row.id,
+		partnerId: row.partner_id,
+		mode: row.mode === "live" ? "live" : "test",
+		serviceType: row.service_type,
+		pickup: order.pickup,
+		drop: order.drop,
+		status: "searching",
+		version: row.version,
+		updatedAt: order.updatedAt,
+		...(sandbox !== undefined ? { sandbox } : {}),
+	};
 }
 
 /**

@@ -1,0 +1,71 @@
+import { createdEvent } from "../../services/orders/create-order";
+import { toOrder, type OrderRow } from "../../services/orders/order-view";
+
+/**
+ * The orders.created hint carries the order's snapshot (issue 9) so dispatch
+ * mirrors the ride without calling orders.get back; it keeps the old fields,
+ * keeps the booking key's mode, and carries no more of the partner's data
+ * than dispatch needs (of the metadata, only the sandbox directive; never
+ * the OTP or the webhook URL).
+ */
+
+function row(overrides: Partial<OrderRow> = {}): OrderRow {
+	return {
+		id: "ord_abc",
+		partner_id: "ptn_1",
+		mode: "live",
+		rider_id: "rdr_1",
+		status: "searching",
+		service_type: "cab",
+		pickup: { lat: 12.9716, lng: 77.5946, address: "MG Road" },
+		drop: { lat: 12.9352, lng: 77.6245 },
+		fare_paise: 18250,
+		currency: "INR",
+		fare_breakdown: null,
+		distance: 5234,
+		duration: 960,
+		quote_id: null,
+		otp: "0421",
+		otp_tries: 0,
+		webhook_url: "https://partner.example.com/hooks",
+		metadata: { partnerRef: "b-1", secretNote: "x" },
+		driver: null,
+		driver_location: null,
+		eta: null,
+		version: 0,
+		cancel_reason: null,
+		created_at: new Date("2026-11-23T10:00:00.123Z"),
+		updated_at: new Date("2026-11-23T10:00:00.123Z"),
+		...overrides,
+	};
+}
+
+it("carries the old fields and the snapshot dispatch mirrors, in the order's own mode", () => {
+	const r = row();
+	const event = createdEvent(r, toOrder(r));
+	expect(event).toEqual({
+		orderId: "ord_abc",
+		partnerId: "ptn_1",
+		mode: "live",
+		serviceType: "cab",
+		pickup: { lat: 12.9716, lng: 77.5946, address: "MG Road" },
+		drop: { lat: 12.9352, lng: 77.6245 },
+		status: "searching",
+		version: 0,
+		updatedAt: "2026-11-23T10:00:00.123Z",
+	});
+	expect(JSON.stringify(event)).not.toMatch(/0421|partner\.example|secretNote|partnerRef/);
+	const t = row({ mode: "test" });
+	expect(createdEvent(t, toOrder(t)).mode).toBe("test");
+});
+
+it("carries metadata.sandbox as sent, and nothing else of the metadata", () => {
+	for (const sandbox of ["fast", { scenario: "driver_drop_out" }, 42]) {
+		const r = row({ mode: "test", metadata: { sandbox, partnerRef: "b-2" } });
+		const event = createdEvent(r, toOrder(r));
+		expect(event.sandbox).toEqual(sandbox);
+		expect(JSON.stringify(event)).not.toMatch(/partnerRef/);
+	}
+	const none = row({ metadata: null });
+	expect("sandbox" in createdEvent(none, toOrder(none))).toBe(false);
+});
