@@ -333,6 +333,7 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		this.driverRevs = new Map();
 		this.timers = [];
 		this.ticker = new CoalescedPass(() => this.tickSteps(), () => this.stopping);
+		this.matcher = new CoalescedPass(() => this.matchPass(), () => this.stopping);
 		this.sweepRunning = null;
 		this.refreshRunning = null;
 		this.refreshedUpTo = null;
@@ -383,7 +384,7 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		for (const timer of this.timers) clearTimeout(timer);
 		this.timers = [];
 		// Let running passes finish before the pool closes (the DB mixin's stopped runs after this).
-		await Promise.allSettled([this.ticker.current, this.sweepRunning, this.refreshRunning].filter(Boolean));
+		await Promise.allSettled([this.ticker.current, this.matcher.current, this.sweepRunning, this.refreshRunning].filter(Boolean));
 	},
 };
 

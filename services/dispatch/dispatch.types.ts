@@ -54,6 +54,8 @@ export interface DispatchLocal {
 	timers: NodeJS.Timeout[];
 	/** The tick: one at a time, a kick while it runs makes it run once more. */
 	ticker: CoalescedPass;
+	/** Matching alone, one pass at a time: what `kick` asks for. */
+	matcher: CoalescedPass;
 	sweepRunning: Promise<void> | null;
 	refreshRunning: Promise<void> | null;
 	/** Database time of the last index refresh; the next one re-reads drivers changed since (with overlap). */
@@ -90,6 +92,7 @@ export interface DispatchMethods {
 	kick(): void;
 	tick(): Promise<void>;
 	tickSteps(): Promise<void>;
+	matchPass(): Promise<void>;
 	expireOffers(): Promise<void>;
 	matchRides(): Promise<void>;
 	matchRide(orderId: string): Promise<void>;

@@ -24,11 +24,16 @@ function offerId(): string {
 }
 
 export const matchingMethods: DispatchPart<
-	"kick" | "tick" | "tickSteps" | "expireOffers" | "matchRides" | "matchRide" | "endRide" | "endOffer" | "sendLocations" | "simulatedWork" | "rideView"
+	"kick" | "tick" | "tickSteps" | "matchPass" | "expireOffers" | "matchRides" | "matchRide" | "endRide" | "endOffer" | "sendLocations" | "simulatedWork" | "rideView"
 > = {
-	/** Runs a tick soon (a new ride, a decline, a driver coming online). */
+	/**
+	 * Matches due rides soon (a new ride, a decline, a driver coming online or
+	 * freed): only the matching step, not the whole tick (offer expiries and
+	 * location events keep the timer), so a burst of new rides costs one
+	 * statement per pass. Passes do not overlap; kicks during one make one more.
+	 */
 	kick() {
-		this.ticker.kick();
+		this.matcher.kick();
 	},
 
 	/** One pass over due work now (or one more after the running one). */
@@ -45,6 +50,16 @@ export const matchingMethods: DispatchPart<
 			} catch (err) {
 				this.trouble(`Dispatch tick (${step.name}): ${shortError(err)}`);
 			}
+		}
+	},
+
+	/** The matcher's pass: the matching step alone (a tick's may run beside it; the row locks share the rides). */
+	async matchPass() {
+		if (this.stopping) return;
+		try {
+			await this.matchRides();
+		} catch (err) {
+			this.trouble(`Dispatch matching: ${shortError(err)}`);
 		}
 	},
 
