@@ -16,6 +16,9 @@ interface RiderRow {
 
 const RIDER_COLUMNS = "id, partner_id, name, phone, email, created_at, updated_at";
 
+/** One rider row: partner and phone (a phone never means the same rider for two partners). */
+export const riderKey = (partnerId: string, phone: string): string => `${partnerId}\u0000${phone}`;
+
 function toRider(r: RiderRow): Rider {
 	return {
 		riderId: r.id,
@@ -48,6 +51,38 @@ export class RidersRepo {
 			{ bind: [newId("rdr"), partnerId, phone, name, email], type: QueryTypes.SELECT },
 		);
 		return toRider(rows[0]);
+	}
+
+	/**
+	 * `upsert` for several riders in one statement (the riders service groups
+	 * concurrent calls, see lib/statement-batcher.ts): one result per input, in
+	 * order. The caller never passes one (partner, phone) twice: a multi-row
+	 * upsert may not touch a row twice.
+	 */
+	async upsertMany(items: Array<{ partnerId: string; phone: string; name: string; email: string | null }>): Promise<Rider[]> {
+		if (items.length === 1) {
+			const [i] = items;
+			return [await this.upsert(i.partnerId, i.phone, i.name, i.email)];
+		}
+		const rows = await this.sequelize.query<RiderRow>(
+			`INSERT INTO riders (id, partner_id, phone, name, email)
+			 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+			 ON CONFLICT (partner_id, phone) DO UPDATE
+			   SET name = EXCLUDED.name,
+			       email = COALESCE(EXCLUDED.email, riders.email),
+			       updated_at = now()
+			 RETURNING ${RIDER_COLUMNS}`,
+			{
+				bind: [items.map(() => newId("rdr")), items.map((i) => i.partnerId), items.map((i) => i.phone), items.map((i) => i.name), items.map((i) => i.email)],
+				type: QueryTypes.SELECT,
+			},
+		);
+		const byKey = new Map(rows.map((r) => [riderKey(r.partner_id, r.phone), r]));
+		return items.map((i) => {
+			const row = byKey.get(riderKey(i.partnerId, i.phone));
+			if (!row) throw new Error("rider upsert returned no row");
+			return toRider(row);
+		});
 	}
 
 	/** The rider, or null if unknown (or, when `partnerId` is given, another partner's). */

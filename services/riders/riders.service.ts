@@ -4,7 +4,8 @@ import { ApiError } from "../../lib/errors";
 import { getRiderParams, upsertRiderParams, type GetRiderParams, type Rider, type UpsertRiderParams } from "../../contracts/riders";
 import { migrations } from "./migrations";
 import { normaliseEmail } from "./rider";
-import { RidersRepo } from "./riders.repo";
+import { RidersRepo, riderKey } from "./riders.repo";
+import { StatementBatcher } from "../../lib/statement-batcher";
 
 /**
  * Riders: the partner's end users, identified by (partner, phone). Only
@@ -12,8 +13,12 @@ import { RidersRepo } from "./riders.repo";
  * It has no settings of its own.
  */
 
+type UpsertItem = { partnerId: string; phone: string; name: string; email: string | null };
+
 interface RidersLocal {
 	repo: RidersRepo;
+	/** Concurrent upserts (one per create-order) go to PostgreSQL together: one statement for many riders under load. */
+	upserts: StatementBatcher<UpsertItem, Rider>;
 }
 
 type RidersThis = Service & DbThis & RidersLocal;
@@ -29,7 +34,7 @@ const RidersService: ServiceSchema<ServiceSettingSchema, Record<string, never>, 
 			params: upsertRiderParams,
 			handler(this: RidersThis, ctx: Context<UpsertRiderParams>): Promise<Rider> {
 				const { partnerId, name, phone } = ctx.params;
-				return this.repo.upsert(partnerId, phone, name, normaliseEmail(ctx.params.email));
+				return this.upserts.submit({ partnerId, phone, name, email: normaliseEmail(ctx.params.email) });
 			},
 		},
 
@@ -48,6 +53,8 @@ const RidersService: ServiceSchema<ServiceSettingSchema, Record<string, never>, 
 	created(this: RidersThis) {
 		// The DB mixin's created() ran first: the pool is there.
 		this.repo = new RidersRepo(this.sequelize);
+		// Up to 4 statements out at once (the pool is shared with the other services of the process).
+		this.upserts = new StatementBatcher((items) => this.repo.upsertMany(items), (i) => riderKey(i.partnerId, i.phone), { maxBatch: 100, maxInFlight: 4 });
 	},
 };
 

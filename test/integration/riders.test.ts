@@ -71,6 +71,34 @@ describe("riders.upsert", () => {
 		expect(results.map((r) => r.name)).toContain(rows[0].name);
 	});
 
+	it("concurrent upserts share statements (issue 9) yet each caller gets its own partner's rider", async () => {
+		const phones = Array.from({ length: 30 }, (_, i) => `+9199000${String(i).padStart(5, "0")}`);
+		const calls = phones.flatMap((phone, i) => [
+			{ partnerId: partnerA, name: `A ${i}`, phone },
+			{ partnerId: partnerB, name: `B ${i}`, phone },
+			{ partnerId: partnerA, name: `A again ${i}`, phone, email: `a${i}@example.com` },
+		]);
+		const results = await Promise.all(calls.map((c) => upsert(c)));
+		results.forEach((r, n) => {
+			expect(r.partnerId).toBe(calls[n].partnerId);
+			expect(r.phone).toBe(calls[n].phone);
+			expect(r.name).toBe(calls[n].name);
+		});
+		for (let i = 0; i < phones.length; i++) {
+			const [a, b, again] = results.slice(i * 3, i * 3 + 3);
+			expect(again.riderId).toBe(a.riderId);
+			expect(b.riderId).not.toBe(a.riderId);
+		}
+		const { rows } = await pg.query<{ partner_id: string; n: number }>(
+			"SELECT partner_id, count(*)::int AS n FROM riders WHERE phone = ANY($1::text[]) GROUP BY partner_id ORDER BY partner_id",
+			[phones],
+		);
+		expect(rows.map((r) => r.n)).toEqual([30, 30]);
+		// The second call for a phone of A (the later one) wins: its email is stored.
+		const stored = await pg.query<{ email: string }>("SELECT email FROM riders WHERE partner_id = $1 AND phone = $2", [partnerA, phones[7]]);
+		expect(stored.rows[0].email).toBe("a7@example.com");
+	});
+
 	it("refuses bad fields with VALIDATION_ERROR and writes nothing", async () => {
 		const before = (await pg.query<{ n: number }>("SELECT count(*)::int AS n FROM riders")).rows[0].n;
 		const base = { partnerId: partnerA, name: "Meera", phone: "+919800000001" };
