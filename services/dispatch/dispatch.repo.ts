@@ -259,6 +259,37 @@ export class DispatchRepo {
 		return rows.length > 0;
 	}
 
+	/**
+	 * New searching rides from their `orders.created` snapshots in one
+	 * statement (dispatch groups concurrent events, lib/statement-batcher.ts);
+	 * like `insertRide` an existing row is left alone. One answer per ride, in
+	 * order: whether this statement inserted it.
+	 */
+	async insertNewRides(rides: Array<{ orderId: string; partnerId: string; mode: DriverMode; serviceType: ServiceType; pickup: LatLng; drop: LatLng; sandbox: SandboxScenario | null; seen: { version: number; updatedAt: string } }>): Promise<boolean[]> {
+		const rows = await this.q<{ order_id: string }>(
+			`INSERT INTO dispatch_rides (order_id, partner_id, service_type, pickup_lat, pickup_lng, drop_lat, drop_lng, state, order_status, sandbox, mode, order_version, order_updated_at)
+			 SELECT o, p, st, plat, plng, dlat, dlng, 'searching', 'searching', sb, m, v, u
+			 FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::float8[], $6::float8[], $7::float8[], $8::text[], $9::text[], $10::int[], $11::timestamptz[])
+			   AS n(o, p, st, plat, plng, dlat, dlng, sb, m, v, u)
+			 ON CONFLICT (order_id) DO NOTHING RETURNING order_id`,
+			[
+				rides.map((r) => r.orderId),
+				rides.map((r) => r.partnerId),
+				rides.map((r) => r.serviceType),
+				rides.map((r) => r.pickup.lat),
+				rides.map((r) => r.pickup.lng),
+				rides.map((r) => r.drop.lat),
+				rides.map((r) => r.drop.lng),
+				rides.map((r) => r.sandbox),
+				rides.map((r) => r.mode),
+				rides.map((r) => r.seen.version),
+				rides.map((r) => r.seen.updatedAt),
+			],
+		);
+		const inserted = new Set(rows.map((r) => r.order_id));
+		return rides.map((r) => inserted.has(r.orderId));
+	}
+
 	/** A searching ride due for matching, locked (SKIP LOCKED: another instance on it means skip), with its deadline state. */
 	async lockDueSearch(orderId: string, dispatchTimeoutMs: number, t: Transaction) {
 		const rows = await this.q<RideRow & { timed_out: boolean; pending_expiry: Date | null }>(

@@ -2,6 +2,7 @@ import type { Context, ServiceSchema } from "moleculer";
 import * as contract from "../../contracts/dispatch";
 import { ORDER_EVENTS, type OrderCreatedEvent, type StatusChangedEvent } from "../../contracts/orders";
 import { CoalescedPass } from "../../lib/coalesced-pass";
+import { StatementBatcher } from "../../lib/statement-batcher";
 import { DbMixin, type DbThis } from "../../mixins/db.mixin";
 import { migrations } from "./migrations";
 import { readDispatchSettings } from "./dispatch.settings";
@@ -334,6 +335,8 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		this.timers = [];
 		this.ticker = new CoalescedPass(() => this.tickSteps(), () => this.stopping);
 		this.matcher = new CoalescedPass(() => this.matchPass(), () => this.stopping);
+		// Up to 4 statements out at once: the pool is shared with the process's other services.
+		this.newRides = new StatementBatcher((rides) => this.repo.insertNewRides(rides), (r) => r.orderId, { maxBatch: 200, maxInFlight: 4 });
 		this.sweepRunning = null;
 		this.refreshRunning = null;
 		this.refreshedUpTo = null;

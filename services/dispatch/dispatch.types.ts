@@ -19,6 +19,7 @@ import type {
 } from "../../contracts/dispatch";
 import type { InternalOrder, OrderCreatedEvent, TransitionParams } from "../../contracts/orders";
 import type { CoalescedPass } from "../../lib/coalesced-pass";
+import type { StatementBatcher } from "../../lib/statement-batcher";
 import type { LatLng } from "../../lib/geo";
 import type { DbThis } from "../../mixins/db.mixin";
 import type { DispatchSettings } from "./dispatch.settings";
@@ -54,6 +55,8 @@ export interface DispatchLocal {
 	timers: NodeJS.Timeout[];
 	/** The tick: one at a time, a kick while it runs makes it run once more. */
 	ticker: CoalescedPass;
+	/** Mirror rows of new rides: concurrent `orders.created` events share one INSERT. */
+	newRides: StatementBatcher<Parameters<DispatchRepo["insertNewRides"]>[0][number], boolean>;
 	/** Matching alone, one pass at a time: what `kick` asks for. */
 	matcher: CoalescedPass;
 	sweepRunning: Promise<void> | null;

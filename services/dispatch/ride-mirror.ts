@@ -135,7 +135,7 @@ export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyO
 			return;
 		}
 		const mode = orderMode(event);
-		const inserted = await this.repo.insertRide({
+		const inserted = await this.newRides.submit({
 			orderId: event.orderId,
 			partnerId: event.partnerId,
 			mode,

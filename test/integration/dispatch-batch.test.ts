@@ -154,10 +154,17 @@ it("in one pass, offers the ride with a driver of its mode near and backs off th
 	for (const d of [testDriver, liveDriver]) await bed.node.broker.call("dispatch.declineOffer", { driverId: d.driverId, orderId: t.orderId }).catch(() => undefined);
 }, 60_000);
 
-it("a burst of rides nobody is near is backed off in bulk, and each still ends no_driver_found at its deadline", async () => {
+it("a burst of rides nobody is near is mirrored and backed off in bulk, each in its own mode, and each still ends no_driver_found at its deadline", async () => {
 	const far = destinationPoint(CENTRE, 135, 400_000);
-	const orders = await Promise.all(Array.from({ length: 150 }, (_, i) => book(destinationPoint(far, (i * 7) % 360, 100 + i * 10))));
+	// Test and live rides in one burst: their mirror rows are inserted together, each with its own order's mode and partner.
+	const orders = await Promise.all(Array.from({ length: 150 }, (_, i) => book(destinationPoint(far, (i * 7) % 360, 100 + i * 10), i % 3 ? "live" : "test")));
 	for (const o of orders) await backedOff(o.orderId);
+	const mismatched = await bed.pg.query(
+		`SELECT r.order_id FROM dispatch_rides r JOIN orders o ON o.id = r.order_id
+		 WHERE r.order_id = ANY($1::text[]) AND (r.mode <> o.mode OR r.partner_id <> o.partner_id OR r.order_updated_at <> date_trunc('milliseconds', o.updated_at) OR r.pickup_lat <> (o.pickup->>'lat')::float8)`,
+		[orders.map((o) => o.orderId)],
+	);
+	expect(mismatched.rows).toEqual([]);
 	const r = await bed.pg.query(
 		`SELECT count(*) FILTER (WHERE abs(extract(epoch FROM next_match_at - (search_started_at + $2::double precision * interval '1 millisecond'))) < 0.01) AS at_deadline, count(*) AS n
 		 FROM dispatch_rides WHERE order_id = ANY($1::text[])`,
