@@ -39,6 +39,8 @@ export interface CreateOrderDeps {
 	keys: IdempotencyRepo;
 	webhookPolicy: WebhookUrlPolicy;
 	logger: Logger;
+	/** Inserts an order without an Idempotency-Key (concurrent ones may share a statement): the row, or null when the rider has an active ride. */
+	insertNew(order: NewOrder): Promise<OrderRow | null>;
 	/** Fire-and-forget broker event (a hint: the tables are the truth). */
 	hint(event: string, payload: unknown): void;
 }
@@ -117,7 +119,7 @@ async function placeOrder(deps: CreateOrderDeps, ctx: Context<CreateOrderParams,
 		};
 		// One statement: the insert, and with a claim its 201 answer in the same
 		// statement, so a replay can never miss an order that exists.
-		const { row, claimLost } = await deps.orders.insertOrder(order, claim, claim ? answerTemplate(order) : undefined);
+		const { row, claimLost } = claim ? await deps.orders.insertOrder(order, claim, answerTemplate(order)) : { row: await deps.insertNew(order), claimLost: false };
 		if (claimLost) throw keyTakenOver();
 		if (row) {
 			// From here on this handler's logs (and the calls and events it makes) carry the new order's id.

@@ -211,6 +211,52 @@ export class OrdersRepo {
 	}
 
 	/**
+	 * `insertOrder` without an Idempotency-Key for several orders in one
+	 * statement (orders groups concurrent create-orders, see
+	 * lib/statement-batcher.ts): one answer per order, in order, the new row or
+	 * null when its rider already has an active ride of its mode. The partial
+	 * unique index still judges every row; the caller never passes two orders
+	 * of one (rider, mode), so each conflict is with a committed or concurrent
+	 * ride, exactly as alone.
+	 */
+	async insertOrders(orders: NewOrder[]): Promise<Array<OrderRow | null>> {
+		if (orders.length === 1) return [(await this.insertOrder(orders[0], null)).row];
+		const col = <T>(f: (o: NewOrder) => T) => orders.map(f);
+		const rows = await this.sequelize.query<OrderRow>(
+			`INSERT INTO orders (${INSERT_COLUMNS})
+			 SELECT id, partner_id, rider_id, 'searching', service_type, pickup::jsonb, dropoff::jsonb, fare_paise, currency, fare_breakdown::jsonb,
+			        distance, duration, quote_id, otp, webhook_url, metadata::jsonb, mode
+			 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::text[],
+			             $10::int[], $11::int[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[])
+			   AS n(id, partner_id, rider_id, service_type, pickup, dropoff, fare_paise, currency, fare_breakdown, distance, duration, quote_id, otp, webhook_url, metadata, mode)
+			 ${ON_ACTIVE_CONFLICT} RETURNING *`,
+			{
+				bind: [
+					col((o) => o.id),
+					col((o) => o.partnerId),
+					col((o) => o.riderId),
+					col((o) => o.serviceType),
+					col((o) => JSON.stringify(o.pickup)),
+					col((o) => JSON.stringify(o.drop)),
+					col((o) => o.farePaise),
+					col((o) => o.currency),
+					col((o) => (o.fareBreakdown ? JSON.stringify(o.fareBreakdown) : null)),
+					col((o) => o.distance),
+					col((o) => o.duration),
+					col((o) => o.quoteId),
+					col((o) => o.otp),
+					col((o) => o.webhookURL),
+					col((o) => (o.metadata !== undefined ? JSON.stringify(o.metadata) : null)),
+					col((o) => o.mode),
+				],
+				type: QueryTypes.SELECT,
+			},
+		);
+		const byId = new Map(rows.map((r) => [r.id, r]));
+		return orders.map((o) => byId.get(o.id) ?? null);
+	}
+
+	/**
 	 * One status move as a conditional update `WHERE id AND status = from`
 	 * plus, when the move is a webhook event, its event row with
 	 * sequence = the version the same update produced. Null when somebody

@@ -44,7 +44,8 @@ import type { DriverLocation } from "../../contracts/common";
 import { migrations } from "./migrations";
 import { canTransition, isActive } from "./ride-state";
 import { deliveryStatesById, toInternalOrder, toOrder, toRideEventView, type OrderRow } from "./order-view";
-import { OrdersRepo, type MoveResult } from "./orders.repo";
+import { OrdersRepo, type MoveResult, type NewOrder } from "./orders.repo";
+import { StatementBatcher } from "../../lib/statement-batcher";
 import { IdempotencyRepo } from "./idempotency.repo";
 import { readOrdersSettings, type OrdersSettings } from "./orders.settings";
 import { createOrder } from "./create-order";
@@ -64,6 +65,8 @@ import { serviceEnv } from "../../lib/settings";
 
 interface OrdersLocal {
 	orders: OrdersRepo;
+	/** Concurrent create-orders without an Idempotency-Key share one INSERT (never two of one rider and mode). */
+	newOrders: StatementBatcher<NewOrder, OrderRow | null>;
 	keys: IdempotencyRepo;
 	webhookPolicy: WebhookUrlPolicy;
 	cleanupTimer?: NodeJS.Timeout;
@@ -109,7 +112,14 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			params: createOrderParams,
 			async handler(this: OrdersThis, ctx: Context<CreateOrderParams, OrdersMeta>): Promise<CreateOrderResult> {
 				const result = await createOrder(
-					{ orders: this.orders, keys: this.keys, webhookPolicy: this.webhookPolicy, logger: this.logger, hint: (event, payload) => this.hint(event, payload) },
+					{
+						orders: this.orders,
+						keys: this.keys,
+						webhookPolicy: this.webhookPolicy,
+						logger: this.logger,
+						insertNew: (order) => this.newOrders.submit(order),
+						hint: (event, payload) => this.hint(event, payload),
+					},
 					ctx,
 				);
 				ctx.meta.$statusCode = result.status;
@@ -372,6 +382,8 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		// The DB mixin's created() ran first: the pool is there.
 		this.orders = new OrdersRepo(this.sequelize);
 		this.keys = new IdempotencyRepo(this.sequelize, this.settings.idempotencyRunningTimeoutMs);
+		// Up to 4 statements out at once: the pool is shared with the process's other services.
+		this.newOrders = new StatementBatcher((orders) => this.orders.insertOrders(orders), (o) => `${o.riderId}\u0000${o.mode}`, { maxBatch: 100, maxInFlight: 4 });
 	},
 
 	async started(this: OrdersThis) {

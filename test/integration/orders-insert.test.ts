@@ -91,6 +91,32 @@ it("without a key: one INSERT statement, no transaction; a second active ride fo
 	expect((await orders.insertOrder(newOrder(order.riderId, "ptn_a", "live"), null)).row).not.toBeNull();
 });
 
+it("several orders without a key in one statement: each answer is its own order's row (partners and modes apart), null only for a rider already riding in that mode", async () => {
+	const riding = newOrder(newId("rdr"), "ptn_b", "live");
+	expect((await orders.insertOrder(riding, null)).row).not.toBeNull();
+	const rider = newId("rdr");
+	const batch = [
+		newOrder(rider, "ptn_a", "test"),
+		newOrder(rider, "ptn_a", "live"),
+		newOrder(newId("rdr"), "ptn_b", "test"),
+		newOrder(riding.riderId, "ptn_b", "live"),
+		newOrder(riding.riderId, "ptn_b", "test"),
+	];
+	batch.forEach((o, i) => (o.metadata = { n: i }));
+	statements.length = 0;
+	const rows = await orders.insertOrders(batch);
+	expect(statements).toHaveLength(1);
+	expect(statements.join("\n")).not.toMatch(/START TRANSACTION|BEGIN|COMMIT/);
+	expect(rows[3]).toBeNull();
+	rows.forEach((row, i) => {
+		if (i === 3) return;
+		expect(row).toMatchObject({ id: batch[i].id, rider_id: batch[i].riderId, partner_id: batch[i].partnerId, mode: batch[i].mode, status: "searching", metadata: { n: i } });
+		// What the single insert returns for the same order, field for field.
+		expect(toOrder(row!)).toMatchObject({ pickup: batch[i].pickup, drop: batch[i].drop, distance: 4200, duration: 900, otp: "0421" });
+	});
+	expect(await countOrders(riding.riderId)).toBe(2);
+});
+
 it("with a key: one statement inserts the order and stores the 201 answer, equal to the answer sent (timestamps too)", async () => {
 	for (let i = 0; i < 40; i++) {
 		const order = newOrder();
