@@ -42,7 +42,6 @@ export interface DeliveryLoopDeps {
 const INGEST_ROUNDS = 20;
 /** The largest ingested position is observed at most this often (fewer observations only make the window bound more conservative). */
 const OBSERVE_EVERY_MS = 500;
-const KINDS: readonly RideEventKind[] = ["status", "location"];
 /** Location housekeeping at most this often; the claim applies the same rules, so nothing depends on it. */
 const SETTLE_EVERY_MS = 2_000;
 /** A claim without a signing secret comes back this much later. */
@@ -122,7 +121,7 @@ export class DeliveryLoop {
 				this.lastSettleAt = Date.now();
 				await this.deps.repo.settleLocations(settings.locationTtlMs).catch((err: unknown) => warnings.warn("settle", "Settling location events failed", err));
 			}
-			for (const kind of KINDS) await this.claimAndSend(kind);
+			await this.claimAndSend();
 		} finally {
 			this.ticking = false;
 			if (this.tickAgain) {
@@ -132,37 +131,36 @@ export class DeliveryLoop {
 		}
 	}
 
-	/** Claims due events of one kind while this instance has free slots for it, and starts their tries. */
-	private async claimAndSend(kind: RideEventKind): Promise<void> {
+	/** Claims due events of both kinds up to this instance's free slots of each, and starts their tries. */
+	private async claimAndSend(): Promise<void> {
 		const { settings, warnings } = this.deps;
-		const slots = kind === "status" ? settings.concurrency : settings.locationConcurrency;
-		const limits = { kind, partnerCap: settings.partnerConcurrency, hostCap: settings.hostConcurrency };
-		while (!this.stopping) {
-			const free = slots - this.busy[kind];
-			if (free <= 0) return;
-			let rows: ClaimedRow[];
-			const token = randomUUID();
-			try {
-				// Committed before any HTTP call is made.
-				rows = await this.deps.repo.claim(free, token, this.deps.instanceId, settings.leaseMs, settings.locationTtlMs, limits);
-			} catch (err) {
-				warnings.warn("claim", "Claiming webhook deliveries failed (will retry)", err);
-				return;
-			}
-			for (const row of rows) {
-				this.busy[kind] += 1;
-				const promise = this.deliver(row, token)
-					// Never an unhandled rejection: whatever went wrong, the lease runs out and the event is tried again.
-					.catch((err: unknown) => warnings.warn("deliver", `Delivery of ${row.event_id} failed unexpectedly; it will be retried after its lease`, err))
-					.finally(() => {
-						this.inFlight.delete(row.event_id);
-						this.busy[kind] -= 1;
-						// A finished try may unblock the ride's next event: look again at once.
-						this.requestTick();
-					});
-				this.inFlight.set(row.event_id, promise);
-			}
-			if (rows.length < free) return;
+		const free: Record<RideEventKind, number> = { status: settings.concurrency - this.busy.status, location: settings.locationConcurrency - this.busy.location };
+		if (this.stopping || (free.status <= 0 && free.location <= 0)) return;
+		let rows: ClaimedRow[];
+		const token = randomUUID();
+		try {
+			// Committed before any HTTP call is made.
+			rows = await this.deps.repo.claim(Math.max(0, free.status), Math.max(0, free.location), token, this.deps.instanceId, settings.leaseMs, settings.locationTtlMs, {
+				partnerCap: settings.partnerConcurrency,
+				hostCap: settings.hostConcurrency,
+			});
+		} catch (err) {
+			warnings.warn("claim", "Claiming webhook deliveries failed (will retry)", err);
+			return;
+		}
+		for (const row of rows) {
+			const kind = row.kind;
+			this.busy[kind] += 1;
+			const promise = this.deliver(row, token)
+				// Never an unhandled rejection: whatever went wrong, the lease runs out and the event is tried again.
+				.catch((err: unknown) => warnings.warn("deliver", `Delivery of ${row.event_id} failed unexpectedly; it will be retried after its lease`, err))
+				.finally(() => {
+					this.inFlight.delete(row.event_id);
+					this.busy[kind] -= 1;
+					// A finished try may unblock the ride's next event: look again at once.
+					this.requestTick();
+				});
+			this.inFlight.set(row.event_id, promise);
 		}
 	}
 

@@ -57,9 +57,8 @@ export interface AttemptRecord {
 	host: string;
 }
 
-/** What one claim may take: its kind, and the caps shared by every instance. */
-export interface ClaimLimits {
-	kind: RideEventKind;
+/** The caps shared by every instance: tries in flight per partner and per host, each per kind. */
+export interface ClaimCaps {
 	partnerCap: number;
 	hostCap: number;
 }

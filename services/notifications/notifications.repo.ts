@@ -1,10 +1,10 @@
 import { QueryTypes, type Sequelize } from "sequelize";
 import type { DeliveryState, RideEventKind } from "../../contracts/notifications";
-import type { AttemptRecord, ClaimedRow, ClaimLimits, DeliveryStateRow, StateCountRow, SweepResult } from "./delivery-rows";
+import type { AttemptRecord, ClaimedRow, ClaimCaps, DeliveryStateRow, StateCountRow, SweepResult } from "./delivery-rows";
 import type { HostBreakerState } from "./host-breaker";
 import type { SnapshotPoint } from "./safety-net";
 
-export type { AttemptRecord, ClaimedRow, ClaimLimits, DeliveryStateRow, StateCountRow, SweepResult } from "./delivery-rows";
+export type { AttemptRecord, ClaimedRow, ClaimCaps, DeliveryStateRow, StateCountRow, SweepResult } from "./delivery-rows";
 
 /**
  * Every statement of webhook delivery, in one place so the design is
@@ -106,19 +106,24 @@ WHERE d.state = 'pending' AND d.kind = 'location'
 RETURNING d.event_id, d.state`;
 
 /**
- * The claim, one statement (run under CLAIM_LOCK_SQL, so in-flight counts are
- * exact across instances): pick due events of one kind fairly and lease them
- * to this instance, committed before any HTTP call is made.
+ * The claim: pick due events fairly and lease them to this instance,
+ * committed before any HTTP call is made. It is the function
+ * `webhook_claim_v1` (migrations/index.ts, 003), called as one statement in
+ * its own transaction: it takes the claim lock (pg_advisory_xact_lock, one
+ * claim at a time across instances, so in-flight counts are exact), then per
+ * kind (status, then location; a kind with no free slot or nothing pending is
+ * skipped) runs the claim statement with a plan cached per session. One round
+ * trip and no planning per call; the statement inline was four round trips
+ * and re-planned every time (3-14 ms of planning, the bulk of a tick).
  *
  *  - fairness: the (partner, host) pairs with pending events of the kind are
  *    walked through the index (a loose index scan: one probe per pair, never
  *    the backlog). Each pair gets at most its partner's and its host's free
- *    room (caps $7 and $8 minus the leases in flight of that kind, counted
- *    over every instance); a host whose breaker is open gets nothing, a
- *    half-open one a single probe. The picks are ranked within each partner
- *    and taken round-robin (every partner's first, then every partner's
- *    second, …), so a partner with a deep or slow backlog never holds all the
- *    slots;
+ *    room (the caps minus the leases in flight of that kind, counted over
+ *    every instance); a host whose breaker is open gets nothing, a half-open
+ *    one a single probe. The picks are ranked within each partner and taken
+ *    round-robin (every partner's first, then every partner's second, …), so
+ *    a partner with a deep or slow backlog never holds all the slots;
  *  - due: pending, next try time reached, not leased (or the lease expired:
  *    that instance died, so its events come back);
  *  - order: no earlier status event of the same ride is still undelivered,
@@ -131,73 +136,11 @@ RETURNING d.event_id, d.state`;
  *  - FOR UPDATE SKIP LOCKED: a row being recorded meanwhile is skipped, and
  *    READ COMMITTED re-checks the lease on the locked row.
  *
- * $1 batch size, $2 lease token, $3 lease owner, $4 lease ms, $5 location
- * lifetime ms, $6 kind, $7 per-partner cap, $8 per-host cap.
+ * $1 status slots free, $2 location slots free, $3 lease token, $4 lease
+ * owner, $5 lease ms, $6 location lifetime ms, $7 per-partner cap, $8
+ * per-host cap (both per kind).
  */
-const CLAIM_LOCK_SQL = "SELECT pg_advisory_xact_lock(716270001)";
-export const CLAIM_SQL = `
-WITH RECURSIVE pairs AS (
-  (SELECT partner_id, host FROM webhook_deliveries WHERE state = 'pending' AND kind = $6 ORDER BY partner_id, host LIMIT 1)
-  UNION ALL
-  SELECT n.partner_id, n.host FROM pairs p CROSS JOIN LATERAL (
-    SELECT partner_id, host FROM webhook_deliveries
-    WHERE state = 'pending' AND kind = $6 AND (partner_id, host) > (p.partner_id, p.host)
-    ORDER BY partner_id, host LIMIT 1) n
-), leased AS (
-  SELECT partner_id, host, kind FROM webhook_deliveries
-  WHERE state = 'pending' AND lease_token IS NOT NULL AND lease_until > now()
-), leased_partner AS (
-  SELECT partner_id, count(*)::int AS n FROM leased WHERE kind = $6 GROUP BY partner_id
-), leased_host AS (
-  SELECT host, (count(*) FILTER (WHERE kind = $6))::int AS n, count(*)::int AS n_all FROM leased GROUP BY host
-), room AS (
-  SELECT pr.partner_id, pr.host,
-         GREATEST(0, $7::int - COALESCE(lp.n, 0)) AS partner_room,
-         CASE WHEN b.open_until IS NULL THEN GREATEST(0, $8::int - COALESCE(lh.n, 0))
-              WHEN b.open_until > now() THEN 0
-              ELSE GREATEST(0, 1 - COALESCE(lh.n_all, 0)) END AS host_room
-  FROM pairs pr
-  LEFT JOIN leased_partner lp ON lp.partner_id = pr.partner_id
-  LEFT JOIN leased_host lh ON lh.host = pr.host
-  LEFT JOIN webhook_hosts b ON b.host = pr.host
-), cand AS (
-  SELECT c.event_id, c.partner_id, c.host, c.next_attempt_at, c.event_position, r.partner_room, r.host_room
-  FROM room r CROSS JOIN LATERAL (
-    SELECT d.event_id, d.partner_id, d.host, d.next_attempt_at, d.event_position
-    FROM webhook_deliveries d
-    WHERE d.state = 'pending' AND d.kind = $6 AND d.partner_id = r.partner_id AND d.host = r.host
-      AND d.next_attempt_at <= now()
-      AND (d.lease_until IS NULL OR d.lease_until < now())
-      AND NOT EXISTS (
-        SELECT 1 FROM ride_events e
-        LEFT JOIN webhook_deliveries p ON p.event_id = e.id
-        WHERE e.order_id = d.order_id AND e.kind = 'status' AND e.sequence < d.sequence
-          AND (p.event_id IS NULL OR p.state = 'pending'))
-      AND (d.kind = 'status' OR (
-        d.event_created_at >= now() - ${locationTtl(5)}
-        AND NOT EXISTS (SELECT 1 FROM ride_events n WHERE n.order_id = d.order_id AND n.sequence > d.sequence)))
-    ORDER BY d.next_attempt_at, d.event_position
-    LIMIT LEAST(r.partner_room, r.host_room, $1)
-  ) c
-  WHERE r.partner_room > 0 AND r.host_room > 0
-), by_partner AS (
-  SELECT cand.*, row_number() OVER (PARTITION BY partner_id ORDER BY next_attempt_at, event_position) AS p_rank FROM cand
-), by_host AS (
-  SELECT by_partner.*, row_number() OVER (PARTITION BY host ORDER BY p_rank, next_attempt_at, event_position) AS h_rank
-  FROM by_partner WHERE p_rank <= partner_room
-), picked AS (
-  SELECT event_id FROM by_host WHERE h_rank <= host_room ORDER BY p_rank, next_attempt_at, event_position LIMIT $1
-), due AS (
-  SELECT d.event_id FROM webhook_deliveries d JOIN picked ON picked.event_id = d.event_id
-  WHERE d.state = 'pending' AND (d.lease_until IS NULL OR d.lease_until < now())
-  FOR UPDATE OF d SKIP LOCKED
-)
-UPDATE webhook_deliveries w
-SET lease_token = $2::uuid, lease_owner = $3, lease_until = now() + make_interval(secs => $4::double precision / 1000)
-FROM due, ride_events e
-WHERE w.event_id = due.event_id AND e.id = w.event_id
-RETURNING w.event_id, w.order_id, w.partner_id, w.kind, w.host, w.sequence, w.attempts, w.round_attempts,
-          w.first_attempt_at, w.occurred_at, w.event_created_at, e.webhook_url, e.payload`;
+export const CLAIM_SQL = "SELECT * FROM webhook_claim_v1($1::int, $2::int, $3::uuid, $4::text, $5::double precision, $6::double precision, $7::int, $8::int)";
 
 /**
  * The circuit breaker of one host (host-breaker.ts has the rules). A try
@@ -355,16 +298,9 @@ export class NotificationsRepo {
 		await this.sequelize.query(SETTLE_LOCATIONS_SQL, { bind: [locationTtlMs] });
 	}
 
-	/** CLAIM_SQL under the claim lock (one claim at a time across instances, so the caps hold exactly). */
-	claim(limit: number, leaseToken: string, owner: string, leaseMs: number, locationTtlMs: number, limits: ClaimLimits): Promise<ClaimedRow[]> {
-		return this.sequelize.transaction(async (transaction) => {
-			await this.sequelize.query(CLAIM_LOCK_SQL, { transaction });
-			return this.sequelize.query<ClaimedRow>(CLAIM_SQL, {
-				bind: [limit, leaseToken, owner, leaseMs, locationTtlMs, limits.kind, limits.partnerCap, limits.hostCap],
-				type: QueryTypes.SELECT,
-				transaction,
-			});
-		});
+	/** CLAIM_SQL: leases up to `statusLimit` status and `locationLimit` location events to `owner`, committed when it returns. */
+	claim(statusLimit: number, locationLimit: number, leaseToken: string, owner: string, leaseMs: number, locationTtlMs: number, caps: ClaimCaps): Promise<ClaimedRow[]> {
+		return this.select<ClaimedRow>(CLAIM_SQL, [statusLimit, locationLimit, leaseToken, owner, leaseMs, locationTtlMs, caps.partnerCap, caps.hostCap]);
 	}
 
 	/** A try of `host` failed: `decide` (host-breaker.ts) turns the locked state into the new one. Returns the decision. */
