@@ -17,11 +17,17 @@ import type { AttemptResult, WebhookClient } from "./webhook-client";
  * The delivery cycle of one notifications instance: ingest new ride events
  * into `webhook_deliveries`, claim due ones with a lease, send each (signed),
  * record the try, and keep the tries in flight so a stop can drain them.
- * Broker events only wake it up (requestTick); it also polls, so a lost hint
- * costs latency, never an event. Status and location events have their own
- * slots (so neither kind starves the other), and the claim shares them out
- * fairly between partners and hosts (notifications.repo.ts, CLAIM_SQL).
- * See docs/ARCHITECTURE.md, "Webhook delivery".
+ *
+ * The tick (on a hint, a finished try, or the poll) is kept short because
+ * everything waiting for delivery waits for it: ingest of the hinted events by
+ * id, then one claim for both kinds. The window scan, the safety net and the
+ * location housekeeping run beside it on the poll (housekeeping), so their
+ * cost, which grows with the ingest window, never delays a claim. Broker
+ * events only speed things up: the poll's window scan ingests every event
+ * whose hint was lost (a lost hint costs latency, never an event). Status
+ * and location events have their own slots (so neither kind starves the other), and the claim shares
+ * them out fairly between partners and hosts (notifications.repo.ts,
+ * CLAIM_SQL). See docs/ARCHITECTURE.md, "Webhook delivery".
  */
 
 export interface DeliveryLoopDeps {
@@ -38,10 +44,15 @@ export interface DeliveryLoopDeps {
 	metrics?: DeliveryMetrics;
 }
 
-/** Ingest statements per tick at most; the rest waits for the next tick. */
+/** Window-scan ingest statements per housekeeping round at most; the rest waits for the next round. */
 const INGEST_ROUNDS = 20;
+/** Hinted event ids per ingest statement at most (the rest go in the next tick). */
+const MAX_HINTED_PER_TICK = 1_000;
+/** Hinted ids kept at most while ticks cannot keep up; past it they are dropped (the window scan finds those events). */
+const MAX_HINTED = 20_000;
 /** The largest ingested position is observed at most this often (fewer observations only make the window bound more conservative). */
 const OBSERVE_EVERY_MS = 500;
+const KINDS: readonly RideEventKind[] = ["status", "location"];
 /** Location housekeeping at most this often; the claim applies the same rules, so nothing depends on it. */
 const SETTLE_EVERY_MS = 2_000;
 /** A claim without a signing secret comes back this much later. */
@@ -63,6 +74,9 @@ export class DeliveryLoop {
 	private lastSettleAt = 0;
 	private lastSafetyNetAt = 0;
 	private safetyNet: SafetyNet | undefined;
+	/** Events named by hints, not yet ingested by this instance. */
+	private hinted = new Set<string>();
+	private housekeeping: Promise<void> | undefined;
 	private readonly inFlight = new Map<string, Promise<void>>();
 	/** Tries in flight by kind (each kind has its own slots). */
 	private readonly busy: Record<RideEventKind, number> = { status: 0, location: 0 };
@@ -76,6 +90,12 @@ export class DeliveryLoop {
 
 	constructor(private readonly deps: DeliveryLoopDeps) {}
 
+	/** orders.rideEventRecorded: ingest this event in the next tick (by id) and claim it there. */
+	hint(eventId: string): void {
+		if (this.hinted.size < MAX_HINTED) this.hinted.add(eventId);
+		this.requestTick();
+	}
+
 	/** partners.changed: the next try of this partner fetches its secrets again. */
 	forgetSigningSecret(partnerId: string): void {
 		this.secrets.delete(partnerId);
@@ -87,9 +107,32 @@ export class DeliveryLoop {
 	}
 
 	start(): void {
-		this.pollTimer = setInterval(() => this.requestTick(), this.deps.settings.pollMs);
+		this.pollTimer = setInterval(() => this.poll(), this.deps.settings.pollMs);
 		this.pollTimer.unref();
+		this.poll();
+	}
+
+	/** The poll: housekeeping (window scan, safety net, locations) if the last round has ended, and a tick (retries that came due). */
+	private poll(): void {
+		if (this.stopping) return;
+		this.housekeeping ??= this.housekeep().finally(() => {
+			this.housekeeping = undefined;
+		});
 		this.requestTick();
+	}
+
+	private async housekeep(): Promise<void> {
+		const { settings, warnings } = this.deps;
+		try {
+			// Events found here (their hint was lost, or they were written with none) are claimed by a tick at once.
+			await this.ingestWindow();
+		} catch (err) {
+			warnings.warn("ingest", "Ingest of ride events failed (will retry)", err);
+		}
+		if (Date.now() - this.lastSettleAt >= SETTLE_EVERY_MS) {
+			this.lastSettleAt = Date.now();
+			await this.deps.repo.settleLocations(settings.locationTtlMs).catch((err: unknown) => warnings.warn("settle", "Settling location events failed", err));
+		}
 	}
 
 	/** Coalesces wake-ups: one tick at a time, and one more if asked while running. */
@@ -112,14 +155,12 @@ export class DeliveryLoop {
 		const { settings, warnings } = this.deps;
 		this.ticking = true;
 		try {
-			try {
-				await this.ingest();
-			} catch (err) {
-				warnings.warn("ingest", "Ingest of ride events failed (will retry)", err);
-			}
-			if (Date.now() - this.lastSettleAt >= SETTLE_EVERY_MS) {
-				this.lastSettleAt = Date.now();
-				await this.deps.repo.settleLocations(settings.locationTtlMs).catch((err: unknown) => warnings.warn("settle", "Settling location events failed", err));
+			if (this.hinted.size > 0) {
+				const ids = [...this.hinted].slice(0, MAX_HINTED_PER_TICK);
+				for (const id of ids) this.hinted.delete(id);
+				if (this.hinted.size > 0) this.tickAgain = true;
+				// An id not committed yet, or already ingested by another instance, copies nothing; the window scan is the net.
+				await this.deps.repo.ingestIds(ids, settings.locationTtlMs).catch((err: unknown) => warnings.warn("ingest", "Ingest of hinted ride events failed (will retry)", err));
 			}
 			await this.claimAndSend();
 		} finally {
@@ -164,8 +205,8 @@ export class DeliveryLoop {
 		}
 	}
 
-	/** Copies new ride events into webhook_deliveries (see ingest-window.ts for the window). */
-	private async ingest(): Promise<number> {
+	/** Copies new ride events into webhook_deliveries by re-reading the window (see ingest-window.ts), and runs the safety net. */
+	private async ingestWindow(): Promise<number> {
 		const { repo, settings } = this.deps;
 		this.window ??= new IngestWindow(settings.ingestWindowMs, await repo.seedPosition(settings.ingestWindowMs));
 		const now = Date.now();
@@ -174,6 +215,8 @@ export class DeliveryLoop {
 		for (let round = 0; round < INGEST_ROUNDS; round++) {
 			const copied = await repo.ingest(lower, settings.ingestBatch, settings.locationTtlMs);
 			total += copied;
+			// What this round copied can be claimed while the next round reads on.
+			if (copied > 0) this.requestTick();
 			if (copied < settings.ingestBatch) break;
 		}
 		if (now - this.lastObservedAt >= OBSERVE_EVERY_MS) {
@@ -183,7 +226,9 @@ export class DeliveryLoop {
 		if (now - this.lastSafetyNetAt >= settings.safetyNetMs) {
 			this.lastSafetyNetAt = now;
 			this.safetyNet ??= new SafetyNet({ repo, logger: this.deps.logger, ingestWindowMs: settings.ingestWindowMs, locationTtlMs: settings.locationTtlMs, metrics: this.deps.metrics });
-			total += await this.safetyNet.run(this.window.lowerBound(now));
+			const late = await this.safetyNet.run(this.window.lowerBound(now));
+			if (late > 0) this.requestTick();
+			total += late;
 		}
 		return total;
 	}
@@ -316,7 +361,7 @@ export class DeliveryLoop {
 		this.stopping = true;
 		if (this.pollTimer) clearInterval(this.pollTimer);
 		const waitTicks = Date.now() + STOP_TICK_WAIT_MS;
-		while (this.ticking && Date.now() < waitTicks) await sleep(20);
+		while ((this.ticking || this.housekeeping) && Date.now() < waitTicks) await sleep(20);
 		const pending = [...this.inFlight.values()];
 		if (pending.length > 0) {
 			logger.info(`Waiting for ${pending.length} webhook tries in flight`);

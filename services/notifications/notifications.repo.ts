@@ -56,6 +56,19 @@ LIMIT $2
 ON CONFLICT (event_id) DO NOTHING
 RETURNING event_id`;
 
+/**
+ * Ingest of the events named by `orders.rideEventRecorded` hints: the same
+ * copy, by primary key, so a hinted event is claimable at once without
+ * re-reading the window (the window scan runs on the poll and catches every
+ * event whose hint was lost). $1 event ids, $2 location lifetime ms.
+ */
+const INGEST_IDS_SQL = `${ingestColumns(2)}
+FROM ride_events e
+WHERE e.id = ANY($1::text[])
+  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)
+ON CONFLICT (event_id) DO NOTHING
+RETURNING event_id`;
+
 /** Largest ingested position now, and (start-up seed) the largest one ingested more than $1 ms ago. */
 const MAX_POSITION_SQL = "SELECT COALESCE(max(event_position), 0) AS max_position FROM webhook_deliveries";
 const SEED_POSITION_SQL = `
@@ -283,6 +296,11 @@ export class NotificationsRepo {
 	/** INGEST_SQL: how many ride events above `lowerBound` were copied (at most `batch`). */
 	async ingest(lowerBound: number, batch: number, locationTtlMs: number): Promise<number> {
 		return (await this.eventIds(INGEST_SQL, [lowerBound, batch, locationTtlMs])).length;
+	}
+
+	/** INGEST_IDS_SQL: how many of these ride events were copied (the others were already, or are not committed yet). */
+	async ingestIds(eventIds: string[], locationTtlMs: number): Promise<number> {
+		return (await this.eventIds(INGEST_IDS_SQL, [eventIds, locationTtlMs])).length;
 	}
 
 	async maxPosition(): Promise<number> {

@@ -146,11 +146,11 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 	},
 
 	events: {
-		/** A hint from orders after its commit: look now instead of at the next poll. */
+		/** A hint from orders after its commit: ingest that event by id and claim now instead of at the next poll. */
 		"orders.rideEventRecorded": {
 			handler(this: NotificationsThis, ctx: Context<RideEventRecordedEvent>) {
-				void ctx;
-				this.loop.requestTick();
+				if (typeof ctx.params?.eventId === "string") this.loop.hint(ctx.params.eventId);
+				else this.loop.requestTick();
 			},
 		},
 		/** A partner's secrets changed (rotation): sign with the new ones from the next try on. */
