@@ -6,12 +6,13 @@ import { afterAttempt } from "./delivery-policy";
 import type { DeliveryMetrics } from "./delivery-metrics";
 import { afterHostFailure, hostVerdict } from "./host-breaker";
 import { IngestWindow } from "./ingest-window";
-import type { ClaimedRow, NotificationsRepo } from "./notifications.repo";
+import type { AttemptRecord, ClaimedRow, NotificationsRepo } from "./notifications.repo";
 import type { NotificationsSettings } from "./notifications.settings";
 import type { OutageWarnings } from "./outage-warnings";
 import { SafetyNet } from "./safety-net";
 import { signedHeaders, webhookBody, type SigningSecret } from "./signing";
 import type { AttemptResult, WebhookClient } from "./webhook-client";
+import { WriteBatcher } from "./write-batcher";
 
 /**
  * The delivery cycle of one notifications instance: ingest new ride events
@@ -24,8 +25,9 @@ import type { AttemptResult, WebhookClient } from "./webhook-client";
  * location housekeeping run beside it on the poll (housekeeping), so their
  * cost, which grows with the ingest window, never delays a claim. Broker
  * events only speed things up: the poll's window scan ingests every event
- * whose hint was lost (a lost hint costs latency, never an event). Status
- * and location events have their own slots (so neither kind starves the other), and the claim shares
+ * whose hint was lost (a lost hint costs latency, never an event). Tries are
+ * recorded in groups (write-batcher.ts). Status and location events have
+ * their own slots (so neither kind starves the other), and the claim shares
  * them out fairly between partners and hosts (notifications.repo.ts,
  * CLAIM_SQL). See docs/ARCHITECTURE.md, "Webhook delivery".
  */
@@ -50,6 +52,8 @@ const INGEST_ROUNDS = 20;
 const MAX_HINTED_PER_TICK = 1_000;
 /** Hinted ids kept at most while ticks cannot keep up; past it they are dropped (the window scan finds those events). */
 const MAX_HINTED = 20_000;
+/** Tries recorded per statement at most. */
+const RECORD_BATCH = 256;
 /** The largest ingested position is observed at most this often (fewer observations only make the window bound more conservative). */
 const OBSERVE_EVERY_MS = 500;
 const KINDS: readonly RideEventKind[] = ["status", "location"];
@@ -77,6 +81,7 @@ export class DeliveryLoop {
 	/** Events named by hints, not yet ingested by this instance. */
 	private hinted = new Set<string>();
 	private housekeeping: Promise<void> | undefined;
+	private readonly records: WriteBatcher<AttemptRecord, boolean>;
 	private readonly inFlight = new Map<string, Promise<void>>();
 	/** Tries in flight by kind (each kind has its own slots). */
 	private readonly busy: Record<RideEventKind, number> = { status: 0, location: 0 };
@@ -88,7 +93,12 @@ export class DeliveryLoop {
 	private stopping = false;
 	private readonly stopAbort = new AbortController();
 
-	constructor(private readonly deps: DeliveryLoopDeps) {}
+	constructor(private readonly deps: DeliveryLoopDeps) {
+		this.records = new WriteBatcher(async (batch) => {
+			const updated = await deps.repo.recordAttempts(batch);
+			return batch.map((a) => updated.has(a.eventId));
+		}, RECORD_BATCH);
+	}
 
 	/** orders.rideEventRecorded: ingest this event in the next tick (by id) and claim it there. */
 	hint(eventId: string): void {
@@ -304,14 +314,14 @@ export class DeliveryLoop {
 			host: row.host,
 		};
 		// The database may be briefly away (restart, cut connections): keep trying while the lease is still ours.
-		const updated = await this.withRetries(`recording ${row.event_id}`, () => repo.recordAttempt(attempt), settings.leaseMs - (Date.now() - startedAt) - 1_000).catch(
+		const updated = await this.withRetries(`recording ${row.event_id}`, () => this.records.submit(attempt), settings.leaseMs - (Date.now() - startedAt) - 1_000).catch(
 			(err: unknown) => {
 				// Unrecorded: the lease runs out and the event is tried again (at least once).
 				warnings.warn("record", `Could not record the try of ${row.event_id}; it will be retried after its lease`, err);
-				return -1;
+				return undefined;
 			},
 		);
-		if (updated === 0 && decision.state === "delivered") {
+		if (updated === false && decision.state === "delivered") {
 			// A 2xx is the truth even when our lease was lost meanwhile.
 			await repo.markDelivered(row.event_id, result.status, startedIso).catch((err: unknown) => warnings.warn("record", `Could not mark ${row.event_id} delivered`, err));
 		}

@@ -1,10 +1,10 @@
 import { QueryTypes, type Sequelize } from "sequelize";
 import type { DeliveryState, RideEventKind } from "../../contracts/notifications";
-import type { AttemptRecord, ClaimedRow, ClaimCaps, DeliveryStateRow, StateCountRow, SweepResult } from "./delivery-rows";
+import type { AttemptRecord, ClaimCaps, ClaimedRow, DeliveryStateRow, StateCountRow, SweepResult } from "./delivery-rows";
 import type { HostBreakerState } from "./host-breaker";
 import type { SnapshotPoint } from "./safety-net";
 
-export type { AttemptRecord, ClaimedRow, ClaimCaps, DeliveryStateRow, StateCountRow, SweepResult } from "./delivery-rows";
+export type { AttemptRecord, ClaimCaps, ClaimedRow, DeliveryStateRow, StateCountRow, SweepResult } from "./delivery-rows";
 
 /**
  * Every statement of webhook delivery, in one place so the design is
@@ -171,49 +171,64 @@ UPDATE webhook_hosts SET failures = $2::int, opens = $3::int, updated_at = now()
 WHERE host = $1`;
 
 /**
- * Records one finished try: the attempt row always (visibility), and the
- * event's new state only if this instance still holds the claim (fencing by
- * lease token: a try that outlived its lease must not overwrite the newer
- * claimer's bookkeeping).
- * $1 event, $2 lease token, $3 new state, $4 next try (null = keep),
- * $5 try started, $6 http status, $7 outcome, $8 duration ms, $9 snippet,
- * $10 attempt id, $11 attempt number, $12 instance, $13 first try of the round, $14 host.
+ * Records finished tries, many in one statement (the delivery loop groups
+ * the tries that end while the previous group is being written: one
+ * transaction and one WAL flush for all of them instead of one each, and one
+ * pooled connection instead of one per try). Per try: the attempt row
+ * always (visibility), and the event's new state only if this instance still
+ * holds the claim (fencing by lease token: a try that outlived its lease must
+ * not overwrite the newer claimer's bookkeeping). Every value is per try, so
+ * tries of different partners, hosts and kinds share a group without
+ * touching each other's rows. Returns the events whose state was updated.
+ * $1 … $14 arrays, one element per try: event, lease token, new state, next
+ * try (null = keep), try started, http status, outcome, duration ms, snippet,
+ * attempt id, attempt number, first try of the round, host, instance.
  */
 const RECORD_SQL = `
-WITH upd AS (
-  UPDATE webhook_deliveries SET
-    attempts = attempts + 1,
-    round_attempts = round_attempts + 1,
-    first_attempt_at = COALESCE(first_attempt_at, $13::timestamptz),
-    last_attempt_at = $5::timestamptz,
-    last_status = $6::int,
-    last_error = CASE WHEN $7::text = 'delivered' THEN NULL ELSE $7::text END,
-    state = $3::text,
-    next_attempt_at = COALESCE($4::timestamptz, next_attempt_at),
-    delivered_at = CASE WHEN $3::text = 'delivered' THEN now() ELSE delivered_at END,
-    finished_at = CASE WHEN $3::text = 'pending' THEN NULL ELSE now() END,
+WITH input AS (
+  SELECT * FROM unnest($1::text[], $2::uuid[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::int[], $7::text[], $8::int[],
+                       $9::text[], $10::text[], $11::int[], $12::timestamptz[], $13::text[], $14::text[])
+    AS i(event_id, lease_token, state, next_attempt_at, started_at, http_status, outcome, duration_ms,
+         snippet, attempt_id, attempt, first_attempt_at, host, instance)
+), upd AS (
+  UPDATE webhook_deliveries w SET
+    attempts = w.attempts + 1,
+    round_attempts = w.round_attempts + 1,
+    first_attempt_at = COALESCE(w.first_attempt_at, i.first_attempt_at),
+    last_attempt_at = i.started_at,
+    last_status = i.http_status,
+    last_error = CASE WHEN i.outcome = 'delivered' THEN NULL ELSE i.outcome END,
+    state = i.state,
+    next_attempt_at = COALESCE(i.next_attempt_at, w.next_attempt_at),
+    delivered_at = CASE WHEN i.state = 'delivered' THEN now() ELSE w.delivered_at END,
+    finished_at = CASE WHEN i.state = 'pending' THEN NULL ELSE now() END,
     lease_token = NULL, lease_owner = NULL, lease_until = NULL
-  WHERE event_id = $1 AND lease_token = $2::uuid
-  RETURNING event_id, order_id, sequence, kind
+  FROM input i
+  WHERE w.event_id = i.event_id AND w.lease_token = i.lease_token
+  RETURNING w.event_id, w.order_id, w.sequence, w.kind, i.state AS new_state, i.next_attempt_at AS new_next
 ), followers AS (
   -- Later events of the same ride wait for this one: not due before its next try
   -- (so the claim does not re-read a blocked backlog every poll), and due at once
   -- when it is settled. Only untried ones: a replayed event keeps its own schedule.
+  -- Never one of the rows of upd: while a status event is in flight, no later
+  -- event of its ride is (status events go in order, locations wait for status).
   UPDATE webhook_deliveries f
-  SET next_attempt_at = CASE WHEN $3::text = 'pending' THEN GREATEST(f.next_attempt_at, $4::timestamptz)
+  SET next_attempt_at = CASE WHEN u.new_state = 'pending' THEN GREATEST(f.next_attempt_at, u.new_next)
                              ELSE LEAST(f.next_attempt_at, now()) END
-  FROM upd
-  WHERE upd.kind = 'status' AND f.order_id = upd.order_id AND f.sequence > upd.sequence
+  FROM upd u
+  WHERE u.kind = 'status' AND f.order_id = u.order_id AND f.sequence > u.sequence
     AND f.state = 'pending' AND f.round_attempts = 0
 ), healed AS (
   -- The host answered (any HTTP status): its circuit breaker, if any, closes.
-  UPDATE webhook_hosts SET failures = 0, opens = 0, open_until = NULL, updated_at = now()
-  WHERE host = $14 AND $6::int IS NOT NULL AND (failures > 0 OR open_until IS NOT NULL)
+  UPDATE webhook_hosts h SET failures = 0, opens = 0, open_until = NULL, updated_at = now()
+  WHERE h.host IN (SELECT i.host FROM input i WHERE i.http_status IS NOT NULL) AND (h.failures > 0 OR h.open_until IS NOT NULL)
 ), att AS (
   INSERT INTO webhook_attempts (id, event_id, attempt, started_at, duration_ms, http_status, outcome, response_snippet, instance)
-  VALUES ($10, $1, $11::int, $5::timestamptz, $8::int, $6::int, $7::text, $9, $12)
+  SELECT i.attempt_id, i.event_id, i.attempt, i.started_at, i.duration_ms, i.http_status, i.outcome, i.snippet, i.instance FROM input i
+  -- A retry of a group whose commit went through but whose answer was lost: the rows are there already.
+  ON CONFLICT (id) DO NOTHING
 )
-SELECT (SELECT count(*) FROM upd)::int AS updated`;
+SELECT event_id FROM upd`;
 
 /** A 2xx is the truth even when our lease was lost meanwhile (the event was delivered). */
 const MARK_DELIVERED_SQL = `
@@ -352,25 +367,26 @@ export class NotificationsRepo {
 		return { moved: rows.some((r) => r.moved !== null && r.moved > 0), events };
 	}
 
-	/** RECORD_SQL: 1 when the event's state was updated (the lease was still ours), else 0. */
-	async recordAttempt(a: AttemptRecord): Promise<number> {
-		const rows = await this.select<{ updated: number }>(RECORD_SQL, [
-			a.eventId,
-			a.leaseToken,
-			a.state,
-			a.nextAttemptAt,
-			a.startedAt,
-			a.httpStatus,
-			a.outcome,
-			a.durationMs,
-			a.snippet,
-			a.attemptId,
-			a.attempt,
-			a.instance,
-			a.firstAttemptAt,
-			a.host,
+	/** RECORD_SQL: records every try of `batch`; the ids of the events whose state was updated (the lease was still ours). */
+	async recordAttempts(batch: readonly AttemptRecord[]): Promise<Set<string>> {
+		const col = <K extends keyof AttemptRecord>(key: K) => batch.map((a) => a[key]);
+		const ids = await this.eventIds(RECORD_SQL, [
+			col("eventId"),
+			col("leaseToken"),
+			col("state"),
+			col("nextAttemptAt"),
+			col("startedAt"),
+			col("httpStatus"),
+			col("outcome"),
+			col("durationMs"),
+			col("snippet"),
+			col("attemptId"),
+			col("attempt"),
+			col("firstAttemptAt"),
+			col("host"),
+			col("instance"),
 		]);
-		return rows[0]?.updated ?? 0;
+		return new Set(ids);
 	}
 
 	async markDelivered(eventId: string, httpStatus: number | null, startedAt: string): Promise<void> {
