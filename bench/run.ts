@@ -13,7 +13,7 @@
  * `bench/fare-estimate.ts`, `bench/webhook-delivery.ts`.
  */
 import { availableParallelism, totalmem } from "node:os";
-import { fmt, type BenchOptions, type Row } from "./lib/common";
+import { benchRuntime, fmt, type BenchOptions, type Row } from "./lib/common";
 import { fareEstimate } from "./paths/fare-estimate";
 import { createOrder } from "./paths/create-order";
 import { background } from "./paths/background";
@@ -48,7 +48,7 @@ function printTable(rows: Row[]): void {
 
 async function main(): Promise<void> {
 	const started = Date.now();
-	console.log(`bench${smoke ? " (smoke)" : ""}: ${availableParallelism()} cores, ${fmt(totalmem() / 2 ** 30, 1)} GiB, Node ${process.version}, ${new Date().toISOString()}, ${opts.seconds} s per load`);
+	console.log(`bench${smoke ? " (smoke)" : ""}: ${availableParallelism()} cores, ${fmt(totalmem() / 2 ** 30, 1)} GiB, Node ${process.version}, ${new Date().toISOString()}, ${opts.seconds} s per load, platform: ${benchRuntime()}`);
 	const rows: Row[] = [];
 	let crashed = 0;
 	const selected = paths.filter((p) => {

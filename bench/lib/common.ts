@@ -1,4 +1,5 @@
 /** Shared pieces of the bench paths: rows of the table, load generation (autocannon), processes under test, PostgreSQL counters. */
+import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -80,6 +81,28 @@ export async function warmAndLoad(spec: LoadSpec, opts: BenchOptions): Promise<L
 
 const TSX = ["--import", "tsx"];
 
+/**
+ * What runs under test: `dist` (default) is the compiled build that `npm run
+ * start:prod` and the Docker image run, built once per bench run; `tsx`
+ * (BENCH_RUNTIME=tsx) is `npm start`'s TypeScript loader, which adds esbuild's
+ * name-keeping helpers to every closure and compiles at start.
+ */
+const RUNTIME = process.env.BENCH_RUNTIME === "tsx" ? "tsx" : "dist";
+let built = false;
+
+/** `npm run build` (tsc + assets into dist/), once per bench process. */
+export function ensureBuild(): void {
+	if (RUNTIME !== "dist" || built) return;
+	const tsc = spawnSync(process.execPath, ["node_modules/typescript/bin/tsc", "-p", "tsconfig.build.json"], { cwd: ROOT, encoding: "utf8" });
+	if (tsc.status !== 0) throw new Error(`bench: the build failed (tsc -p tsconfig.build.json):\n${tsc.stdout}${tsc.stderr}`);
+	const assets = spawnSync(process.execPath, ["scripts/copy-build-assets.mjs"], { cwd: ROOT, encoding: "utf8" });
+	if (assets.status !== 0) throw new Error(`bench: copying build assets failed: ${assets.stderr}`);
+	built = true;
+}
+
+/** The runtime label printed with the figures. */
+export const benchRuntime = (): string => (RUNTIME === "dist" ? "compiled build (node dist/bin/server.js)" : "tsx bin/server.ts");
+
 /** A helper server (bare-web, raw-http) in its own process; resolves with its port once it prints "listening <port>" (or "ready"). */
 export async function startHelper(script: string, env: Record<string, string>): Promise<{ proc: ServiceProcess; port: number }> {
 	const proc = spawnNode(script, [...TSX, join(ROOT, "bench/servers", script)], env);
@@ -88,8 +111,9 @@ export async function startHelper(script: string, env: Record<string, string>): 
 	return { proc, port: m ? Number(m[1]) : 0 };
 }
 
-/** A platform process (bin/server.ts) with the probe preloaded; its probe file is returned. */
+/** A platform process (the compiled dist/bin/server.js, or bin/server.ts under tsx) with the probe preloaded; its probe file is returned. */
 export async function startPlatformProcess(label: string, env: Record<string, string>): Promise<{ proc: ServiceProcess; probe: () => Probe }> {
+	ensureBuild();
 	const file = join(mkdtempSync(join(tmpdir(), "bench-")), "probe.json");
 	const proc = await startServiceProcess(
 		label,
@@ -106,7 +130,7 @@ export async function startPlatformProcess(label: string, env: Record<string, st
 			...env,
 		},
 		120_000,
-		[...TSX, "--import", join(ROOT, "bench/lib/probe.ts"), "bin/server.ts"],
+		RUNTIME === "dist" ? ["--import", join(ROOT, "bench/lib/probe.mjs"), "dist/bin/server.js"] : [...TSX, "--import", join(ROOT, "bench/lib/probe.mjs"), "bin/server.ts"],
 	);
 	return { proc, probe: () => readProbe(file) };
 }
@@ -114,6 +138,8 @@ export async function startPlatformProcess(label: string, env: Record<string, st
 export interface Probe {
 	at: number;
 	queries: number;
+	/** Process CPU time so far (user + system), µs. */
+	cpuUs: number;
 	rss: number;
 	heapUsed: number;
 	eldMeanMs: number;
@@ -125,7 +151,7 @@ export function readProbe(file: string): Probe {
 	try {
 		return JSON.parse(readFileSync(file, "utf8")) as Probe;
 	} catch {
-		return { at: Date.now(), queries: NaN, rss: NaN, heapUsed: NaN, eldMeanMs: NaN, eldP99Ms: NaN, eldMaxMs: NaN };
+		return { at: Date.now(), queries: NaN, cpuUs: NaN, rss: NaN, heapUsed: NaN, eldMeanMs: NaN, eldP99Ms: NaN, eldMaxMs: NaN };
 	}
 }
 

@@ -4,8 +4,9 @@
  *   1. the platform in one process vs a bare moleculer-web + one validated
  *      action, and vs raw node:http;
  *   2. the platform as four processes over NATS (gateway+partners / pricing /
- *      dispatch+fleet / the rest) vs bare moleculer-web with its action in a
- *      second process over the same NATS.
+ *      dispatch+fleet / the rest), live fleet mode as k8s and compose deploy
+ *      it, vs bare moleculer-web with its action in a second process over the
+ *      same NATS.
  */
 import { uniqueNamespace } from "../../test/helpers/node";
 import { freePort } from "../../test/helpers/http";
@@ -68,7 +69,8 @@ async function overNats(databaseUrl: string, opts: BenchOptions, bodyFile: strin
 	const key = apiKey();
 	const headers = { authorization: `Bearer ${key}` };
 	const ns = uniqueNamespace("bench");
-	const common = { DATABASE_URL: databaseUrl, TRANSPORTER: TEST_NATS_URL, NAMESPACE: ns, FLEET_MODE: "simulated" };
+	// The production topology as k8s and compose run it: live fleet mode (no simulator moving drivers in the dispatch process).
+	const common = { DATABASE_URL: databaseUrl, TRANSPORTER: TEST_NATS_URL, NAMESPACE: ns, FLEET_MODE: "live" };
 	const port = await freePort();
 	const procs = [];
 	try {

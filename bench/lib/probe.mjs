@@ -1,5 +1,6 @@
 /**
- * Preloaded into a process under test (`node --import tsx --import ./bench/lib/probe.ts …`):
+ * Preloaded into a process under test (`node --import ./bench/lib/probe.mjs dist/bin/server.js`;
+ * plain JavaScript so the compiled build runs without a TypeScript loader):
  * counts every query the `pg` client sends (Sequelize's and the services'
  * own) and samples RSS and event-loop delay, writing them as JSON to
  * BENCH_PROBE_FILE every 250 ms. The bench reads deltas; nothing is changed
@@ -12,10 +13,10 @@ import { monitorEventLoopDelay } from "node:perf_hooks";
 const file = process.env.BENCH_PROBE_FILE;
 if (file) {
 	const req = createRequire(`${process.cwd()}/package.json`);
-	const pg = req("pg") as { Client: { prototype: { query: (...a: unknown[]) => unknown } } };
+	const pg = req("pg");
 	let queries = 0;
 	const original = pg.Client.prototype.query;
-	pg.Client.prototype.query = function (this: unknown, ...args: unknown[]) {
+	pg.Client.prototype.query = function (...args) {
 		queries += 1;
 		return original.apply(this, args);
 	};
@@ -25,6 +26,11 @@ if (file) {
 		const snapshot = {
 			at: Date.now(),
 			queries,
+			// CPU time of the process so far (user + system, µs): CPU per request holds up on a busy machine where req/s does not.
+			cpuUs: (() => {
+				const c = process.cpuUsage();
+				return c.user + c.system;
+			})(),
 			rss: process.memoryUsage.rss(),
 			heapUsed: process.memoryUsage().heapUsed,
 			eldMeanMs: eld.mean / 1e6,
