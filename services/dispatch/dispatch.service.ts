@@ -10,11 +10,11 @@ import { DispatchMetrics } from "./dispatch.metrics";
 import { DispatchRepo } from "./dispatch.repo";
 import { shortError } from "./dispatch-rules";
 import { toDriverView } from "./dispatch-views";
-import { driverIndexMethods, modeIndexes } from "./driver-index";
+import { demandIndexes, driverIndexMethods, modeIndexes } from "./driver-index";
 import { rideMirrorMethods } from "./ride-mirror";
 import { matchingMethods } from "./matching";
 import { driverMoveMethods } from "./driver-moves";
-import type { DemandItem, DispatchLocal, DispatchMethods, DispatchThis } from "./dispatch.types";
+import type { DispatchLocal, DispatchMethods, DispatchThis } from "./dispatch.types";
 import { serviceEnv } from "../../lib/settings";
 import { driverApiActions, driverApiEvents } from "./driver-auth";
 
@@ -330,7 +330,7 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		this.repo = new DispatchRepo(this.sequelize);
 		this.metrics = new DispatchMetrics(this.broker);
 		this.available = modeIndexes<null>(this.cfg.h3Resolution);
-		this.demand = modeIndexes<DemandItem>(this.cfg.h3Resolution);
+		this.demand = demandIndexes(this.cfg.h3Resolution);
 		this.driverRevs = new Map();
 		this.timers = [];
 		this.ticker = new CoalescedPass(() => this.tickSteps(), () => this.stopping);

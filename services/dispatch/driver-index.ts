@@ -15,9 +15,14 @@ import type { DemandItem, DispatchPart, ModeIndexes } from "./dispatch.types";
  * rides are kept per mode: a test ride's candidates and a test quote's supply
  * and demand are test drivers and rides only, and the same for live.
  */
-export function modeIndexes<T>(resolution: number): ModeIndexes<T> {
-	const types = () => ({ scooty: new CellIndex<T>(resolution), cab: new CellIndex<T>(resolution) });
+export function modeIndexes<T>(resolution: number, groupOf?: (item: T) => string): ModeIndexes<T> {
+	const types = () => ({ scooty: new CellIndex<T>(resolution, undefined, groupOf), cab: new CellIndex<T>(resolution, undefined, groupOf) });
 	return { test: types(), live: types() };
+}
+
+/** The demand indexes: searching rides grouped by partner, so each partner's demand near a point is counted per cell, not per ride. */
+export function demandIndexes(resolution: number): ModeIndexes<DemandItem> {
+	return modeIndexes<DemandItem>(resolution, (d) => d.partnerId);
 }
 
 export const driverIndexMethods: DispatchPart<
@@ -93,7 +98,7 @@ export const driverIndexMethods: DispatchPart<
 	/** Re-reads the searching rides (catches changes other instances made). */
 	async refreshDemand() {
 		const rows = await this.repo.demandRides();
-		const fresh = modeIndexes<DemandItem>(this.cfg.h3Resolution);
+		const fresh = demandIndexes(this.cfg.h3Resolution);
 		for (const r of rows) fresh[r.mode][r.service_type].upsert(r.order_id, { lat: r.pickup_lat, lng: r.pickup_lng }, { partnerId: r.partner_id ?? "" });
 		this.demand = fresh;
 	},
@@ -112,8 +117,7 @@ export const driverIndexMethods: DispatchPart<
 		const available = this.available[mode];
 		for (const type of SERVICE_TYPES) {
 			const nearest = available[type].nearest(point, { limit: 1, radiusM: this.cfg.searchRadiusM });
-			const perPartner = new Map<string, number>();
-			this.demand[mode][type].forEachWithin(point, this.cfg.supplyRadiusM, (_id, d) => perPartner.set(d.partnerId, (perPartner.get(d.partnerId) ?? 0) + 1));
+			const perPartner = this.demand[mode][type].countGroupsWithin(point, this.cfg.supplyRadiusM);
 			out[type] = {
 				eta: nearest[0] ? etaSeconds(nearest[0].distanceM, this.cfg.speedsKmh[type], this.cfg.roadFactor) : null,
 				available: available[type].countWithin(point, this.cfg.supplyRadiusM),

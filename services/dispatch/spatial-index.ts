@@ -53,10 +53,15 @@ export class CellIndex<T> {
 	private readonly edgeCache = new Map<string, number>();
 	private readonly centreCache = new Map<string, LatLng>();
 
+	/** Per cell, how many entries each group holds (only with `groupOf`): counting a wholly covered cell costs its groups, not its entries. */
+	private readonly groupCounts = new Map<string, Map<string, number>>();
+
 	constructor(
 		readonly resolution: number,
 		/** Safety stop for sparse areas: never walk more rings than this. */
 		private readonly maxRings = 400,
+		/** The group an entry counts for in `countGroupsWithin` (demand: its partner). */
+		private readonly groupOf?: (item: T) => string,
 	) {}
 
 	get size(): number {
@@ -81,7 +86,9 @@ export class CellIndex<T> {
 		const cell = latLngToCell(point.lat, point.lng, this.resolution);
 		const old = this.entries.get(id);
 		if (old && old.cell !== cell) this.removeFromCell(old);
+		if (old) this.countGroup(old, -1);
 		const entry: Entry<T> = { id, lat: point.lat, lng: point.lng, cell, item };
+		this.countGroup(entry, 1);
 		this.entries.set(id, entry);
 		let bucket = this.cells.get(cell);
 		if (!bucket) {
@@ -96,12 +103,14 @@ export class CellIndex<T> {
 		if (!old) return false;
 		this.entries.delete(id);
 		this.removeFromCell(old);
+		this.countGroup(old, -1);
 		return true;
 	}
 
 	clear(): void {
 		this.entries.clear();
 		this.cells.clear();
+		this.groupCounts.clear();
 	}
 
 	*values(): IterableIterator<{ id: string; point: LatLng; item: T }> {
@@ -149,6 +158,31 @@ export class CellIndex<T> {
 		return count;
 	}
 
+	/**
+	 * How many entries of each group lie within `radiusM` of `point` (needs
+	 * `groupOf`). Cells wholly inside the circle add their per-group counts
+	 * without visiting entries, so the cost follows the cells and groups
+	 * near the point, not the entries (demand near a busy pickup can be
+	 * thousands of rides, asked for on every quote).
+	 */
+	countGroupsWithin(point: LatLng, radiusM: number): Map<string, number> {
+		const groupOf = this.groupOf;
+		if (!groupOf) throw new Error("countGroupsWithin needs an index made with groupOf");
+		const out = new Map<string, number>();
+		this.walkWithin(point, radiusM, (bucket, whollyInside, cell) => {
+			if (whollyInside) {
+				for (const [group, n] of this.groupCounts.get(cell) ?? []) out.set(group, (out.get(group) ?? 0) + n);
+				return;
+			}
+			for (const e of bucket.values()) {
+				if (haversineMeters(point, e) > radiusM) continue;
+				const group = groupOf(e.item);
+				out.set(group, (out.get(group) ?? 0) + 1);
+			}
+		});
+		return out;
+	}
+
 	/** Calls `visit` for every entry within `radiusM` of `point` (in no particular order). */
 	forEachWithin(point: LatLng, radiusM: number, visit: (id: string, item: T) => void): void {
 		this.walkWithin(point, radiusM, (bucket) => {
@@ -157,7 +191,7 @@ export class CellIndex<T> {
 	}
 
 	/** The non-empty cells that may hold entries within `radiusM` of `point`, and whether each lies wholly inside. */
-	private walkWithin(point: LatLng, radiusM: number, onCell: (bucket: Map<string, Entry<T>>, whollyInside: boolean) => void): void {
+	private walkWithin(point: LatLng, radiusM: number, onCell: (bucket: Map<string, Entry<T>>, whollyInside: boolean, cell: string) => void): void {
 		if (this.entries.size === 0) return;
 		const origin = latLngToCell(point.lat, point.lng, this.resolution);
 		const edge = this.edgeOf(origin);
@@ -170,7 +204,7 @@ export class CellIndex<T> {
 				if (!bucket) continue;
 				const toCentre = haversineMeters(point, this.centreOf(cell));
 				if (toCentre - slack > radiusM) continue;
-				onCell(bucket, toCentre + slack <= radiusM);
+				onCell(bucket, toCentre + slack <= radiusM, cell);
 			}
 		}
 	}
@@ -211,6 +245,21 @@ export class CellIndex<T> {
 		if (this.edgeCache.size > 50_000) this.edgeCache.clear();
 		this.edgeCache.set(cell, edge);
 		return edge;
+	}
+
+	private countGroup(entry: Entry<T>, delta: 1 | -1): void {
+		if (!this.groupOf) return;
+		const group = this.groupOf(entry.item);
+		let counts = this.groupCounts.get(entry.cell);
+		if (!counts) {
+			if (delta < 0) return;
+			counts = new Map();
+			this.groupCounts.set(entry.cell, counts);
+		}
+		const n = (counts.get(group) ?? 0) + delta;
+		if (n > 0) counts.set(group, n);
+		else counts.delete(group);
+		if (counts.size === 0) this.groupCounts.delete(entry.cell);
 	}
 
 	private removeFromCell(entry: Entry<T>): void {

@@ -1,7 +1,8 @@
 import { cappedDemand } from "../../services/dispatch/dispatch-rules";
 import { readDispatchSettings } from "../../services/dispatch/dispatch.settings";
 import { CellIndex } from "../../services/dispatch/spatial-index";
-import { destinationPoint } from "../../lib/geo";
+import { destinationPoint, haversineMeters } from "../../lib/geo";
+import { seededRandom } from "../../services/fleet/simulation";
 
 describe("surge demand per partner", () => {
 	it("counts each partner's searching rides up to the cap", () => {
@@ -31,5 +32,34 @@ describe("surge demand per partner", () => {
 		index.forEachWithin(centre, 3000, (id) => seen.push(id));
 		expect(seen.length).toBe(index.countWithin(centre, 3000));
 		expect(new Set(seen)).toEqual(new Set(Array.from({ length: 30 }, (_, i) => `r${i}`)));
+	});
+
+	it("counts each partner's rides within the radius exactly as a scan does, through moves, partner changes and removals (countGroupsWithin)", () => {
+		const rnd = seededRandom("demand-groups");
+		const centre = { lat: 12.9716, lng: 77.5946 };
+		const index = new CellIndex<{ partnerId: string }>(8, undefined, (d) => d.partnerId);
+		const truth = new Map<string, { point: { lat: number; lng: number }; partnerId: string }>();
+		const partners = ["ptn_a", "ptn_b", "ptn_c"];
+		for (let step = 0; step < 4000; step++) {
+			const id = `r${Math.floor(rnd() * 1500)}`;
+			if (rnd() < 0.2) {
+				index.remove(id);
+				truth.delete(id);
+				continue;
+			}
+			const point = destinationPoint(centre, rnd() * 360, rnd() * 6000);
+			const partnerId = partners[Math.floor(rnd() * partners.length)];
+			index.upsert(id, point, { partnerId });
+			truth.set(id, { point, partnerId });
+		}
+		for (let q = 0; q < 40; q++) {
+			const at = destinationPoint(centre, rnd() * 360, rnd() * 4000);
+			const radius = 500 + rnd() * 3000;
+			const scan = new Map<string, number>();
+			for (const t of truth.values()) if (haversineMeters(at, t.point) <= radius) scan.set(t.partnerId, (scan.get(t.partnerId) ?? 0) + 1);
+			expect(index.countGroupsWithin(at, radius)).toEqual(scan);
+		}
+		index.clear();
+		expect(index.countGroupsWithin(centre, 5000)).toEqual(new Map());
 	});
 });
