@@ -14,7 +14,8 @@
  *     (since migration 003 the statement is a call of webhook_claim_v1, whose
  *     inner plan is cached per session, so its first call is planned here);
  *   - N claims through NotificationsRepo, wall time per call (what the
- *     delivery loop pays, round trips included), for both kinds.
+ *     delivery loop pays, round trips included), for both kinds, and with
+ *     every pending event leased (nothing to take: the tick after a try).
  */
 import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
@@ -82,6 +83,19 @@ async function main(): Promise<void> {
 			}
 			times.sort((a, b) => a - b);
 			console.log(`  repo.claim ${kind}: ${got} rows, median ${times[Math.floor(ROUNDS / 2)].toFixed(2)} ms, min ${times[0].toFixed(2)} ms, max ${times[ROUNDS - 1].toFixed(2)} ms (${ROUNDS} calls)`);
+		}
+		{
+			// Everything pending is in flight (leased): what the tick after a finished try costs when there is nothing to take.
+			await sequelize.query("UPDATE webhook_deliveries SET lease_token = gen_random_uuid(), lease_owner = 'other', lease_until = now() + interval '1 hour' WHERE state = 'pending'");
+			const times: number[] = [];
+			for (let i = 0; i < ROUNDS; i++) {
+				const t0 = performance.now();
+				await repo.claim(64, 32, randomUUID(), "bench", 45_000, 120_000, { partnerCap: 64, hostCap: 64 });
+				times.push(performance.now() - t0);
+			}
+			await sequelize.query("UPDATE webhook_deliveries SET lease_token = NULL, lease_owner = NULL, lease_until = NULL WHERE lease_owner = 'other'");
+			times.sort((a, b) => a - b);
+			console.log(`  repo.claim, every pending event leased (nothing to take): median ${times[Math.floor(ROUNDS / 2)].toFixed(2)} ms, min ${times[0].toFixed(2)} ms`);
 		}
 		const times: number[] = [];
 		for (let i = 0; i < ROUNDS; i++) {

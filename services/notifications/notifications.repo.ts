@@ -121,11 +121,13 @@ RETURNING d.event_id, d.state`;
 /**
  * The claim: pick due events fairly and lease them to this instance,
  * committed before any HTTP call is made. It is the function
- * `webhook_claim_v1` (migrations/index.ts, 003), called as one statement in
- * its own transaction: it takes the claim lock (pg_advisory_xact_lock, one
+ * `webhook_claim_v2` (migrations/index.ts, 003 and 004), called as one
+ * statement in its own transaction: when nothing is due and free for a kind
+ * with free slots it answers at once (most calls: the tick after each
+ * finished try); else it takes the claim lock (pg_advisory_xact_lock, one
  * claim at a time across instances, so in-flight counts are exact), then per
- * kind (status, then location; a kind with no free slot or nothing pending is
- * skipped) runs the claim statement with a plan cached per session. One round
+ * kind (status, then location; a kind with no free slot or nothing due and
+ * free is skipped) runs the claim statement with a plan cached per session. One round
  * trip and no planning per call; the statement inline was four round trips
  * and re-planned every time (3-14 ms of planning, the bulk of a tick).
  *
@@ -153,7 +155,7 @@ RETURNING d.event_id, d.state`;
  * owner, $5 lease ms, $6 location lifetime ms, $7 per-partner cap, $8
  * per-host cap (both per kind).
  */
-export const CLAIM_SQL = "SELECT * FROM webhook_claim_v1($1::int, $2::int, $3::uuid, $4::text, $5::double precision, $6::double precision, $7::int, $8::int)";
+export const CLAIM_SQL = "SELECT * FROM webhook_claim_v2($1::int, $2::int, $3::uuid, $4::text, $5::double precision, $6::double precision, $7::int, $8::int)";
 
 /**
  * The circuit breaker of one host (host-breaker.ts has the rules). A try
