@@ -28,8 +28,11 @@
  * the figure would be the cap's, not the instance's).
  *
  * BENCH_WEBHOOK_RATE (500), BENCH_WEBHOOK_BACKLOG (5000), BENCH_WEBHOOK_RIDES (500),
- * BENCH_PG_SAMPLE=1 (what the database sessions wait on during the latency run).
+ * BENCH_PG_SAMPLE=1 (what the database sessions wait on during the latency run),
+ * BENCH_WEBHOOK_TRACE=1 (latency per 250 ms of commits: steady, or stalls?),
+ * BENCH_CPU_PROF=<dir> (a CPU profile of the notifications process).
  */
+import { readFileSync } from "node:fs";
 import { Agent } from "node:http";
 import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
@@ -50,6 +53,27 @@ const WRITERS = 16;
 
 const DRIVER = { id: "drv_bench1", name: "Ravi Kumar", phone: "+919800000001", vehicleNumber: "KA01AB1234" };
 const DRIVER_LOCATION = { lat: 12.975, lng: 77.59, heading: 45 };
+
+/** CPU seconds used so far by a process (utime + stime from /proc; NaN where there is no /proc). */
+function processCpuSeconds(pid: number | undefined): number {
+	try {
+		const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+		return (Number(fields[11]) + Number(fields[12])) / 100;
+	} catch {
+		return NaN;
+	}
+}
+
+/** Busy and total jiffies of the whole machine (/proc/stat), to tell how saturated the cores were. */
+function machineJiffies(): { busy: number; total: number } {
+	try {
+		const cpu = readFileSync("/proc/stat", "utf8").split("\n")[0].split(/\s+/).slice(1).map(Number);
+		const total = cpu.reduce((a, b) => a + b, 0);
+		return { busy: total - cpu[3] - cpu[4], total };
+	} catch {
+		return { busy: NaN, total: NaN };
+	}
+}
 
 interface Ride {
 	orderId: string;
@@ -181,6 +205,8 @@ export async function webhooks(opts: BenchOptions): Promise<Row[]> {
 				WEBHOOK_CONCURRENCY: String(CONCURRENCY),
 				WEBHOOK_PARTNER_CONCURRENCY: String(CONCURRENCY),
 				WEBHOOK_HOST_CONCURRENCY: String(CONCURRENCY),
+				// BENCH_CPU_PROF=<dir>: a CPU profile of the notifications process (written when it stops).
+				...(process.env.BENCH_CPU_PROF ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${process.env.BENCH_CPU_PROF}` } : {}),
 			});
 			await receipts.waitAll(backlogIds, "backlog", 600_000);
 			const times = backlogIds.map((id) => receipts.at.get(id)!);
@@ -209,6 +235,7 @@ export async function webhooks(opts: BenchOptions): Promise<Row[]> {
 					await sleep(20);
 				}
 			})();
+			const cpu0 = { notif: processCpuSeconds(notif.proc.child.pid), self: process.cpuUsage(), machine: machineJiffies(), at: performance.now() };
 			const t0 = performance.now();
 			for (let i = 0; i < total; i++) {
 				const wait = t0 + (i * 1000) / RATE - performance.now();
@@ -222,6 +249,13 @@ export async function webhooks(opts: BenchOptions): Promise<Row[]> {
 			}
 			await Promise.all(writes);
 			const offerSecs = (performance.now() - t0) / 1000;
+			// Where the CPU went while events were offered: the notifications process, this process (writers, hints, endpoint), the machine.
+			const wall = (performance.now() - cpu0.at) / 1000;
+			const self = process.cpuUsage(cpu0.self);
+			const machine = machineJiffies();
+			const cpuNote =
+				`CPU while offering: notifications ${fmt(((processCpuSeconds(notif.proc.child.pid) - cpu0.notif) / wall) * 100)}% of a core, ` +
+				`bench process ${fmt(((self.user + self.system) / 1e6 / wall) * 100)}%, machine ${fmt(((machine.busy - cpu0.machine.busy) / (machine.total - cpu0.machine.total)) * 100)}% busy`;
 			const commitSpan = written.length > 1 ? (Math.max(...written.map((w) => w.committedAt)) - Math.min(...written.map((w) => w.committedAt))) / 1000 : NaN;
 			await receipts.waitAll(
 				written.map((w) => w.eventId),
@@ -231,6 +265,20 @@ export async function webhooks(opts: BenchOptions): Promise<Row[]> {
 			sampling = false;
 			await sampler;
 			const lat = written.map((w) => receipts.at.get(w.eventId)! - w.committedAt).sort((a, b) => a - b);
+			if (process.env.BENCH_WEBHOOK_TRACE === "1") {
+				// Per 250 ms of commits: is the latency steady, or are there stalls (and how often)?
+				const start = Math.min(...written.map((w) => w.committedAt));
+				const slots = new Map<number, number[]>();
+				for (const w of written) {
+					const k = Math.floor((w.committedAt - start) / 250);
+					if (!slots.has(k)) slots.set(k, []);
+					slots.get(k)!.push(receipts.at.get(w.eventId)! - w.committedAt);
+				}
+				for (const [k, l] of [...slots].sort((a, b) => a[0] - b[0])) {
+					l.sort((a, b) => a - b);
+					console.log(`    +${String(k * 250).padStart(5)} ms: ${String(l.length).padStart(4)} events, p50 ${pct(l, 50)} ms, max ${l[l.length - 1]} ms`);
+				}
+			}
 			const fromOccurred = written.map((w) => receipts.at.get(w.eventId)! - w.occurredAt).sort((a, b) => a - b);
 			if (pgSamples.size) {
 				console.log("  pg_stat_activity samples of the notifications sessions (every 20 ms, latency run):");
@@ -269,7 +317,7 @@ export async function webhooks(opts: BenchOptions): Promise<Row[]> {
 					met: pct(lat, 99) <= 100,
 					note:
 						`${written.length} status events offered in ${fmt(offerSecs, 1)} s, committed at ${fmt(written.length / commitSpan)}/s over ${RIDES} rides` +
-						`${notSent ? `, ${notSent} not sent (every ride busy)` : ""}; max ${fmt(lat[lat.length - 1])} ms; occurredAt → receipt p50 ${fmt(pct(fromOccurred, 50))} ms, p99 ${fmt(pct(fromOccurred, 99))} ms`,
+						`${notSent ? `, ${notSent} not sent (every ride busy)` : ""}; max ${fmt(lat[lat.length - 1])} ms; occurredAt → receipt p50 ${fmt(pct(fromOccurred, 50))} ms, p99 ${fmt(pct(fromOccurred, 99))} ms; ${cpuNote}`,
 				},
 				{
 					path: "webhooks, 1 notifications instance, throughput",
