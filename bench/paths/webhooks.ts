@@ -44,7 +44,7 @@ import { buildEventPayload } from "../../services/orders/order-view";
 import { createTestDatabase, TEST_NATS_URL } from "../../test/helpers/db";
 import { startTestNode, uniqueNamespace } from "../../test/helpers/node";
 import { createPartner, createRide, orderViolations, startPartnerEndpoint, type PartnerEndpoint } from "../../test/helpers/webhooks";
-import { fmt, pct, sleep, startPlatformProcess, stopAll, type BenchOptions, type Row } from "../lib/common";
+import { fmt, freshProbe, pct, sleep, startPlatformProcess, stopAll, type BenchOptions, type Row } from "../lib/common";
 
 const RATE = Number(process.env.BENCH_WEBHOOK_RATE || 500);
 const CONCURRENCY = Number(process.env.WEBHOOK_CONCURRENCY || 64);
@@ -213,6 +213,8 @@ export async function webhooks(opts: BenchOptions): Promise<Row[]> {
 			const first = Math.min(...times);
 			const last = Math.max(...times);
 			const drainRate = ((backlogIds.length - 1) / Math.max(1, last - first)) * 1000;
+			// Statements the notifications process sent (the probe counts its pg client's queries), start-up included.
+			const drainProbe = await freshProbe(notif.probe);
 			await node.broker.waitForServices(["notifications"], 30_000);
 
 			// 2. Latency at RATE events/s, open loop.
@@ -235,6 +237,7 @@ export async function webhooks(opts: BenchOptions): Promise<Row[]> {
 					await sleep(20);
 				}
 			})();
+			const probe0 = await freshProbe(notif.probe);
 			const cpu0 = { notif: processCpuSeconds(notif.proc.child.pid), self: process.cpuUsage(), machine: machineJiffies(), at: performance.now() };
 			const t0 = performance.now();
 			for (let i = 0; i < total; i++) {
@@ -264,6 +267,8 @@ export async function webhooks(opts: BenchOptions): Promise<Row[]> {
 			);
 			sampling = false;
 			await sampler;
+			const probe1 = await freshProbe(notif.probe);
+			const perEvent = (probe1.queries - probe0.queries) / written.length;
 			const lat = written.map((w) => receipts.at.get(w.eventId)! - w.committedAt).sort((a, b) => a - b);
 			if (process.env.BENCH_WEBHOOK_TRACE === "1") {
 				// Per 250 ms of commits: is the latency steady, or are there stalls (and how often)?
@@ -317,7 +322,7 @@ export async function webhooks(opts: BenchOptions): Promise<Row[]> {
 					met: pct(lat, 99) <= 100,
 					note:
 						`${written.length} status events offered in ${fmt(offerSecs, 1)} s, committed at ${fmt(written.length / commitSpan)}/s over ${RIDES} rides` +
-						`${notSent ? `, ${notSent} not sent (every ride busy)` : ""}; max ${fmt(lat[lat.length - 1])} ms; occurredAt → receipt p50 ${fmt(pct(fromOccurred, 50))} ms, p99 ${fmt(pct(fromOccurred, 99))} ms; ${cpuNote}`,
+						`${notSent ? `, ${notSent} not sent (every ride busy)` : ""}; max ${fmt(lat[lat.length - 1])} ms; occurredAt → receipt p50 ${fmt(pct(fromOccurred, 50))} ms, p99 ${fmt(pct(fromOccurred, 99))} ms; ${cpuNote}; ${fmt(perEvent, 1)} statements per event`,
 				},
 				{
 					path: "webhooks, 1 notifications instance, throughput",
@@ -328,7 +333,7 @@ export async function webhooks(opts: BenchOptions): Promise<Row[]> {
 					met: drainRate / floorRate >= 0.3,
 					note:
 						`backlog of ${backlogIds.length} written before notifications started, drained first → last receipt in ${fmt((last - first) / 1000, 1)} s ` +
-						`(start asked → last receipt ${fmt((last - startAsked) / 1000, 1)} s); bad signatures ${bad}, order violations ${violations}`,
+						`(start asked → last receipt ${fmt((last - startAsked) / 1000, 1)} s), ${fmt(drainProbe.queries / backlogIds.length, 1)} statements per event; bad signatures ${bad}, order violations ${violations}`,
 				},
 			];
 		} finally {
