@@ -48,6 +48,8 @@ export interface DeliveryLoopDeps {
 
 /** Window-scan ingest statements per housekeeping round at most; the rest waits for the next round. */
 const INGEST_ROUNDS = 20;
+/** The window scan leaves events younger than the poll interval, at most this, to their hints. */
+const FRESH_MAX_MS = 1_000;
 /** Hinted event ids per ingest statement at most (the rest go in the next tick). */
 const MAX_HINTED_PER_TICK = 1_000;
 /** Hinted ids kept at most while ticks cannot keep up; past it they are dropped (the window scan finds those events). */
@@ -223,7 +225,8 @@ export class DeliveryLoop {
 		const lower = this.window.lowerBound(now);
 		let total = 0;
 		for (let round = 0; round < INGEST_ROUNDS; round++) {
-			const copied = await repo.ingest(lower, settings.ingestBatch, settings.locationTtlMs);
+			// Events younger than a poll are left to their hints (and to the next scan, if the hint was lost).
+			const copied = await repo.ingest(lower, settings.ingestBatch, settings.locationTtlMs, Math.min(settings.pollMs, FRESH_MAX_MS));
 			total += copied;
 			// What this round copied can be claimed while the next round reads on.
 			if (copied > 0) this.requestTick();

@@ -44,12 +44,19 @@ SELECT e.id, e.order_id, e.partner_id, e.kind, e.sequence, e.position, e.occurre
  * Ingest: copy new ride events into the delivery table. Re-reads a window of
  * positions (see ingest-window.ts) and skips what is already there; with
  * several instances ON CONFLICT settles who inserted a row. Location events
- * already past their lifetime arrive as `expired`.
- * $1 lower bound (exclusive), $2 batch size, $3 location lifetime ms.
+ * already past their lifetime arrive as `expired`. Events made less than $4
+ * ms ago are left to their hints (INGEST_IDS_SQL) and to the next scan: this
+ * scan inserting the same fresh rows as a tick's hinted ingest made one wait
+ * for the other's commit (a unique-index wait, seen in pg_stat_activity at
+ * 500 events/s), and the tick is what deliveries wait for. A row that
+ * commits late has an old created_at (its transaction's start), so it is
+ * never left out because of this.
+ * $1 lower bound (exclusive), $2 batch size, $3 location lifetime ms, $4 ms.
  */
 const INGEST_SQL = `${ingestColumns(3)}
 FROM ride_events e
 WHERE e.position > $1
+  AND e.created_at < now() - make_interval(secs => $4::double precision / 1000)
   AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)
 ORDER BY e.position
 LIMIT $2
@@ -310,9 +317,9 @@ export class NotificationsRepo {
 		return rows.map((r) => r.event_id);
 	}
 
-	/** INGEST_SQL: how many ride events above `lowerBound` were copied (at most `batch`). */
-	async ingest(lowerBound: number, batch: number, locationTtlMs: number): Promise<number> {
-		return (await this.eventIds(INGEST_SQL, [lowerBound, batch, locationTtlMs])).length;
+	/** INGEST_SQL: how many ride events above `lowerBound`, made at least `minAgeMs` ago, were copied (at most `batch`). */
+	async ingest(lowerBound: number, batch: number, locationTtlMs: number, minAgeMs = 0): Promise<number> {
+		return (await this.eventIds(INGEST_SQL, [lowerBound, batch, locationTtlMs, minAgeMs])).length;
 	}
 
 	/** INGEST_IDS_SQL: how many of these ride events were copied (the others were already, or are not committed yet). */
