@@ -5,13 +5,18 @@
  * How ride events are made: orders in one process on 2 cores could not offer
  * 500 events/s (the old generator, two orders.transition calls per ride,
  * paced at most 186 pairs/s with every one of 300 rides busy), so this
- * process writes the outbox rows the way orders does it (orders.repo.ts
- * applyMove): one transaction per event with the conditional
- * `UPDATE orders … version = version + 1, updated_at = clock_timestamp()
- * RETURNING *` and the `INSERT INTO ride_events` of the body built by orders'
- * own buildEventPayload, then, after the commit, the `orders.rideEventRecorded`
- * hint on the bus. Rides are real (orders.create), toggled accepted ⇄ searching;
- * a ride has at most one write in flight (as with a real driver).
+ * process writes the outbox rows as orders does (orders.repo.ts applyMove):
+ * one transaction per event holding the conditional `UPDATE orders …
+ * version = version + 1` and the `INSERT INTO ride_events` of the body built
+ * by orders' own buildEventPayload, then, after the commit, the
+ * `orders.rideEventRecorded` hint on the bus. The two are one statement
+ * (a data-modifying WITH) instead of orders' BEGIN/UPDATE/INSERT/COMMIT, and
+ * occurredAt comes from this process's clock, so that the generator's own
+ * round trips do not take the cores the measured path needs (with four round
+ * trips per event, the writer sessions sat "idle in transaction" waiting for
+ * this process). Same rows, same atomicity. Rides are real (orders.create),
+ * toggled accepted ⇄ searching; a ride has at most one write in flight (as
+ * with a real driver).
  *
  *   1. throughput: BACKLOG events are written while notifications is not
  *      running; then it is started and the drain rate is timed from the first
@@ -78,6 +83,9 @@ function machineJiffies(): { busy: number; total: number } {
 interface Ride {
 	orderId: string;
 	status: "searching" | "accepted";
+	/** The order's version now (the next event's sequence is one more). */
+	version: number;
+	metadata: Record<string, unknown> | null;
 	busy: boolean;
 }
 
@@ -123,42 +131,46 @@ export async function webhooks(opts: BenchOptions): Promise<Row[]> {
 			const rides: Ride[] = [];
 			for (let i = 0; i < RIDES; i += 25) {
 				const batch = await Promise.all(Array.from({ length: Math.min(25, RIDES - i) }, () => createRide(node.broker, partner, url)));
-				rides.push(...batch.map((r) => ({ orderId: r.orderId, status: "searching" as const, busy: false })));
+				rides.push(...batch.map((r) => ({ orderId: r.orderId, status: "searching" as const, version: 0, metadata: null, busy: false })));
 			}
+			const current = await pool.query<{ id: string; version: number; metadata: Record<string, unknown> | null }>("SELECT id, version, metadata FROM orders WHERE id = ANY($1)", [
+				rides.map((r) => r.orderId),
+			]);
+			const byId = new Map(current.rows.map((r) => [r.id, r]));
+			for (const ride of rides) Object.assign(ride, { version: byId.get(ride.orderId)!.version, metadata: byId.get(ride.orderId)!.metadata });
 
 			let hints = true;
-			/** One ride event the way orders.repo.ts applyMove writes it; resolves with its id and commit time. */
+			/** One ride event as orders.repo.ts applyMove writes it (one transaction, here one statement); resolves with its id and commit time. */
 			const writeEvent = async (ride: Ride): Promise<{ eventId: string; committedAt: number; occurredAt: number }> => {
 				const to = ride.status === "searching" ? "accepted" : "searching";
-				const c = await pool.connect();
-				try {
-					await c.query("BEGIN");
-					const { rows } = await c.query(
-						`UPDATE orders SET status = $3, updated_at = clock_timestamp(), version = version + 1, driver = $4::jsonb, driver_location = $5::jsonb, eta = $6
-						 WHERE id = $1 AND status = $2 RETURNING *`,
-						[ride.orderId, ride.status, to, to === "accepted" ? JSON.stringify(DRIVER) : null, to === "accepted" ? JSON.stringify(DRIVER_LOCATION) : null, to === "accepted" ? 240 : null],
-					);
-					const row = rows[0];
-					if (!row) throw new Error(`ride ${ride.orderId} was not ${ride.status}`);
-					const eventId = newId("evt");
-					const payload = buildEventPayload({ eventId, row, status: to, sequence: row.version, occurredAt: row.updated_at });
-					await c.query(
-						`INSERT INTO ride_events (id, order_id, partner_id, sequence, kind, status, webhook_url, payload, occurred_at)
-						 VALUES ($1, $2, $3, $4, 'status', $5, $6, $7::jsonb, $8)`,
-						[eventId, row.id, row.partner_id, row.version, to, row.webhook_url, JSON.stringify(payload), row.updated_at],
-					);
-					await c.query("COMMIT");
-					const committedAt = Date.now();
-					ride.status = to;
-					// After the commit, as orders does: only a hint, the table is the truth.
-					if (hints) void node.broker.emit("orders.rideEventRecorded", { orderId: row.id, eventId, kind: "status" }).catch(() => undefined);
-					return { eventId, committedAt, occurredAt: new Date(row.updated_at).getTime() };
-				} catch (err) {
-					await c.query("ROLLBACK").catch(() => undefined);
-					throw err;
-				} finally {
-					c.release();
-				}
+				const eventId = newId("evt");
+				const sequence = ride.version + 1;
+				const occurredAt = new Date();
+				const driver = to === "accepted" ? DRIVER : null;
+				const driverLocation = to === "accepted" ? DRIVER_LOCATION : null;
+				const eta = to === "accepted" ? 240 : null;
+				const payload = buildEventPayload({
+					eventId,
+					row: { id: ride.orderId, driver, driver_location: driverLocation, eta, metadata: ride.metadata } as unknown as Parameters<typeof buildEventPayload>[0]["row"],
+					status: to,
+					sequence,
+					occurredAt,
+				});
+				const r = await pool.query(
+					`WITH u AS (
+					   UPDATE orders SET status = $3, updated_at = $4, version = version + 1, driver = $5::jsonb, driver_location = $6::jsonb, eta = $7
+					   WHERE id = $1 AND status = $2 AND version = $8 RETURNING id, partner_id, webhook_url)
+					 INSERT INTO ride_events (id, order_id, partner_id, sequence, kind, status, webhook_url, payload, occurred_at)
+					 SELECT $9, u.id, u.partner_id, $8 + 1, 'status', $3, u.webhook_url, $10::jsonb, $4 FROM u`,
+					[ride.orderId, ride.status, to, occurredAt, driver && JSON.stringify(driver), driverLocation && JSON.stringify(driverLocation), eta, ride.version, eventId, JSON.stringify(payload)],
+				);
+				if (r.rowCount !== 1) throw new Error(`ride ${ride.orderId} was not ${ride.status} at version ${ride.version}`);
+				const committedAt = Date.now();
+				ride.status = to;
+				ride.version = sequence;
+				// After the commit, as orders does: only a hint, the table is the truth.
+				if (hints) void node.broker.emit("orders.rideEventRecorded", { orderId: ride.orderId, eventId, kind: "status" }).catch(() => undefined);
+				return { eventId, committedAt, occurredAt: occurredAt.getTime() };
 			};
 			let cursor = 0;
 			const nextFreeRide = (): Ride | undefined => {
