@@ -54,7 +54,12 @@ export async function background(opts: BenchOptions): Promise<Row[]> {
 		await Promise.all(Array.from({ length: 16 }, next));
 		await sleep(opts.smoke ? 500 : 10_000); // the first matching attempts of each ride pass
 		const waiting = await pg.query<{ n: string }>("SELECT count(*)::text AS n FROM orders WHERE status = 'searching'").catch(() => ({ rows: [{ n: "?" }] }));
-		const busy = await xactRate(pg, db.name, window);
+		// At least one longest backoff (DISPATCH_RETRY_MAX_MS, 30 s): rides created in one burst
+		// retry in step (1, 2, 4 … 30 s), so a shorter window says more about where it
+		// falls in that wave than about the steady cost (issue 9: +10 vs +1.5 per 100
+		// for the same code, 10 s windows at different ages).
+		const busyWindow = opts.smoke ? window : Math.max(window, 31_000);
+		const busy = await xactRate(pg, db.name, busyWindow);
 		const per100 = ((busy - idle) / WAITING) * 100;
 		return [
 			{
@@ -64,7 +69,7 @@ export async function background(opts: BenchOptions): Promise<Row[]> {
 				ratio: `+${fmt(per100, 1)} tx/s per 100`,
 				goal: "≤ 5 per 100",
 				met: per100 <= 5,
-				note: `${waiting.rows[0].n} orders searching when measured, over ${window / 1000} s windows`,
+				note: `${waiting.rows[0].n} orders searching when measured; idle over ${window / 1000} s, waiting over ${busyWindow / 1000} s`,
 			},
 		];
 	} finally {
