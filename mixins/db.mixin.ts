@@ -1,6 +1,7 @@
 import type { ServiceSchema, Service } from "moleculer";
 import { Sequelize, type QueryInterface, type Transaction } from "sequelize";
 import { Umzug, SequelizeStorage } from "umzug";
+import * as pg from "pg";
 import { Client } from "pg";
 import { envInt, envString, serviceEnv, type Env } from "../lib/settings";
 
@@ -27,6 +28,25 @@ export interface DbThis {
 	databaseUrl: string;
 }
 
+/**
+ * pg's Client with an "error" listener from birth. Sequelize attaches its own
+ * listener only after the connection's set-up has resolved; an error that
+ * arrives in the same read as the set-up's last reply (a server terminating
+ * connections, a restart) would be an unhandled "error" event and end the
+ * process. This one marks the connection invalid exactly as Sequelize's
+ * listener does, so the pool drops it on the next acquire.
+ */
+class GuardedClient extends pg.Client {
+	constructor(config?: string | pg.ClientConfig) {
+		super(config);
+		this.on("error", () => {
+			(this as unknown as { _invalid: boolean })._invalid = true;
+		});
+	}
+}
+/** The pg module Sequelize uses, with GuardedClient; everything else is pg's own. */
+const guardedPg = Object.create(pg, { Client: { value: GuardedClient, enumerable: true } }) as typeof pg;
+
 /** One pool per process and URL: services that share a process share connections. */
 const pools = new Map<string, { sequelize: Sequelize; users: number }>();
 
@@ -42,6 +62,7 @@ export function acquireSequelize(url: string, env: Env = process.env): Sequelize
 		const max = envInt(env, "DB_POOL_MAX", 10, 1);
 		const sequelize = new Sequelize(url, {
 			dialect: "postgres",
+			dialectModule: guardedPg,
 			logging: false,
 			pool: { max, min: 0, idle: 10_000, acquire: 30_000 },
 			dialectOptions: { application_name: envString(env, "SERVICES", "ride-platform") },
