@@ -1,6 +1,8 @@
 import type { LatLng } from "../../lib/geo";
 import type { DriverChangedEvent, DriverPosition, DriverView, RideView, SimOffer, SimRide } from "../../contracts/dispatch";
-import type { DriverRow, OfferRow, RideRow } from "./dispatch.repo";
+import type { DriverRow } from "./drivers.repo";
+import type { OfferRow } from "./matching.repo";
+import type { RideRow } from "./ride-mirror.repo";
 
 /**
  * Dispatch's rows as its actions and events answer them. Pure: rows in,

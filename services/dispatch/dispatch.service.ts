@@ -32,7 +32,8 @@ import { driverApiActions, driverApiEvents } from "./driver-auth";
  *   expiries, timeouts, location events), ride-mirror.ts (dispatch's view of
  *   each ride following the order's truth, and the reconciliation sweep),
  *   driver-index.ts (the per-instance nearest-driver and demand cache),
- *   dispatch.metrics.ts; all SQL is in dispatch.repo.ts.
+ *   dispatch.metrics.ts; all SQL is in the repo files (dispatch.repo.ts and
+ *   the part repos it holds: drivers, ride-mirror, matching; driver-tokens).
  * - Claims are conditional updates in PostgreSQL, so any number of dispatch
  *   instances can run. All progress (offers, deadlines, phases) is in
  *   tables, so a restarted or another instance carries on with any ride.
@@ -202,7 +203,7 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 			...INTERNAL,
 			params: contract.listDriversParams,
 			async handler(this: DispatchThis, ctx: Context<contract.ListDriversParams>): Promise<contract.DriverView[]> {
-				return (await this.repo.listDrivers(ctx.params)).map(toDriverView);
+				return (await this.repo.drivers.listDrivers(ctx.params)).map(toDriverView);
 			},
 		},
 
@@ -291,7 +292,7 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		[ORDER_EVENTS.statusChanged]: {
 			async handler(this: DispatchThis, ctx: Context<Pick<StatusChangedEvent, "orderId" | "to">>) {
 				try {
-					const ride = await this.repo.ride(ctx.params.orderId);
+					const ride = await this.repo.mirror.ride(ctx.params.orderId);
 					if (ride && (ride.order_status === ctx.params.to || ride.state === "closed")) return;
 					await this.reconcileOrder(ctx.params.orderId);
 				} catch (err) {
@@ -321,7 +322,7 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 
 		/** Drivers by status and type, from the table (the index only knows available drivers). */
 		async updateDriverGauges(this: DispatchThis) {
-			this.metrics.driverCounts(await this.repo.driverCounts());
+			this.metrics.driverCounts(await this.repo.drivers.driverCounts());
 		},
 	},
 
@@ -336,7 +337,7 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		this.ticker = new CoalescedPass(() => this.tickSteps(), () => this.stopping);
 		this.matcher = new CoalescedPass(() => this.matchPass(), () => this.stopping);
 		// Up to 4 statements out at once: the pool is shared with the process's other services.
-		this.newRides = new StatementBatcher((rides) => this.repo.insertNewRides(rides), (r) => r.orderId, { maxBatch: 200, maxInFlight: 4 });
+		this.newRides = new StatementBatcher((rides) => this.repo.mirror.insertNewRides(rides), (r) => r.orderId, { maxBatch: 200, maxInFlight: 4 });
 		this.sweepRunning = null;
 		this.refreshRunning = null;
 		this.refreshedUpTo = null;

@@ -24,7 +24,9 @@ import type { LatLng } from "../../lib/geo";
 import type { DbThis } from "../../mixins/db.mixin";
 import type { DispatchSettings } from "./dispatch.settings";
 import type { DispatchMetrics, OfferOutcome } from "./dispatch.metrics";
-import type { DispatchRepo, DriverRow, RideRow } from "./dispatch.repo";
+import type { DispatchRepo } from "./dispatch.repo";
+import type { DriverRow } from "./drivers.repo";
+import type { RideMirrorRepo, RideRow } from "./ride-mirror.repo";
 import type { CellIndex } from "./spatial-index";
 
 /**
@@ -56,7 +58,7 @@ export interface DispatchLocal {
 	/** The tick: one at a time, a kick while it runs makes it run once more. */
 	ticker: CoalescedPass;
 	/** Mirror rows of new rides: concurrent `orders.created` events share one INSERT. */
-	newRides: StatementBatcher<Parameters<DispatchRepo["insertNewRides"]>[0][number], boolean>;
+	newRides: StatementBatcher<Parameters<RideMirrorRepo["insertNewRides"]>[0][number], boolean>;
 	/** Matching alone, one pass at a time: what `kick` asks for. */
 	matcher: CoalescedPass;
 	sweepRunning: Promise<void> | null;

@@ -56,7 +56,7 @@ export const driverIndexMethods: DispatchPart<
 
 	/** Rides a driver event may serve: due now (in the database, so any instance may match them), and a tick here. */
 	wakeRides(orderIds) {
-		this.repo.wakeSearches(orderIds).then(
+		this.repo.matching.wakeSearches(orderIds).then(
 			(n) => {
 				if (n > 0) this.kick();
 			},
@@ -78,7 +78,7 @@ export const driverIndexMethods: DispatchPart<
 
 	async rebuildIndex() {
 		const now = await this.repo.dbNow();
-		const rows = await this.repo.indexDrivers();
+		const rows = await this.repo.drivers.indexDrivers();
 		for (const mode of DRIVER_MODES) for (const type of SERVICE_TYPES) this.available[mode][type].clear();
 		this.driverRevs.clear();
 		for (const row of rows) this.applyDriverChange(toDriverChange(row));
@@ -90,14 +90,14 @@ export const driverIndexMethods: DispatchPart<
 	/** Re-reads drivers changed since the last refresh (with overlap for late commits): catches missed broadcasts. */
 	async refreshIndex() {
 		const now = await this.repo.dbNow();
-		const rows = await this.repo.driversChangedSince(this.refreshedUpTo ?? new Date(0));
+		const rows = await this.repo.drivers.driversChangedSince(this.refreshedUpTo ?? new Date(0));
 		for (const row of rows) this.applyDriverChange(toDriverChange(row));
 		this.refreshedUpTo = now;
 	},
 
 	/** Re-reads the searching rides (catches changes other instances made). */
 	async refreshDemand() {
-		const rows = await this.repo.demandRides();
+		const rows = await this.repo.mirror.demandRides();
 		const fresh = demandIndexes(this.cfg.h3Resolution);
 		for (const r of rows) fresh[r.mode][r.service_type].upsert(r.order_id, { lat: r.pickup_lat, lng: r.pickup_lng }, { partnerId: r.partner_id ?? "" });
 		this.demand = fresh;
@@ -151,7 +151,7 @@ export const driverIndexMethods: DispatchPart<
 			accept: (id) => !excluded.has(id),
 		});
 		if (fromIndex.length > 0) return fromIndex.map((n) => ({ driverId: n.id }));
-		const rows = await this.repo.availableInBox(pickup, serviceType, mode, this.cfg.searchRadiusM, [...excluded], this.cfg.candidatesPerAttempt, t);
+		const rows = await this.repo.drivers.availableInBox(pickup, serviceType, mode, this.cfg.searchRadiusM, [...excluded], this.cfg.candidatesPerAttempt, t);
 		return rows.filter((r) => haversineMeters(pickup, r) <= this.cfg.searchRadiusM).map((r) => ({ driverId: r.id }));
 	},
 };

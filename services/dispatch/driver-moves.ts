@@ -34,22 +34,22 @@ export const driverMoveMethods: DispatchPart<
 	| "driverJob"
 > = {
 	async loadDriver(driverId, t) {
-		const row = await this.repo.driver(driverId, t);
+		const row = await this.repo.drivers.driver(driverId, t);
 		if (!row) throw driverNotFound();
 		return row;
 	},
 
 	/** Idempotent by phone: a known phone answers that driver unchanged. A driver is `live` unless registered as `test` (the simulated fleet, test driver apps). */
 	async registerDriver(p) {
-		const inserted = await this.repo.insertDriver(newId("drv"), { ...p, mode: p.mode ?? (p.simulated ? "test" : "live") });
+		const inserted = await this.repo.drivers.insertDriver(newId("drv"), { ...p, mode: p.mode ?? (p.simulated ? "test" : "live") });
 		if (inserted) return toDriverView(inserted);
-		const existing = await this.repo.driverByPhone(p.phone);
+		const existing = await this.repo.drivers.driverByPhone(p.phone);
 		if (!existing) throw conflict("Driver registration raced; try again");
 		return toDriverView(existing);
 	},
 
 	async goOnline(driverId, location) {
-		const row = await this.repo.setDriverLocation(driverId, location, true);
+		const row = await this.repo.drivers.setDriverLocation(driverId, location, true);
 		if (!row) throw driverNotFound();
 		this.publishDrivers([row]);
 		this.kick();
@@ -67,7 +67,7 @@ export const driverMoveMethods: DispatchPart<
 				await this.endOffer(driverId, driver.order_id, "declined");
 				continue;
 			}
-			const row = await this.repo.setDriverOffline(driverId);
+			const row = await this.repo.drivers.setDriverOffline(driverId);
 			if (row) {
 				this.publishDrivers([row]);
 				return toDriverView(row);
@@ -85,7 +85,7 @@ export const driverMoveMethods: DispatchPart<
 				heading = Math.round(bearingDegrees({ lat: prev.lat, lng: prev.lng }, location)) % 360;
 			}
 		}
-		const row = await this.repo.setDriverLocation(driverId, { lat: location.lat, lng: location.lng, heading }, false);
+		const row = await this.repo.drivers.setDriverLocation(driverId, { lat: location.lat, lng: location.lng, heading }, false);
 		if (!row) throw driverNotFound();
 		this.publishDrivers([row]);
 		return row;
@@ -99,11 +99,11 @@ export const driverMoveMethods: DispatchPart<
 		const { driverId, orderId } = ctx.params;
 		const repo = this.repo;
 		const claimed = await repo.tx(async (t) => {
-			const ride = await repo.lockRide(orderId, t);
-			if (!ride || !(await repo.acceptOffer(orderId, driverId, t))) return null;
-			const driver = await repo.startTrip(driverId, orderId, t);
+			const ride = await repo.mirror.lockRide(orderId, t);
+			if (!ride || !(await repo.matching.acceptOffer(orderId, driverId, t))) return null;
+			const driver = await repo.drivers.startTrip(driverId, orderId, t);
 			if (!driver) return null;
-			await repo.startTransition(orderId, "accepting", this.cfg.transitionLeaseMs, t, driver);
+			await repo.mirror.startTransition(orderId, "accepting", this.cfg.transitionLeaseMs, t, driver);
 			return { driver, ride };
 		});
 		if (!claimed) {
@@ -154,13 +154,13 @@ export const driverMoveMethods: DispatchPart<
 	async requireOnRide(driverId, orderId, location) {
 		let driver = location ? await this.setDriverLocation(driverId, location) : await this.loadDriver(driverId);
 		if (driver.status !== "on_trip" || driver.order_id !== orderId) throw conflict(NOT_ON_RIDE);
-		const ride = await this.repo.ride(orderId);
+		const ride = await this.repo.mirror.ride(orderId);
 		if (!ride) throw conflict(NOT_ON_RIDE);
 		if (ride.state !== "accepting") return { driver, ride };
 		// The accept is still being recorded (or was lost): settle it before moving on.
 		await this.reconcileOrder(orderId, { abandonInFlight: Date.now() > new Date(ride.lease_until ?? 0).getTime() });
 		driver = await this.loadDriver(driverId);
-		const settled = await this.repo.ride(orderId);
+		const settled = await this.repo.mirror.ride(orderId);
 		if (!settled || settled.state !== "assigned" || driver.order_id !== orderId) throw conflict(NOT_ON_RIDE);
 		return { driver, ride: settled };
 	},
@@ -181,7 +181,7 @@ export const driverMoveMethods: DispatchPart<
 			order = await this.transition({ orderId, from, to, otp, location: locationOf(driver) ?? undefined, eta }, ctx);
 		} catch (err) {
 			if (otp !== undefined && errorType(err) === "INVALID_OTP") {
-				await this.repo.countWrongOtp(driverId);
+				await this.repo.drivers.countWrongOtp(driverId);
 				this.logger.info(`Wrong OTP from driver ${driverId} for ${orderId}`);
 				this.metrics.wrongOtp(ride.service_type);
 			} else if (isDefinitiveRefusal(err)) {
@@ -239,10 +239,10 @@ export const driverMoveMethods: DispatchPart<
 		const driver = await this.loadDriver(driverId);
 		const job: DriverJob = { driver: toDriverView(driver), offer: null, ride: null };
 		if (driver.status === "offered") {
-			const r = await this.repo.openOfferOf(driver.id);
+			const r = await this.repo.matching.openOfferOf(driver.id);
 			if (r) job.offer = { orderId: r.order_id, expiresAt: new Date(r.expires_at).toISOString(), pickup: pickupOf(r), drop: dropOf(r), distanceM: r.distance_m, eta: r.eta };
 		} else if (driver.status === "on_trip" && driver.order_id) {
-			const r = await this.repo.ride(driver.order_id);
+			const r = await this.repo.mirror.ride(driver.order_id);
 			if (r) job.ride = rideJob(r);
 		}
 		return job;

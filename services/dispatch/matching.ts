@@ -5,7 +5,7 @@ import { ApiError } from "../../lib/errors";
 import { haversineMeters, type LatLng } from "../../lib/geo";
 import { etaBetween, etaSeconds, isDefinitiveRefusal, isMovingStatus, legTarget, shortError } from "./dispatch-rules";
 import { dropOf, pickupOf, toRideView, toSimOffer, toSimRide } from "./dispatch-views";
-import type { DriverRow } from "./dispatch.repo";
+import type { DriverRow } from "./drivers.repo";
 import type { DispatchPart } from "./dispatch.types";
 
 /**
@@ -64,7 +64,7 @@ export const matchingMethods: DispatchPart<
 	},
 
 	async expireOffers() {
-		for (const o of await this.repo.expiredOffers()) await this.endOffer(o.driver_id, o.order_id, "expired");
+		for (const o of await this.repo.matching.expiredOffers()) await this.endOffer(o.driver_id, o.order_id, "expired");
 	},
 
 	/**
@@ -75,7 +75,7 @@ export const matchingMethods: DispatchPart<
 	 * another pass at once, so a burst of new rides does not wait a tick per page.
 	 */
 	async matchRides() {
-		const due = await this.repo.dueSearches(DUE_PAGE, {
+		const due = await this.repo.matching.dueSearches(DUE_PAGE, {
 			minMs: this.cfg.retryMatchMs,
 			maxMs: this.cfg.retryMaxMs,
 			dispatchTimeoutMs: this.cfg.dispatchTimeoutMs,
@@ -104,14 +104,14 @@ export const matchingMethods: DispatchPart<
 	async matchRide(orderId) {
 		const repo = this.repo;
 		const result = await repo.tx(async (t) => {
-			const ride = await repo.lockDueSearch(orderId, this.cfg.dispatchTimeoutMs, t);
+			const ride = await repo.matching.lockDueSearch(orderId, this.cfg.dispatchTimeoutMs, t);
 			if (!ride) return null;
 			if (ride.pending_expiry) {
-				await repo.matchAgainAt(orderId, ride.pending_expiry, t);
+				await repo.matching.matchAgainAt(orderId, ride.pending_expiry, t);
 				return null;
 			}
 			if (ride.timed_out || ride.sandbox === "no_driver_found") {
-				await repo.startTransition(orderId, "ending", this.cfg.transitionLeaseMs, t);
+				await repo.mirror.startTransition(orderId, "ending", this.cfg.transitionLeaseMs, t);
 				return { ending: true as const };
 			}
 			const pickup = pickupOf(ride);
@@ -122,20 +122,20 @@ export const matchingMethods: DispatchPart<
 				// Only drivers of the ride's mode: test rides go to test drivers, live rides to live ones.
 				for (const c of await this.candidates(pickup, ride.service_type, ride.mode, new Set([...excluded, ...tried]), t)) {
 					tried.add(c.driverId);
-					claimed = await repo.claimDriver(c.driverId, orderId, ride.service_type, ride.mode, t);
+					claimed = await repo.drivers.claimDriver(c.driverId, orderId, ride.service_type, ride.mode, t);
 					if (claimed) break;
 					// Not available after all: this instance's index was behind.
 					this.available[ride.mode][ride.service_type].remove(c.driverId);
 				}
 			}
 			if (!claimed || claimed.lat === null || claimed.lng === null) {
-				await repo.matchAgainBackoff(orderId, this.cfg.retryMatchMs, this.cfg.retryMaxMs, this.cfg.dispatchTimeoutMs, t);
+				await repo.matching.matchAgainBackoff(orderId, this.cfg.retryMatchMs, this.cfg.retryMaxMs, this.cfg.dispatchTimeoutMs, t);
 				return null;
 			}
 			const distanceM = haversineMeters({ lat: claimed.lat, lng: claimed.lng }, pickup);
 			const eta = etaSeconds(distanceM, this.cfg.speedsKmh[ride.service_type], this.cfg.roadFactor);
-			const expiresAt = await repo.insertOffer({ id: offerId(), orderId, driverId: claimed.id, distanceM: Math.round(distanceM), eta, timeoutMs: this.cfg.offerTimeoutMs }, t);
-			await repo.matchAgainAt(orderId, expiresAt, t);
+			const expiresAt = await repo.matching.insertOffer({ id: offerId(), orderId, driverId: claimed.id, distanceM: Math.round(distanceM), eta, timeoutMs: this.cfg.offerTimeoutMs }, t);
+			await repo.matching.matchAgainAt(orderId, expiresAt, t);
 			return { driver: claimed, expiresAt };
 		});
 		if (!result) return;
@@ -165,10 +165,10 @@ export const matchingMethods: DispatchPart<
 	async endOffer(driverId, orderId, how) {
 		const repo = this.repo;
 		const released = await repo.tx(async (t) => {
-			const ride = await repo.lockRide(orderId, t);
-			if (!(await repo.endOffer(orderId, driverId, how, t))) return null;
-			const drivers = await repo.freeDrivers(orderId, t, { offeredDriverId: driverId });
-			await repo.excludeAndRematch(orderId, driverId, t);
+			const ride = await repo.mirror.lockRide(orderId, t);
+			if (!(await repo.matching.endOffer(orderId, driverId, how, t))) return null;
+			const drivers = await repo.drivers.freeDrivers(orderId, t, { offeredDriverId: driverId });
+			await repo.matching.excludeAndRematch(orderId, driverId, t);
 			return { drivers, serviceType: ride?.service_type };
 		});
 		if (!released) return false;
@@ -184,7 +184,7 @@ export const matchingMethods: DispatchPart<
 	 * work), then its driver's latest location and ETA go to orders.
 	 */
 	async sendLocations() {
-		const due = await this.repo.claimDueLocations(this.cfg.locationIntervalMs, this.cfg.liveLocationIntervalMs);
+		const due = await this.repo.matching.claimDueLocations(this.cfg.locationIntervalMs, this.cfg.liveLocationIntervalMs);
 		const work = due.filter((r) => isMovingStatus(r.order_status) && r.d_lat !== null && r.d_lng !== null);
 		const send = async (r: (typeof work)[number]) => {
 			const location = { lat: r.d_lat as number, lng: r.d_lng as number, heading: Math.round(r.d_heading ?? 0) % 360 };
@@ -207,9 +207,9 @@ export const matchingMethods: DispatchPart<
 	 */
 	async simulatedWork() {
 		const now = await this.repo.dbNow();
-		const offers = await this.repo.simulatedOffers();
-		const rides = await this.repo.simulatedRides();
-		const searching = await this.repo.unofferedSearches();
+		const offers = await this.repo.matching.simulatedOffers();
+		const rides = await this.repo.matching.simulatedRides();
+		const searching = await this.repo.matching.unofferedSearches();
 		return {
 			serverTime: new Date(now).toISOString(),
 			offers: offers.map(toSimOffer),
@@ -219,8 +219,8 @@ export const matchingMethods: DispatchPart<
 	},
 
 	async rideView(orderId) {
-		const ride = await this.repo.ride(orderId);
+		const ride = await this.repo.mirror.ride(orderId);
 		if (!ride) throw new ApiError(404, "ORDER_NOT_FOUND", "Dispatch does not know this ride");
-		return toRideView(ride, await this.repo.offersOfRide(orderId));
+		return toRideView(ride, await this.repo.matching.offersOfRide(orderId));
 	},
 };

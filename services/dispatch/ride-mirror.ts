@@ -3,7 +3,8 @@ import type { InternalOrder, ListActiveParams, ListActiveResult, OrderIdParams, 
 import type { LatLng } from "../../lib/geo";
 import { errorType, followOrder, isMovingStatus, isTerminalStatus, orderMode, sandboxScenario, shortError } from "./dispatch-rules";
 import { isStale } from "./dispatch-views";
-import type { DriverRow, SeenOrder } from "./dispatch.repo";
+import type { DriverRow } from "./drivers.repo";
+import type { SeenOrder } from "./ride-mirror.repo";
 import type { DispatchPart } from "./dispatch.types";
 
 /**
@@ -42,7 +43,7 @@ export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyO
 		// Whether the ride counts as demand afterwards (null: unchanged).
 		let demand: boolean | null = null;
 		await repo.tx(async (t) => {
-			let ride = await repo.lockRide(order.orderId, t);
+			let ride = await repo.mirror.lockRide(order.orderId, t);
 			if (!ride) {
 				const mode = orderMode(order);
 				const sandbox = sandboxScenario(order.metadata, this.cfg.fleetMode, mode);
@@ -51,19 +52,19 @@ export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyO
 					// A tombstone: the order ended before dispatch mirrored it, and a
 					// late orders.created (which carries the searching snapshot) must
 					// not open it again.
-					await repo.insertRide({ ...row, seen: { version: order.version, updatedAt: order.updatedAt }, closedAs: order.status }, t);
-					changedDrivers.push(...(await repo.freeDrivers(order.orderId, t)));
+					await repo.mirror.insertRide({ ...row, seen: { version: order.version, updatedAt: order.updatedAt }, closedAs: order.status }, t);
+					changedDrivers.push(...(await repo.drivers.freeDrivers(order.orderId, t)));
 					demand = false;
 					return;
 				}
-				await repo.insertRide(row, t);
+				await repo.mirror.insertRide(row, t);
 				demand = true;
-				ride = (await repo.lockRide(order.orderId, t))!;
+				ride = (await repo.mirror.lockRide(order.orderId, t))!;
 				searchAgain = true;
 			}
 			if (ride.state === "closed") {
 				// Final. Only make sure nobody still holds the ride.
-				changedDrivers.push(...(await repo.freeDrivers(order.orderId, t)));
+				changedDrivers.push(...(await repo.drivers.freeDrivers(order.orderId, t)));
 				demand = false;
 				return;
 			}
@@ -77,41 +78,41 @@ export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyO
 			const seen: SeenOrder = [order.orderId, order.version, order.updatedAt];
 			switch (action.kind) {
 				case "none":
-					await repo.sawOrder(seen, t);
+					await repo.mirror.sawOrder(seen, t);
 					return;
 				case "close":
-					await repo.closeRide(order.orderId, t, order);
-					await repo.settleOffers(order.orderId, t);
-					changedDrivers.push(...(await repo.freeDrivers(order.orderId, t)));
+					await repo.mirror.closeRide(order.orderId, t, order);
+					await repo.matching.settleOffers(order.orderId, t);
+					changedDrivers.push(...(await repo.drivers.freeDrivers(order.orderId, t)));
 					demand = false;
 					return;
 				case "research":
-					await repo.settleOffers(order.orderId, t);
-					changedDrivers.push(...(await repo.freeDrivers(order.orderId, t)));
-					await repo.searchAgain(seen, action.formerDriverId, action.droppedOut, t);
+					await repo.matching.settleOffers(order.orderId, t);
+					changedDrivers.push(...(await repo.drivers.freeDrivers(order.orderId, t)));
+					await repo.mirror.searchAgain(seen, action.formerDriverId, action.droppedOut, t);
 					searchAgain = true;
 					demand = true;
 					return;
 				case "resume":
-					await repo.resumeSearch(seen, t);
+					await repo.mirror.resumeSearch(seen, t);
 					searchAgain = true;
 					demand = true;
 					return;
 				case "assign": {
 					const driverId = action.driverId;
 					demand = false;
-					await repo.settleOffers(order.orderId, t, driverId);
-					changedDrivers.push(...(await repo.freeDrivers(order.orderId, t, { exceptDriverId: driverId })));
+					await repo.matching.settleOffers(order.orderId, t, driverId);
+					changedDrivers.push(...(await repo.drivers.freeDrivers(order.orderId, t, { exceptDriverId: driverId })));
 					let origin: LatLng | null = null;
 					if (driverId) {
-						const held = await repo.holdForRide(driverId, order.orderId, t);
+						const held = await repo.drivers.holdForRide(driverId, order.orderId, t);
 						changedDrivers.push(...held);
-						const d = held[0] ?? (await repo.driver(driverId, t));
+						const d = held[0] ?? (await repo.drivers.driver(driverId, t));
 						if (d && d.lat !== null && d.lng !== null) origin = { lat: d.lat, lng: d.lng };
 						if (d && d.order_id !== order.orderId) this.trouble(`Order ${order.orderId} names driver ${driverId}, who holds ${d.order_id ?? "nothing"}`);
 					}
 					const moving = isMovingStatus(order.status);
-					await repo.assignRide(seen, { driverId, status: order.status, statusChanged: action.statusChanged, moving, locationIntervalMs: ride.mode === "live" ? this.cfg.liveLocationIntervalMs : this.cfg.locationIntervalMs, origin }, t);
+					await repo.mirror.assignRide(seen, { driverId, status: order.status, statusChanged: action.statusChanged, moving, locationIntervalMs: ride.mode === "live" ? this.cfg.liveLocationIntervalMs : this.cfg.locationIntervalMs, origin }, t);
 					return;
 				}
 			}
@@ -156,9 +157,9 @@ export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyO
 			return;
 		}
 		const released = await this.repo.tx(async (t) => {
-			await this.repo.closeRide(orderId, t);
-			await this.repo.settleOffers(orderId, t);
-			return this.repo.freeDrivers(orderId, t);
+			await this.repo.mirror.closeRide(orderId, t);
+			await this.repo.matching.settleOffers(orderId, t);
+			return this.repo.drivers.freeDrivers(orderId, t);
 		});
 		this.publishDrivers(released);
 	},
@@ -183,13 +184,13 @@ export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyO
 	async sweep() {
 		if (this.sweepRunning) return this.sweepRunning;
 		this.sweepRunning = (async () => {
-			for (const { order_id } of await this.repo.staleTransitions()) {
+			for (const { order_id } of await this.repo.mirror.staleTransitions()) {
 				await this.reconcileOrder(order_id, { abandonInFlight: true }).catch((err: unknown) => this.trouble(`Settling ${order_id}: ${shortError(err)}`));
 			}
 
 			// A full pass over every active ride, a page at a time (keyset cursor):
 			// a ride whose hint was lost is found however many rides are active.
-			const mirrors = await this.repo.openRides();
+			const mirrors = await this.repo.mirror.openRides();
 			const byId = new Map(mirrors.map((m) => [m.order_id, m]));
 			const activeIds = new Set<string>();
 			let after: string | undefined;
@@ -217,7 +218,7 @@ export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyO
 
 			this.warnIfNoFleet();
 
-			const orphans = await this.repo.freeOrphanDrivers();
+			const orphans = await this.repo.drivers.freeOrphanDrivers();
 			if (orphans.length > 0) this.trouble(`Freed ${orphans.length} driver(s) holding a ride without reason`);
 			this.publishDrivers(orphans);
 		})();
