@@ -30,3 +30,36 @@ export async function startTestbed(label: string, opts: Omit<TestNodeOptions, "d
 		throw err;
 	}
 }
+
+/** A testbed whose dispatch matches with a fixed backoff, and a live partner to book its rides under. */
+export interface BackoffTestbed extends Testbed {
+	partnerId: string;
+}
+
+/**
+ * The dispatch suites' live-mode testbed (no simulated fleet): a ride nobody
+ * could be offered is looked at again only after `backoffMs` (minimum and
+ * maximum alike), capped at its `timeoutMs` dispatch deadline; matching ticks
+ * every 50 ms and offers last 30 s. `name` labels the database and names the
+ * live partner.
+ */
+export async function startBackoffTestbed(name: string, o: { backoffMs: number; timeoutMs: number }): Promise<BackoffTestbed> {
+	const bed = await startTestbed(name, {
+		services: ["partners", "riders", "pricing", "orders", "dispatch", "notifications"],
+		env: {
+			FLEET_MODE: "live",
+			DISPATCH_RETRY_MS: String(o.backoffMs),
+			DISPATCH_RETRY_MAX_MS: String(o.backoffMs),
+			DISPATCH_TIMEOUT_MS: String(o.timeoutMs),
+			DISPATCH_TICK_MS: "50",
+			DISPATCH_OFFER_TIMEOUT_MS: "30000",
+		},
+	});
+	try {
+		const { partnerId } = await bed.node.broker.call<{ partnerId: string }, unknown>("partners.create", { name, mode: "live" });
+		return Object.assign(bed, { partnerId });
+	} catch (err) {
+		await bed.stop().catch(() => undefined);
+		throw err;
+	}
+}

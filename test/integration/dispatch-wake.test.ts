@@ -1,6 +1,6 @@
 import { randomInt } from "node:crypto";
 import { offerFor, randomPhone } from "../helpers/rides";
-import { startTestbed, type Testbed } from "../helpers/testbed";
+import { startBackoffTestbed, type BackoffTestbed } from "../helpers/testbed";
 import { sleep, waitFor } from "../helpers/wait";
 import { destinationPoint, type LatLng } from "../../lib/geo";
 import type { DriverView } from "../../contracts/dispatch";
@@ -20,22 +20,12 @@ const BACKOFF_MS = 60_000;
 const TIMEOUT_MS = 15_000;
 const CENTRE: LatLng = { lat: 26.8467, lng: 80.9462 }; // Lucknow
 
-let bed: Testbed;
+let bed: BackoffTestbed;
 let partnerId: string;
 
 beforeAll(async () => {
-	bed = await startTestbed("dispatch-wake", {
-		services: ["partners", "riders", "pricing", "orders", "dispatch", "notifications"],
-		env: {
-			FLEET_MODE: "live",
-			DISPATCH_RETRY_MS: String(BACKOFF_MS),
-			DISPATCH_RETRY_MAX_MS: String(BACKOFF_MS),
-			DISPATCH_TIMEOUT_MS: String(TIMEOUT_MS),
-			DISPATCH_TICK_MS: "50",
-			DISPATCH_OFFER_TIMEOUT_MS: "30000",
-		},
-	});
-	partnerId = (await bed.node.broker.call<{ partnerId: string }, unknown>("partners.create", { name: "Wake test", mode: "live" })).partnerId;
+	bed = await startBackoffTestbed("dispatch-wake", { backoffMs: BACKOFF_MS, timeoutMs: TIMEOUT_MS });
+	partnerId = bed.partnerId;
 }, 60_000);
 
 afterAll(async () => {
