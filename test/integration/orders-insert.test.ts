@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { QueryTypes, Sequelize } from "sequelize";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
+import { newOrderFixture } from "../helpers/order-rows";
 import { runMigrations } from "../../mixins/db.mixin";
 import { migrations } from "../../services/orders/migrations";
 import { OrdersRepo, type NewOrder } from "../../services/orders/orders.repo";
@@ -39,24 +40,16 @@ afterAll(async () => {
 });
 
 function newOrder(riderId = newId("rdr"), partnerId = "ptn_a", mode: KeyMode = "test"): NewOrder {
-	return {
+	return newOrderFixture({
 		id: newId("ord"),
 		partnerId,
 		mode,
 		riderId,
-		serviceType: "cab",
-		pickup: { lat: 12.9716, lng: 77.5946, address: "MG Road" },
-		drop: { lat: 12.9352, lng: 77.6245 },
 		farePaise: 12345,
-		currency: "INR",
-		fareBreakdown: { base: 50 },
 		distance: 4200,
 		duration: 900,
-		quoteId: null,
-		otp: "0421",
-		webhookURL: "https://partner.example.com/hooks",
 		metadata: { partnerRef: "b-1", nested: { n: 1.5, list: [1, "x", null] } },
-	};
+	});
 }
 
 async function claimFor(partnerId: string, mode: KeyMode, key = `k-${randomUUID()}`): Promise<IdempotencyClaim> {

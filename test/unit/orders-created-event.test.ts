@@ -1,5 +1,6 @@
 import { createdEvent } from "../../services/orders/create-order";
 import { toOrder, type OrderRow } from "../../services/orders/order-view";
+import { orderRowFixture } from "../helpers/order-rows";
 
 /**
  * The orders.created hint carries the order's snapshot (issue 9) so dispatch
@@ -9,35 +10,10 @@ import { toOrder, type OrderRow } from "../../services/orders/order-view";
  * the OTP or the webhook URL).
  */
 
+/** The row of a live order just inserted, whose metadata carries the partner's own fields. */
 function row(overrides: Partial<OrderRow> = {}): OrderRow {
-	return {
-		id: "ord_abc",
-		partner_id: "ptn_1",
-		mode: "live",
-		rider_id: "rdr_1",
-		status: "searching",
-		service_type: "cab",
-		pickup: { lat: 12.9716, lng: 77.5946, address: "MG Road" },
-		drop: { lat: 12.9352, lng: 77.6245 },
-		fare_paise: 18250,
-		currency: "INR",
-		fare_breakdown: null,
-		distance: 5234,
-		duration: 960,
-		quote_id: null,
-		otp: "0421",
-		otp_tries: 0,
-		webhook_url: "https://partner.example.com/hooks",
-		metadata: { partnerRef: "b-1", secretNote: "x" },
-		driver: null,
-		driver_location: null,
-		eta: null,
-		version: 0,
-		cancel_reason: null,
-		created_at: new Date("2026-11-23T10:00:00.123Z"),
-		updated_at: new Date("2026-11-23T10:00:00.123Z"),
-		...overrides,
-	};
+	const at = new Date("2026-11-23T10:00:00.123Z");
+	return orderRowFixture({ mode: "live", metadata: { partnerRef: "b-1", secretNote: "x" }, created_at: at, updated_at: at, ...overrides });
 }
 
 it("carries the old fields and the snapshot dispatch mirrors, in the order's own mode", () => {

@@ -9,36 +9,11 @@ import {
 	toOrder,
 	type OrderRow,
 } from "../../services/orders/order-view";
+import { orderRowFixture } from "../helpers/order-rows";
 
+/** A test-mode order's row, `updated_at` given as a string (the views take a string or a Date). */
 function row(overrides: Partial<OrderRow> = {}): OrderRow {
-	return {
-		id: "ord_abc",
-		partner_id: "ptn_1",
-		mode: "test",
-		rider_id: "rdr_1",
-		status: "searching",
-		service_type: "cab",
-		pickup: { lat: 12.9716, lng: 77.5946, address: "MG Road" },
-		drop: { lat: 12.9352, lng: 77.6245 },
-		fare_paise: 18250,
-		currency: "INR",
-		fare_breakdown: { baseFare: 50 },
-		distance: 5234,
-		duration: 960,
-		quote_id: null,
-		otp: "0421",
-		otp_tries: 0,
-		webhook_url: "https://partner.example.com/hooks",
-		metadata: { partnerRef: "booking-8812" },
-		driver: null,
-		driver_location: null,
-		eta: null,
-		version: 0,
-		cancel_reason: null,
-		created_at: new Date("2026-11-22T10:15:30.123Z"),
-		updated_at: "2026-11-22T10:15:31.000Z",
-		...overrides,
-	};
+	return orderRowFixture({ metadata: { partnerRef: "booking-8812" }, created_at: new Date("2026-11-22T10:15:30.123Z"), updated_at: "2026-11-22T10:15:31.000Z", ...overrides });
 }
 
 const driver = { id: "drv_1", name: "Ravi", phone: "+919800000001", vehicleNumber: "KA01AB1234" };
