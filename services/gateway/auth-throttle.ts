@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { LRUCache } from "lru-cache";
 import { RateLimiterRes, type RateLimiterAbstract } from "rate-limiter-flexible";
 
@@ -28,7 +28,8 @@ const KNOWN_GOOD_TTL_MS = 10 * 60_000;
 
 /** The digest the throttle keeps of a key: callers compute it once per request and pass it to each method. */
 export function keyHash(apiKey: string): string {
-	return createHash("sha256").update(apiKey).digest("base64url");
+	// One-shot: no Hash object per request.
+	return hash("sha256", apiKey, "base64url");
 }
 
 export class AuthFailureThrottle {

@@ -1,4 +1,5 @@
-import { createHash, createHmac, createSecretKey, timingSafeEqual, type KeyObject } from "node:crypto";
+import { createHash, timingSafeEqual } from "node:crypto";
+import { HmacSha256Key } from "../../lib/hmac";
 import { haversineMeters, isValidPoint, roundCoordinate, type LatLng } from "../../lib/geo";
 import { SERVICE_TYPES, type ServiceType } from "../../contracts/common";
 import type { QuotedFare } from "./fare";
@@ -75,23 +76,27 @@ export function keyIdOf(secret: string): string {
 /**
  * The current signing secret plus older ones still accepted while quotes
  * they signed may be alive (rotation: move the old secret to the previous
- * list for at least one quote TTL). Keys are KeyObjects made once: an HMAC
- * with a string or Buffer key would import the key again on every call.
+ * list for at least one quote TTL). Each key is padded once (lib/hmac.ts):
+ * a fare estimate signs twice, and createHmac per signature was pricing's
+ * largest cost.
  */
 export class QuoteKeyring {
 	readonly currentKid: string;
-	private readonly keys = new Map<string, KeyObject>();
+	/** The current kid's 4 bytes, as written into every version 2 payload. */
+	readonly currentKidBytes: Buffer;
+	private readonly keys = new Map<string, HmacSha256Key>();
 
 	constructor(current: string, previous: readonly string[] = []) {
 		if (!current) throw new Error("A quote signing secret is required");
 		this.currentKid = keyIdOf(current);
-		for (const s of previous) this.keys.set(keyIdOf(s), createSecretKey(Buffer.from(s, "utf8")));
-		this.keys.set(this.currentKid, createSecretKey(Buffer.from(current, "utf8")));
+		this.currentKidBytes = Buffer.from(this.currentKid, "hex");
+		for (const s of previous) this.keys.set(keyIdOf(s), new HmacSha256Key(s));
+		this.keys.set(this.currentKid, new HmacSha256Key(current));
 	}
 
 	mac(kid: string, data: string | Uint8Array): Buffer | undefined {
 		const key = this.keys.get(kid);
-		return key ? createHmac("sha256", key).update(data).digest() : undefined;
+		return key ? key.sign(typeof data === "string" ? Buffer.from(data, "utf8") : data) : undefined;
 	}
 }
 
@@ -127,47 +132,74 @@ const COORD_SCALE = 10 ** COORD_DECIMALS;
 const MODE_BYTE: Record<KeyMode, number> = { test: 0x74, live: 0x6c };
 const V2_SHAPE = /^qt_([A-Za-z0-9_-]{60,400})$/;
 
-function writeVarint(out: number[], n: number): void {
+/** Writes `n` as a varint at `at`; returns the offset after it. */
+function writeVarint(buf: Buffer, at: number, n: number): number {
 	let v = n;
 	while (v >= 0x80) {
-		out.push((v % 0x80) | 0x80);
+		buf[at++] = (v % 0x80) | 0x80;
 		v = Math.floor(v / 0x80);
 	}
-	out.push(v);
+	buf[at++] = v;
+	return at;
 }
 
-function pushInt32(out: number[], n: number): void {
-	const u = n >>> 0;
-	out.push(u >>> 24, (u >>> 16) & 0xff, (u >>> 8) & 0xff, u & 0xff);
+/**
+ * Where a token's MAC input is assembled: "qt2" ‖ payload ‖ partner
+ * (length-prefixed) ‖ mode. Used synchronously only, so one per process
+ * serves every call; a partner id too long for it gets a buffer of its own.
+ */
+const SCRATCH_BYTES = 512;
+const PAYLOAD_MAX_BYTES = 1 + 4 + 1 + 16 + 9 * 8 + 3;
+const scratch = Buffer.alloc(SCRATCH_BYTES);
+V2_DOMAIN.copy(scratch, 0);
+
+function macBuffer(partnerId: string, payloadBytes: number): Buffer {
+	const needed = V2_DOMAIN.length + payloadBytes + 8 + Buffer.byteLength(partnerId, "utf8") + 1 + V2_MAC_BYTES;
+	if (needed <= SCRATCH_BYTES) return scratch;
+	const own = Buffer.alloc(needed);
+	V2_DOMAIN.copy(own, 0);
+	return own;
 }
 
-/** The MAC input: domain, payload, then the partner (length-prefixed) and the mode it was made for. */
-function v2MacInput(payload: Uint8Array, partnerId: string, mode: KeyMode): Buffer {
-	const partner = Buffer.from(partnerId, "utf8");
-	const len: number[] = [];
-	writeVarint(len, partner.length);
-	return Buffer.concat([V2_DOMAIN, payload, Buffer.from(len), partner, Buffer.from([MODE_BYTE[mode]])]);
+/** After the payload in `buf` (which ends at `at`): the partner, length-prefixed, and the mode byte. Returns the end. */
+function writeMacTail(buf: Buffer, at: number, partnerId: string, mode: KeyMode): number {
+	const partnerBytes = Buffer.byteLength(partnerId, "utf8");
+	at = writeVarint(buf, at, partnerBytes);
+	at += buf.write(partnerId, at, "utf8");
+	buf[at++] = MODE_BYTE[mode];
+	return at;
 }
+
+const isCurrency = (c: string): boolean => c.length === 3 && /^[A-Z]{3}$/.test(c);
 
 /** `mode` defaults to test. Expiry is kept in whole seconds (rounded down: never longer than asked). */
 export function encodeQuote(claims: Omit<QuoteClaims, "mode"> & { mode?: KeyMode }, keyring: QuoteKeyring): string {
 	const f = claims.fare;
-	const kid = keyring.currentKid;
 	const typeIndex = (SERVICE_TYPES as readonly string[]).indexOf(claims.serviceType);
 	if (typeIndex < 0) throw new Error(`Unknown service type ${claims.serviceType}`);
-	if (!/^[A-Z]{3}$/.test(f.currency)) throw new Error(`Currency ${f.currency} is not a 3-letter code`);
-	const out: number[] = [V2];
-	for (let i = 0; i < 8; i += 2) out.push(parseInt(kid.slice(i, i + 2), 16));
-	out.push(typeIndex);
-	for (const v of [claims.pickup.lat, claims.pickup.lng, claims.drop.lat, claims.drop.lng]) pushInt32(out, Math.round(v * COORD_SCALE));
-	for (const n of [claims.distance, claims.duration, Math.floor(claims.expiresAt / 1000), f.total, f.baseFare, f.distanceFare, f.timeFare, f.surgeTenths, f.tax]) {
+	if (!isCurrency(f.currency)) throw new Error(`Currency ${f.currency} is not a 3-letter code`);
+	const buf = macBuffer(claims.partnerId, PAYLOAD_MAX_BYTES);
+	const start = V2_DOMAIN.length;
+	let at = start;
+	buf[at++] = V2;
+	at += keyring.currentKidBytes.copy(buf, at);
+	buf[at++] = typeIndex;
+	at = buf.writeInt32BE(Math.round(claims.pickup.lat * COORD_SCALE), at);
+	at = buf.writeInt32BE(Math.round(claims.pickup.lng * COORD_SCALE), at);
+	at = buf.writeInt32BE(Math.round(claims.drop.lat * COORD_SCALE), at);
+	at = buf.writeInt32BE(Math.round(claims.drop.lng * COORD_SCALE), at);
+	const numbers = [claims.distance, claims.duration, Math.floor(claims.expiresAt / 1000), f.total, f.baseFare, f.distanceFare, f.timeFare, f.surgeTenths, f.tax];
+	for (const n of numbers) {
 		if (!nonNegInt(n)) throw new Error("Quote numbers must be non-negative integers");
-		writeVarint(out, n);
+		at = writeVarint(buf, at, n);
 	}
-	out.push(f.currency.charCodeAt(0), f.currency.charCodeAt(1), f.currency.charCodeAt(2));
-	const payload = Buffer.from(out);
-	const mac = keyring.mac(kid, v2MacInput(payload, claims.partnerId, claims.mode ?? "test"))!;
-	return QUOTE_PREFIX + Buffer.concat([payload, mac.subarray(0, V2_MAC_BYTES)]).toString("base64url");
+	at += buf.write(f.currency, at, "ascii");
+	const payloadEnd = at;
+	const macEnd = writeMacTail(buf, payloadEnd, claims.partnerId, claims.mode ?? "test");
+	const mac = keyring.mac(keyring.currentKid, buf.subarray(0, macEnd))!;
+	// The token is payload ‖ the MAC's first 16 bytes: they go where the partner's bytes were.
+	mac.copy(buf, payloadEnd, 0, V2_MAC_BYTES);
+	return QUOTE_PREFIX + buf.toString("base64url", start, payloadEnd + V2_MAC_BYTES);
 }
 
 /** The claims of a version 2 payload (already authenticated), or undefined when it does not parse. */
@@ -201,7 +233,7 @@ function decodeV2(payload: Buffer, partnerId: string, mode: KeyMode): QuoteClaim
 	}
 	if (at + 3 !== payload.length) return undefined;
 	const currency = payload.toString("ascii", at, at + 3);
-	if (!isValidPoint(pickup) || !isValidPoint(drop) || !/^[A-Z]{3}$/.test(currency)) return undefined;
+	if (!isValidPoint(pickup) || !isValidPoint(drop) || !isCurrency(currency)) return undefined;
 	const [distance, duration, expiresSec, total, baseFare, distanceFare, timeFare, surgeTenths, tax] = nums;
 	return { partnerId, mode, serviceType, pickup, drop, distance, duration, fare: { currency, total, baseFare, distanceFare, timeFare, surgeTenths, tax }, expiresAt: expiresSec * 1000 };
 }
@@ -213,7 +245,10 @@ function checkV2(body: string, partnerId: string, mode: KeyMode, keyring: QuoteK
 	if (bytes.length < 6 + 16 + 9 + 3 + V2_MAC_BYTES || bytes[0] !== V2 || bytes.toString("base64url") !== body) return undefined;
 	const payload = bytes.subarray(0, bytes.length - V2_MAC_BYTES);
 	const given = bytes.subarray(bytes.length - V2_MAC_BYTES);
-	const expected = keyring.mac(payload.toString("hex", 1, 5), v2MacInput(payload, partnerId, mode));
+	const buf = macBuffer(partnerId, payload.length);
+	payload.copy(buf, V2_DOMAIN.length);
+	const macEnd = writeMacTail(buf, V2_DOMAIN.length + payload.length, partnerId, mode);
+	const expected = keyring.mac(payload.toString("hex", 1, 5), buf.subarray(0, macEnd));
 	if (!expected || !timingSafeEqual(given, expected.subarray(0, V2_MAC_BYTES))) return undefined;
 	return decodeV2(payload, partnerId, mode);
 }
