@@ -101,6 +101,8 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 				]);
 				// Whole seconds, rounded up (never shorter than the TTL): the token keeps seconds, so what the partner reads is exactly what is checked.
 				const expiresAt = Math.ceil(this.now() / 1000) * 1000 + this.cfg.quoteTtlSeconds * 1000;
+				// Once per estimate, not per quote: toISOString showed in the profile.
+				const expiresAtIso = new Date(expiresAt).toISOString();
 				const quotes = types.map((serviceType, i): Quote => {
 					const { distance, duration } = routes[i];
 					const fare = this.fareOf(serviceType, routes[i], supply);
@@ -110,7 +112,7 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 						totalAmount: toMajor(fare.total),
 						currency: fare.currency,
 						eta: supply[serviceType].eta,
-						expiresAt: new Date(expiresAt).toISOString(),
+						expiresAt: expiresAtIso,
 						fareBreakdown: breakdownOf(fare),
 						distance,
 						duration,
