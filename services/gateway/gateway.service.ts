@@ -44,7 +44,8 @@ import { authenticateDriverRequest, driverRoute, prepareDriverRequest, type Driv
  */
 
 interface GatewayMeta extends PartnerCallMeta {
-	user?: AuthenticatedPartner | null;
+	/** Always null: the partner travels as partnerId/mode (see authenticate). */
+	user?: null;
 }
 
 interface GatewayRequest extends IncomingMessage {
@@ -67,7 +68,7 @@ interface GatewayServiceSettings extends ServiceSettingSchema {
 
 interface GatewayMethods {
 	prepareRideRequest(req: GatewayRequest, res: ServerResponse): Promise<void>;
-	authenticate(ctx: Context<unknown, GatewayMeta>, route: unknown, req: GatewayRequest): AuthenticatedPartner;
+	authenticate(ctx: Context<unknown, GatewayMeta>, route: unknown, req: GatewayRequest): null;
 	partnerOfKey(ctx: Context<unknown, GatewayMeta>, apiKey: string, hash: string): Promise<AuthenticatedPartner | null>;
 	renderError(req: GatewayRequest, res: ServerResponse, err: unknown): void;
 	errorHandler(req: GatewayRequest, res: ServerResponse, err: unknown): void;
@@ -299,14 +300,24 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 			return partner;
 		},
 
-		/** moleculer-web's authentication hook: only what the pipeline authenticated gets through. */
-		authenticate(this: GatewayThis, ctx: Context<unknown, GatewayMeta>, _route: unknown, req: GatewayRequest): AuthenticatedPartner {
-			if ((req as unknown as DriverRequest).$driverPipeline) return authenticateDriverRequest(ctx as never, req as unknown as DriverRequest) as unknown as AuthenticatedPartner;
+		/**
+		 * moleculer-web's authentication hook: only what the pipeline
+		 * authenticated gets through. The caller's identity travels as
+		 * `meta.partnerId`/`meta.mode` (or `meta.driverId`), which is all any
+		 * service reads; the hook answers null so moleculer-web's
+		 * `meta.user` stays empty instead of carrying the partner object over
+		 * NATS and back with every call.
+		 */
+		authenticate(this: GatewayThis, ctx: Context<unknown, GatewayMeta>, _route: unknown, req: GatewayRequest): null {
+			if ((req as unknown as DriverRequest).$driverPipeline) {
+				authenticateDriverRequest(ctx as never, req as unknown as DriverRequest);
+				return null;
+			}
 			const partner = req.$partner;
 			if (!req.$ridePipeline || !partner) throw unauthorized("Missing API key: send Authorization: Bearer <apiKey>");
 			ctx.meta.partnerId = partner.partnerId;
 			ctx.meta.mode = partner.mode ?? "test";
-			return partner;
+			return null;
 		},
 
 		renderError(this: GatewayThis, req: GatewayRequest, res: ServerResponse, err: unknown): void {

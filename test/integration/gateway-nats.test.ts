@@ -1,4 +1,5 @@
-import { createTestDatabase, type TestDatabase } from "../helpers/db";
+import { connect as connectNats } from "nats";
+import { createTestDatabase, TEST_NATS_URL, type TestDatabase } from "../helpers/db";
 import { PartnerApi } from "../helpers/http";
 import { startTestNode, uniqueNamespace, type TestNode } from "../helpers/node";
 import { waitFor } from "../helpers/wait";
@@ -54,6 +55,24 @@ it("hands each node its settings without writing this process's environment or p
 	expect(orders).toBeDefined();
 	expect(JSON.stringify(remote)).not.toContain(db.url);
 	expect(orders!.settings).not.toHaveProperty("$env");
+});
+
+it("sends the caller's identity over the bus as meta.partnerId and meta.mode only, not the partner object", async () => {
+	const nc = await connectNats({ servers: TEST_NATS_URL });
+	const packets: Array<{ action?: string; meta?: Record<string, unknown> }> = [];
+	nc.subscribe(`MOL-${namespace}.REQ.>`, { callback: (_err, m) => packets.push(JSON.parse(new TextDecoder().decode(m.data)) as (typeof packets)[number]) });
+	await nc.flush();
+	try {
+		expect((await acme.post("/ride/fare-estimate", FARE_ESTIMATE)).status).toBe(200);
+		await nc.flush();
+		const estimate = packets.find((p) => p.action === "pricing.estimate");
+		expect(estimate?.meta).toMatchObject({ partnerId: expect.stringMatching(/^ptn_/), mode: "test" });
+		// moleculer-web would put the authenticated partner (with its name) in meta.user and send it both ways.
+		expect(estimate?.meta?.user ?? null).toBeNull();
+		expect(JSON.stringify(estimate)).not.toContain("Acme");
+	} finally {
+		await nc.close();
+	}
 });
 
 it("keeps validation details when the ValidationError crossed NATS", async () => {
