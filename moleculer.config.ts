@@ -8,6 +8,7 @@ import { AccessMiddleware } from "./middlewares/access.middleware";
 import { DataErrorsMiddleware } from "./middlewares/data-errors.middleware";
 import { ObservabilityMiddleware, jsonLogFormatter } from "./middlewares/observability.middleware";
 import { readShutdownSettings } from "./lib/shutdown-settings";
+import { CoalescingNatsTransporter } from "./lib/coalescing-nats-transporter";
 
 /**
  * Trace exporters by name (`TRACING_EXPORTER`, comma list): Console prints
@@ -58,8 +59,10 @@ export function buildBrokerConfig(env: Env = process.env): BrokerOptions {
 	return {
 		namespace: s.namespace,
 		nodeID: env.NODE_ID || `${os.hostname()}-${service}-${process.pid}`,
-		// NATS login and TLS from the environment or mounted secret files (lib/nats-settings.ts).
-		transporter: s.transporter ? { type: "NATS", options: { url: s.transporter, ...readNatsOptions(env) } } : null,
+		// NATS login and TLS from the environment or mounted secret files (lib/nats-settings.ts);
+		// Moleculer's NATS transporter, sending a loop turn's packets in one socket write (lib/coalescing-nats-transporter.ts).
+		// A new instance per broker config: each broker owns its transporter.
+		transporter: s.transporter ? new CoalescingNatsTransporter({ url: s.transporter, ...readNatsOptions(env) }) : null,
 		logger: {
 			type: "Console",
 			options: {

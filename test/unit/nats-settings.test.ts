@@ -1,5 +1,7 @@
 import { readNatsOptions, type ReadFile } from "../../lib/nats-settings";
+import { Transporters } from "moleculer";
 import { buildBrokerConfig } from "../../moleculer.config";
+import { CoalescingNatsTransporter } from "../../lib/coalescing-nats-transporter";
 
 /** Files as a Secret mount would give them. */
 const files: Record<string, string> = {
@@ -74,9 +76,12 @@ describe("NATS login settings (lib/nats-settings.ts)", () => {
 
 	test("the broker config passes them to the NATS transporter, and only with a TRANSPORTER", () => {
 		const cfg = buildBrokerConfig({ TRANSPORTER: "nats://nats:4222", NATS_USER: "ride", NATS_PASSWORD: "p", METRICS_PORT: "0" });
-		const transporter = cfg.transporter as { type: string; options: { url: string; authenticator: unknown } };
-		expect(transporter).toMatchObject({ type: "NATS", options: { url: "nats://nats:4222" } });
-		expect(typeof transporter.options.authenticator).toBe("function");
+		// Moleculer's NATS transporter (lib/coalescing-nats-transporter.ts extends it), with the URL and login.
+		expect(cfg.transporter).toBeInstanceOf(Transporters.NATS);
+		expect(cfg.transporter).toBeInstanceOf(CoalescingNatsTransporter);
+		const opts = (cfg.transporter as InstanceType<typeof Transporters.NATS>).opts as { url: string; authenticator: unknown };
+		expect(opts.url).toBe("nats://nats:4222");
+		expect(typeof opts.authenticator).toBe("function");
 		expect(buildBrokerConfig({ NATS_USER: "ride", METRICS_PORT: "0" }).transporter).toBeNull();
 		expect(() => buildBrokerConfig({ TRANSPORTER: "nats://nats:4222", NATS_USER: "ride", METRICS_PORT: "0" })).toThrow(/NATS_PASSWORD/);
 	});
