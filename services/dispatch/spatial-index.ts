@@ -68,6 +68,11 @@ export class CellIndex<T> {
 		return this.entries.size;
 	}
 
+	/** Every entry's id. */
+	ids(): IterableIterator<string> {
+		return this.entries.keys();
+	}
+
 	has(id: string): boolean {
 		return this.entries.has(id);
 	}

@@ -1,6 +1,7 @@
 import { cappedDemand } from "../../services/dispatch/dispatch-rules";
 import { readDispatchSettings } from "../../services/dispatch/dispatch.settings";
 import { CellIndex } from "../../services/dispatch/spatial-index";
+import { demandIds, demandIndexes, syncDemand } from "../../services/dispatch/driver-index";
 import { destinationPoint, haversineMeters } from "../../lib/geo";
 import { seededRandom } from "../../services/fleet/simulation";
 
@@ -61,5 +62,55 @@ describe("surge demand per partner", () => {
 		}
 		index.clear();
 		expect(index.countGroupsWithin(centre, 5000)).toEqual(new Map());
+	});
+});
+
+describe("demand refresh (syncDemand)", () => {
+	const centre = { lat: 12.9716, lng: 77.5946 };
+	const row = (id: string, lat: number, lng: number, partner: string, mode: "test" | "live" = "test", type: "scooty" | "cab" = "cab") => ({
+		order_id: id,
+		service_type: type,
+		pickup_lat: lat,
+		pickup_lng: lng,
+		partner_id: partner,
+		mode,
+	});
+	/** What each index holds: id → [lat, lng, partner]. */
+	const contents = (indexes: ReturnType<typeof demandIndexes>) =>
+		Object.fromEntries(
+			(["test", "live"] as const).flatMap((mode) =>
+				(["scooty", "cab"] as const).map((type) => [`${mode}/${type}`, Object.fromEntries([...indexes[mode][type].values()].map((v) => [v.id, [v.point.lat, v.point.lng, v.item.partnerId]]))]),
+			),
+		);
+
+	it("ends as a rebuild from the rows would, keeps rides added after the read, and pauses between slices", async () => {
+		const indexes = demandIndexes(8);
+		const cab = indexes.test.cab;
+		cab.upsert("same", centre, { partnerId: "a" });
+		cab.upsert("moved", centre, { partnerId: "a" });
+		cab.upsert("repartnered", centre, { partnerId: "a" });
+		cab.upsert("ended", centre, { partnerId: "a" });
+		const before = demandIds(indexes);
+		// An event adds a ride while the read runs: the read does not have it.
+		cab.upsert("after-read", centre, { partnerId: "b" });
+		const many = Array.from({ length: 2500 }, (_, i) => row(`bulk${i}`, 12.9 + i / 100_000, 77.6, `p${i % 7}`, "live", "scooty"));
+		const rows = [row("same", centre.lat, centre.lng, "a"), row("moved", 12.99, 77.61, "a"), row("repartnered", centre.lat, centre.lng, "c"), ...many];
+		let pauses = 0;
+		await syncDemand(indexes, rows, before, async () => void pauses++);
+
+		const rebuilt = demandIndexes(8);
+		for (const r of rows) rebuilt[r.mode][r.service_type].upsert(r.order_id, { lat: r.pickup_lat, lng: r.pickup_lng }, { partnerId: r.partner_id });
+		rebuilt.test.cab.upsert("after-read", centre, { partnerId: "b" });
+		expect(contents(indexes)).toEqual(contents(rebuilt));
+		expect(cab.has("ended")).toBe(false);
+		// Per-partner counts (surge) agree with the rebuild's, around both places.
+		for (const point of [centre, { lat: 12.99, lng: 77.61 }, { lat: 12.91, lng: 77.6 }]) {
+			for (const mode of ["test", "live"] as const) {
+				for (const type of ["scooty", "cab"] as const) {
+					expect(indexes[mode][type].countGroupsWithin(point, 5000)).toEqual(rebuilt[mode][type].countGroupsWithin(point, 5000));
+				}
+			}
+		}
+		expect(pauses).toBe(2); // 2,503 rows in slices of 1,000
 	});
 });
