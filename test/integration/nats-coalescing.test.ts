@@ -22,13 +22,14 @@ function broker(nodeID: string): ServiceBroker {
 }
 
 /** Counts the socket writes of a broker's NATS connection (the nats client's transport, an internal of nats.js). */
-function countWrites(b: ServiceBroker): { count: number } {
+function countWrites(b: ServiceBroker): { count: number; bytes: number } {
 	const client = (b.transit!.tx as unknown as { client: { protocol: { transport: { send(d: Uint8Array): void } } } }).client;
 	const transport = client.protocol.transport;
-	const counter = { count: 0 };
+	const counter = { count: 0, bytes: 0 };
 	const send = transport.send.bind(transport);
 	transport.send = (d: Uint8Array) => {
 		counter.count++;
+		counter.bytes += d.length;
 		send(d);
 	};
 	return counter;
@@ -63,9 +64,10 @@ it("sends the calls made in separate macrotasks of one loop turn in a few writes
 	const answers = await Promise.all(calls);
 	expect(answers.map((a) => a.n)).toEqual([...Array(200).keys()]);
 	// Moleculer's plain NATS transporter makes 200 writes here (one per macrotask); coalesced, the
-	// ~80 KB of requests go in a few (the nats client also writes whenever its buffer passes 32 KB).
+	// ~80 KB of requests go in a few: the nats client also writes whenever its buffer passes 32 KB,
+	// and a heartbeat may fall in between.
 	expect(writes.count).toBeGreaterThan(0);
-	expect(writes.count).toBeLessThanOrEqual(5);
+	expect(writes.count).toBeLessThanOrEqual(Math.ceil(writes.bytes / 32_768) + 2);
 });
 
 it("keeps a sender's events in order, and publishes one sent just before the broker stops", async () => {
