@@ -5,8 +5,7 @@ import { cappedDemand, changeMode, etaSeconds, orderMode, shortError } from "./d
 import { pickupOf, toDriverChange } from "./dispatch-views";
 import { CellIndex } from "./spatial-index";
 import type { DemandItem, DispatchPart, ModeIndexes } from "./dispatch.types";
-import type { DriverMode } from "../../contracts/dispatch";
-import type { ServiceType } from "../../contracts/common";
+import type { DemandRow } from "./ride-mirror.repo";
 
 /**
  * The driver index: each instance's in-memory H3 cache of the available
@@ -25,16 +24,6 @@ export function modeIndexes<T>(resolution: number, groupOf?: (item: T) => string
 /** The demand indexes: searching rides grouped by partner, so each partner's demand near a point is counted per cell, not per ride. */
 export function demandIndexes(resolution: number): ModeIndexes<DemandItem> {
 	return modeIndexes<DemandItem>(resolution, (d) => d.partnerId);
-}
-
-/** A searching ride as `demandRides` reads it. */
-export interface DemandRow {
-	order_id: string;
-	service_type: ServiceType;
-	pickup_lat: number;
-	pickup_lng: number;
-	partner_id: string | null;
-	mode: DriverMode;
 }
 
 /** Rows per slice of a demand refresh: the event loop turns between slices. */

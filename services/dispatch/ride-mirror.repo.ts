@@ -13,6 +13,16 @@ import type { DriverRow } from "./drivers.repo";
  * by whom, is matching's (matching.repo.ts).
  */
 
+/** A searching ride as the demand index reads it. */
+export interface DemandRow {
+	order_id: string;
+	service_type: ServiceType;
+	pickup_lat: number;
+	pickup_lng: number;
+	partner_id: string | null;
+	mode: DriverMode;
+}
+
 export interface RideRow {
 	order_id: string;
 	service_type: ServiceType;
@@ -192,7 +202,7 @@ export class RideMirrorRepo {
 
 	/** Rides that count as demand: those still searching (a cancelled or matched request is no demand). */
 	async demandRides() {
-		return this.q<{ order_id: string; service_type: ServiceType; pickup_lat: number; pickup_lng: number; partner_id: string | null; mode: DriverMode }>(
+		return this.q<DemandRow>(
 			"SELECT order_id, service_type, pickup_lat, pickup_lng, partner_id, mode FROM dispatch_rides WHERE state = 'searching'",
 		);
 	}
