@@ -1,7 +1,7 @@
 /** Shared pieces of the bench paths: rows of the table, load generation (autocannon), processes under test, PostgreSQL counters. */
 import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import autocannon from "autocannon";
@@ -202,4 +202,65 @@ export async function stopAll(...procs: Array<ServiceProcess | undefined>): Prom
 			clearTimeout(t);
 		}),
 	);
+}
+
+/** Clock ticks per second of /proc's CPU times (USER_HZ; 100 on Linux unless `getconf CLK_TCK` says otherwise). */
+const TICKS_PER_SECOND = (() => {
+	const r = spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" });
+	const n = Number(String(r.stdout).trim());
+	return r.status === 0 && n > 0 ? n : 100;
+})();
+
+/** CPU seconds used so far by a process (utime + stime from /proc; NaN where there is no /proc). */
+export function processCpuSeconds(pid: number | undefined): number {
+	try {
+		const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+		return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
+	} catch {
+		return NaN;
+	}
+}
+
+/** Busy and total jiffies of the whole machine (/proc/stat), to tell how saturated the cores were. */
+export function machineJiffies(): { busy: number; total: number } {
+	try {
+		const cpu = readFileSync("/proc/stat", "utf8").split("\n")[0].split(/\s+/).slice(1).map(Number);
+		const total = cpu.reduce((a, b) => a + b, 0);
+		return { busy: total - cpu[3] - cpu[4], total };
+	} catch {
+		return { busy: NaN, total: NaN };
+	}
+}
+
+/**
+ * CPU seconds used so far by the local PostgreSQL server: every process named
+ * postgres, including the backends that have exited (the postmaster's
+ * cutime/cstime), so pgbench's connections count after they close. NaN when
+ * the database is not on this machine or /proc cannot be read. Counts the
+ * whole server, so nothing else should be using it meanwhile.
+ */
+export function postgresCpuSeconds(databaseUrl: string): number {
+	const host = new URL(databaseUrl).hostname;
+	if (!["127.0.0.1", "localhost", "::1", "[::1]", ""].includes(host)) return NaN;
+	let ticks = 0;
+	let seen = 0;
+	try {
+		for (const pid of readdirSync("/proc")) {
+			if (!/^\d+$/.test(pid)) continue;
+			let stat: string;
+			try {
+				stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+			} catch {
+				continue; // exited meanwhile
+			}
+			const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+			if (comm !== "postgres" && !comm.startsWith("postgres:")) continue;
+			const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+			ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
+			seen += 1;
+		}
+	} catch {
+		return NaN;
+	}
+	return seen > 0 ? ticks / TICKS_PER_SECOND : NaN;
 }

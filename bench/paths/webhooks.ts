@@ -37,7 +37,6 @@
  * BENCH_WEBHOOK_TRACE=1 (latency per 250 ms of commits: steady, or stalls?),
  * BENCH_CPU_PROF=<dir> (a CPU profile of the notifications process).
  */
-import { readFileSync } from "node:fs";
 import { Agent } from "node:http";
 import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
@@ -49,7 +48,7 @@ import { buildEventPayload } from "../../services/orders/order-view";
 import { createTestDatabase, TEST_NATS_URL } from "../../test/helpers/db";
 import { startTestNode, uniqueNamespace } from "../../test/helpers/node";
 import { createPartner, createRide, orderViolations, startPartnerEndpoint, type PartnerEndpoint } from "../../test/helpers/webhooks";
-import { fmt, freshProbe, pct, sleep, startPlatformProcess, stopAll, type BenchOptions, type Row } from "../lib/common";
+import { fmt, freshProbe, machineJiffies, pct, processCpuSeconds, sleep, startPlatformProcess, stopAll, type BenchOptions, type Row } from "../lib/common";
 
 const RATE = Number(process.env.BENCH_WEBHOOK_RATE || 500);
 const CONCURRENCY = Number(process.env.WEBHOOK_CONCURRENCY || 64);
@@ -58,27 +57,6 @@ const WRITERS = 16;
 
 const DRIVER = { id: "drv_bench1", name: "Ravi Kumar", phone: "+919800000001", vehicleNumber: "KA01AB1234" };
 const DRIVER_LOCATION = { lat: 12.975, lng: 77.59, heading: 45 };
-
-/** CPU seconds used so far by a process (utime + stime from /proc; NaN where there is no /proc). */
-function processCpuSeconds(pid: number | undefined): number {
-	try {
-		const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-		return (Number(fields[11]) + Number(fields[12])) / 100;
-	} catch {
-		return NaN;
-	}
-}
-
-/** Busy and total jiffies of the whole machine (/proc/stat), to tell how saturated the cores were. */
-function machineJiffies(): { busy: number; total: number } {
-	try {
-		const cpu = readFileSync("/proc/stat", "utf8").split("\n")[0].split(/\s+/).slice(1).map(Number);
-		const total = cpu.reduce((a, b) => a + b, 0);
-		return { busy: total - cpu[3] - cpu[4], total };
-	} catch {
-		return { busy: NaN, total: NaN };
-	}
-}
 
 interface Ride {
 	orderId: string;
