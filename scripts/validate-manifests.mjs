@@ -16,7 +16,7 @@
 //    (REPLACE_ME), never real values. With a kustomization.yaml in `dir`, the
 //    whole set must be there (a Deployment per service, HPAs for gateway,
 //    pricing, dispatch and notifications, a PDB per Deployment, gateway
-//    Service and Ingress, the migration Job, NATS and PostgreSQL).
+//    Service and Ingress, the migration Job, NATS, PostgreSQL and Redis).
 //
 // Exits 0 when valid; prints every problem and exits 1 otherwise.
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
@@ -218,7 +218,7 @@ if (kustomization) {
 	if (byKind("ConfigMap").length === 0) problem(dir, "no ConfigMap");
 	if (byKind("Ingress").length === 0) problem(dir, "no Ingress for the gateway");
 	if (!byKind("Job").some((j) => containersOf(j).some((c) => (c.command ?? []).join(" ").includes("migrate")))) problem(dir, "no migration Job");
-	for (const infra of ["nats", "postgres"]) if (!byKind("StatefulSet").some((s) => s.doc.metadata?.name === infra)) problem(dir, `no in-cluster ${infra} StatefulSet`);
+	for (const infra of ["nats", "postgres", "redis"]) if (!byKind("StatefulSet").some((s) => s.doc.metadata?.name === infra)) problem(dir, `no in-cluster ${infra} StatefulSet`);
 }
 
 if (problems.length > 0) {

@@ -1,9 +1,13 @@
-import { spawn, spawnSync } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { builtinModules } from "node:module";
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import Redis from "ioredis";
 import { parse, parseAllDocuments } from "yaml";
+import { freePort } from "../helpers/http";
+import { waitFor } from "../helpers/wait";
 
 /**
  * The production shape, validated offline: every Kubernetes manifest against
@@ -32,7 +36,7 @@ function runNode(args: string[], env: Record<string, string | undefined> = {}): 
 
 const hasDockerCompose = spawnSync("docker-compose", ["version", "--short"], { encoding: "utf8" }).status === 0;
 const hasKubectl = spawnSync("kubectl", ["version", "--client"], { encoding: "utf8" }).status === 0;
-const COMPOSE_ENV = { POSTGRES_PASSWORD: "test-only-placeholder", NATS_PASSWORD: "test-only-nats-placeholder" };
+const COMPOSE_ENV = { POSTGRES_PASSWORD: "test-only-placeholder", NATS_PASSWORD: "test-only-nats-placeholder", REDIS_PASSWORD: "test-only-redis-placeholder" };
 
 let tmp: string;
 beforeAll(() => {
@@ -83,6 +87,7 @@ describe("Kubernetes manifests", () => {
 		expect(Number(config.SHUTDOWN_TIMEOUT_MS)).toBeLessThanOrEqual(25_000);
 		expect(of("Job")[0].spec.template.spec.containers[0].command).toEqual(["node", "dist/bin/migrate.js"]);
 		expect(of("StatefulSet").map((s) => s.metadata.name).sort()).toEqual(["nats", "postgres"]);
+		expect(parse(readFileSync(join(ROOT, "k8s/kustomization.yaml"), "utf8")).resources).toEqual(expect.arrayContaining(["infra/nats.yaml", "infra/postgres.yaml", "infra/redis.yaml"]));
 	});
 
 	test("the bus and the database are closed: NATS requires the Secret's password, and NetworkPolicies let only the platform's pods reach NATS and PostgreSQL", () => {
@@ -186,6 +191,98 @@ describe("Kubernetes manifests", () => {
 		const r = await runNode(["scripts/validate-manifests.mjs", dir]);
 		expect(r.code).toBe(1);
 		expect(r.out).toMatch(/password looks like a real value/);
+	});
+});
+
+/** A manifest's `sh -c` command run here, with arguments appended to its last command (a free port, loopback only). */
+function startShellCommand(command: string, extraArgs: string, env: Record<string, string>): ChildProcess {
+	// Its own process group: the pipeline's redis-server is a child of sh, and is stopped with it.
+	return spawn("sh", ["-c", `${command} ${extraArgs}`], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"], detached: true });
+}
+
+describe("Redis for the gateways' shared limits (Kubernetes and Compose)", () => {
+	const loadK8s = (f: string) => parseAllDocuments(readFileSync(join(ROOT, "k8s", f), "utf8")).map((d) => d.toJS()).filter(Boolean);
+	const compose = () => parse(readFileSync(join(ROOT, "docker-compose.yml"), "utf8"), { merge: true });
+	const k8sRedis = () => loadK8s("infra/redis.yaml").find((d) => d.kind === "StatefulSet");
+
+	test("Kubernetes: a Redis that needs the Secret's password, REDIS_URL in the Secret every gateway reads, and a NetworkPolicy that lets only the gateway in", () => {
+		const redis = k8sRedis();
+		const c = redis.spec.template.spec.containers[0];
+		expect(c.env).toContainEqual({ name: "REDIS_PASSWORD", valueFrom: { secretKeyRef: { name: "ride-secrets", key: "REDIS_PASSWORD" } } });
+		expect(c.command.join(" ")).toMatch(/requirepass/);
+		// The limits' keys expire; nothing is written to disk.
+		expect(c.command.join(" ")).toMatch(/--save '' --appendonly no/);
+		const service = loadK8s("infra/redis.yaml").find((d) => d.kind === "Service");
+		expect(service.spec.selector).toEqual({ "app.kubernetes.io/name": "redis" });
+		const secret = loadK8s("secret.example.yaml").find((d) => d.metadata.name === "ride-secrets").stringData;
+		expect(secret.REDIS_PASSWORD).toBe("REPLACE_ME");
+		expect(new URL(secret.REDIS_URL)).toMatchObject({ protocol: "redis:", password: "REPLACE_ME", hostname: `${service.metadata.name}.ride.svc.cluster.local`, port: "6379" });
+		const gateway = loadK8s("gateway.yaml").find((d) => d.kind === "Deployment");
+		expect(gateway.spec.template.spec.containers[0].envFrom).toContainEqual({ secretRef: { name: "ride-secrets" } });
+		const policy = loadK8s("network-policy.yaml").find((p) => p.spec.podSelector.matchLabels["app.kubernetes.io/name"] === "redis");
+		expect(policy.spec.policyTypes).toEqual(["Ingress"]);
+		expect(policy.spec.ingress).toHaveLength(1);
+		expect(policy.spec.ingress[0].ports).toEqual([{ protocol: "TCP", port: 6379 }]);
+		const allowed = policy.spec.ingress[0].from[0].podSelector.matchLabels as Record<string, string>;
+		const admits = (labels: Record<string, string>) => Object.entries(allowed).every(([k, v]) => labels[k] === v);
+		// The gateway's pods are let in; no other service's are.
+		expect(admits(gateway.spec.template.metadata.labels)).toBe(true);
+		for (const f of ["pricing.yaml", "riders.yaml", "orders.yaml", "dispatch.yaml", "notifications.yaml", "sandbox/fleet.yaml", "migrate-job.yaml"]) {
+			const w = loadK8s(f).find((d) => d.kind === "Deployment" || d.kind === "Job");
+			expect([f, admits(w.spec.template.metadata.labels)]).toEqual([f, false]);
+		}
+		expect(redis.spec.template.metadata.labels["app.kubernetes.io/name"]).toBe("redis");
+	});
+
+	test("Compose: a Redis that needs REDIS_PASSWORD from the environment, and only the gateway pointed at it", () => {
+		const services = compose().services;
+		expect(services.redis.environment.REDIS_PASSWORD).toMatch(/^\$\{REDIS_PASSWORD:\?/);
+		expect(services.redis.command.join(" ")).toMatch(/requirepass/);
+		expect(services.gateway.environment.REDIS_URL).toBe("redis://:${REDIS_PASSWORD:?set REDIS_PASSWORD in .env}@redis:6379");
+		expect(services.gateway.depends_on).toMatchObject({ redis: { condition: "service_healthy" }, nats: { condition: "service_healthy" }, migrate: { condition: "service_completed_successfully" } });
+		for (const name of ["pricing", "riders", "orders", "dispatch", "notifications", "fleet", "migrate"]) expect([name, services[name].environment.REDIS_URL]).toEqual([name, undefined]);
+		expect(readFileSync(join(ROOT, ".env.example"), "utf8")).toMatch(/^REDIS_PASSWORD=change-me/m);
+	});
+
+	test.each([
+		["k8s/infra/redis.yaml", () => k8sRedis().spec.template.spec.containers[0].command as string[]],
+		// Compose writes a literal $ as $$.
+		["docker-compose.yml", () => (compose().services.redis.command as string[]).map((a) => a.replace(/\$\$/g, "$"))],
+	])("the Redis command of %s runs: it refuses a client without the password, admits the gateway's REDIS_URL form, saves nothing, and keeps the password out of its arguments", async (_file, commandOf) => {
+		const command = commandOf();
+		expect(command.slice(0, 2)).toEqual(["sh", "-c"]);
+		const password = `pw-${randomBytes(12).toString("hex")}`;
+		const port = await freePort();
+		const child = startShellCommand(command[2], `--port ${port} --bind 127.0.0.1`, { REDIS_PASSWORD: password });
+		let output = "";
+		child.stdout!.on("data", (c: Buffer) => (output += c.toString()));
+		child.stderr!.on("data", (c: Buffer) => (output += c.toString()));
+		const clients: Redis[] = [];
+		const client = (url: string) => {
+			const r = new Redis(url, { lazyConnect: true, enableReadyCheck: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+			r.on("error", () => undefined);
+			clients.push(r);
+			return r;
+		};
+		try {
+			await waitFor("redis-server listening", () => /Ready to accept connections/.test(output), 15_000, 50);
+			const anonymous = client(`redis://127.0.0.1:${port}`);
+			await expect(anonymous.ping()).rejects.toThrow(/NOAUTH/);
+			await expect(anonymous.auth(`not-${password}`)).rejects.toThrow(/WRONGPASS/);
+			const gateway = client(`redis://:${password}@127.0.0.1:${port}`);
+			expect(await gateway.ping()).toBe("PONG");
+			expect(await gateway.config("GET", "save")).toEqual(["save", ""]);
+			expect(await gateway.config("GET", "appendonly")).toEqual(["appendonly", "no"]);
+			// Keys without a TTL are kept; the limits' keys (with one) go first under memory pressure.
+			expect(await gateway.config("GET", "maxmemory-policy")).toEqual(["maxmemory-policy", "volatile-ttl"]);
+			const serverPid = Number((await gateway.info("server")).match(/process_id:(\d+)/)![1]);
+			expect(readFileSync(`/proc/${serverPid}/cmdline`, "utf8")).not.toContain(password);
+		} finally {
+			for (const r of clients) r.disconnect();
+			const exited = new Promise((r) => (child.exitCode !== null ? r(undefined) : child.once("exit", r)));
+			process.kill(-child.pid!, "SIGTERM");
+			await exited;
+		}
 	});
 });
 
