@@ -16,7 +16,7 @@
 #    (2) the embedded-database container (no DATABASE_URL), port published on 127.0.0.1;
 #    (3) gateway and services as separate containers over NATS: a ride
 #        driven to `dropped`, its signed webhooks received on this host;
-#    (4) docker-compose.yml, unchanged, with local stand-in nats and postgres
+#    (4) docker-compose.yml, unchanged, with local stand-in nats, postgres and redis
 #        images, through docker-compose against `podman system service`.
 # Everything talks to 127.0.0.1 only. Podman gets its own configuration and
 # storage under $WORK (other processes on the machine may use podman too).

@@ -2,13 +2,14 @@
 # Check 4 of scripts/container-check.sh (sourced there; uses its WORK, IMAGE,
 # DEBIAN_BASE, RUN_ID, free_port, smoke, whsec, show_logs):
 # docker-compose.yml, unchanged, brought up by Debian's docker-compose 1.29
-# against `podman system service`. No registry: the file's `nats` and
-# `postgres` images are local stand-ins built from Debian packages under the
-# same names. Podman never schedules HEALTHCHECKs without systemd, so a loop
+# against `podman system service`. No registry: the file's `nats`,
+# `postgres` and `redis` images are local stand-ins built from Debian packages
+# under the same names. Podman never schedules HEALTHCHECKs without systemd, so a loop
 # runs them while the project is up (depends_on waits on them).
 
 NATS_STANDIN=docker.io/library/nats:2.10-alpine
 POSTGRES_STANDIN=docker.io/library/postgres:17-alpine
+REDIS_STANDIN=docker.io/library/redis:7-alpine
 
 build_standins() {
 	local ctx=$WORK/base/standins
@@ -55,14 +56,25 @@ ENTRYPOINT ["/usr/local/bin/postgres-entrypoint.sh"]
 EOF
 		podman build --quiet --pull=never --network host --format docker -t "$POSTGRES_STANDIN" -f "$ctx/postgres.Containerfile" "$ctx" >/dev/null 2>>"$WORK/podman.log" || return 1
 	fi
+	if ! podman image exists "$REDIS_STANDIN"; then
+		# redis-server and redis-cli (the file's healthcheck); the file gives the command and the user (999, the image's redis); /data is its working directory.
+		cat >"$ctx/redis.Containerfile" <<EOF
+FROM $DEBIAN_BASE
+RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server redis-tools >/dev/null && rm -rf /var/lib/apt/lists/* \\
+ && mkdir -p /data && chown 999:999 /data
+WORKDIR /data
+EXPOSE 6379
+EOF
+		podman build --quiet --pull=never --network host --format docker -t "$REDIS_STANDIN" -f "$ctx/redis.Containerfile" "$ctx" >/dev/null 2>>"$WORK/podman.log" || return 1
+	fi
 }
 
 check4() {
-	local t0 sock port key pw natspw status unhealthy
+	local t0 sock port key pw natspw redispw status unhealthy counted
 	command -v docker-compose >/dev/null 2>&1 || { echo "docker-compose is not installed"; return 1; }
 	t0=$(date +%s)
-	build_standins || { echo "cannot build the stand-in nats/postgres images"; return 1; }
-	echo "stand-in nats and postgres images ready ($(seconds_since "$t0") s)"
+	build_standins || { echo "cannot build the stand-in nats/postgres/redis images"; return 1; }
+	echo "stand-in nats, postgres and redis images ready ($(seconds_since "$t0") s)"
 
 	sock=$WORK/podman-$RUN_ID.sock
 	podman system service --time=0 "unix://$sock" >"$WORK/service.log" 2>&1 &
@@ -71,8 +83,10 @@ check4() {
 	port=$(free_port) key="ck_$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" pw=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	# The bus password: the stand-in nats-server gets the file's config (k8s/infra/nats-server.conf), which requires it.
 	natspw=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
+	# Redis's password: the file's redis requires it, the gateway's REDIS_URL carries it.
+	redispw=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	local compose=(docker-compose --project-name "$RUN_ID" --file "$ROOT/docker-compose.yml")
-	export DOCKER_HOST=unix://$sock COMPOSE_HTTP_TIMEOUT=300 RIDE_IMAGE=$IMAGE POSTGRES_PASSWORD=$pw NATS_PASSWORD=$natspw GATEWAY_PORT=127.0.0.1:$port \
+	export DOCKER_HOST=unix://$sock COMPOSE_HTTP_TIMEOUT=300 RIDE_IMAGE=$IMAGE POSTGRES_PASSWORD=$pw NATS_PASSWORD=$natspw REDIS_PASSWORD=$redispw GATEWAY_PORT=127.0.0.1:$port \
 		BOOTSTRAP_PARTNER_KEY=$key BOOTSTRAP_WEBHOOK_SECRET=$(whsec) ALLOW_BOOTSTRAP_PARTNER=true WEBHOOK_ALLOW_PRIVATE=true NAMESPACE=$RUN_ID \
 		COMPOSE_PROFILES=sandbox FLEET_MODE=simulated
 	# The file runs live mode by default; the sandbox profile (the simulated fleet) is on here so every container of the file is checked.
@@ -104,8 +118,13 @@ check4() {
 		# The webhook target is inside the gateway's own container: nothing leaves the machine.
 		smoke book "http://127.0.0.1:$port" "$key" "http://127.0.0.1:9/hooks/rides" || status=1
 	fi
+	if [ "$status" = 0 ]; then
+		# The calls above were counted in the file's Redis (keys ride:<NAMESPACE>:…), not in the gateway's memory.
+		counted=$("${compose[@]}" exec -T redis sh -c 'REDISCLI_AUTH="$REDIS_PASSWORD" redis-cli --scan --pattern "ride:*" | head -n 3' 2>&1)
+		if printf '%s\n' "$counted" | grep -q "^ride:$RUN_ID:"; then echo "the gateway counts its limits in redis: $(printf '%s\n' "$counted" | head -n 1)"; else echo "no limit keys in redis: $counted"; status=1; fi
+	fi
 	if [ "$status" != 0 ]; then
-		for name in gateway orders migrate postgres nats; do echo "--- $name"; "${compose[@]}" logs --no-color --tail 15 "$name" 2>&1; done
+		for name in gateway orders migrate postgres nats redis; do echo "--- $name"; "${compose[@]}" logs --no-color --tail 15 "$name" 2>&1; done
 	fi
 	"${compose[@]}" down --volumes --timeout 30 >"$WORK/compose-down.log" 2>&1 || { echo "docker-compose down failed"; status=1; }
 	kill "$(cat "$compose_pid_file")" 2>/dev/null
@@ -113,7 +132,7 @@ check4() {
 	wait "$service_pid" 2>/dev/null
 	service_pid=
 	rm -f "$sock" "$compose_pid_file"
-	unset DOCKER_HOST RIDE_IMAGE POSTGRES_PASSWORD NATS_PASSWORD GATEWAY_PORT BOOTSTRAP_PARTNER_KEY BOOTSTRAP_WEBHOOK_SECRET ALLOW_BOOTSTRAP_PARTNER WEBHOOK_ALLOW_PRIVATE NAMESPACE \
+	unset DOCKER_HOST RIDE_IMAGE POSTGRES_PASSWORD NATS_PASSWORD REDIS_PASSWORD GATEWAY_PORT BOOTSTRAP_PARTNER_KEY BOOTSTRAP_WEBHOOK_SECRET ALLOW_BOOTSTRAP_PARTNER WEBHOOK_ALLOW_PRIVATE NAMESPACE \
 		COMPOSE_PROFILES FLEET_MODE
 	return "$status"
 }
