@@ -337,7 +337,8 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		this.ticker = new CoalescedPass(() => this.tickSteps(), () => this.stopping);
 		this.matcher = new CoalescedPass(() => this.matchPass(), () => this.stopping);
 		// Up to 4 statements out at once: the pool is shared with the process's other services.
-		this.newRides = new StatementBatcher((rides) => this.repo.mirror.insertNewRides(rides), (r) => r.orderId, { maxBatch: 200, maxInFlight: 4 });
+		const firstLook = { retryMatchMs: this.cfg.retryMatchMs, dispatchTimeoutMs: this.cfg.dispatchTimeoutMs, radiusM: this.cfg.searchRadiusM };
+		this.newRides = new StatementBatcher((rides) => this.repo.mirror.insertNewRides(rides, firstLook), (r) => r.orderId, { maxBatch: 200, maxInFlight: 4 });
 		this.sweepRunning = null;
 		this.refreshRunning = null;
 		this.refreshedUpTo = null;

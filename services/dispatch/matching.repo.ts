@@ -1,7 +1,7 @@
 import type { Transaction } from "sequelize";
 import type { SandboxScenario } from "../../contracts/dispatch";
 import type { Query } from "./dispatch.repo";
-import { EXCLUDE, MS, type RideRow } from "./ride-mirror.repo";
+import { EXCLUDE, MS, NO_DRIVER_NEAR, type RideRow } from "./ride-mirror.repo";
 
 /**
  * Matching's SQL (matching.ts): which searching rides are due a look and
@@ -106,13 +106,7 @@ export class MatchingRepo {
 				AND due.search_started_at + $4::double precision ${MS} > now()
 				AND due.sandbox IS DISTINCT FROM 'no_driver_found'
 				AND NOT EXISTS (SELECT 1 FROM dispatch_offers o WHERE o.order_id = due.order_id AND o.state = 'pending')
-				AND NOT EXISTS (
-					SELECT 1 FROM drivers d
-					WHERE d.status = 'available' AND d.mode = due.mode AND d.service_type = due.service_type
-					AND d.lat BETWEEN due.pickup_lat - $5::double precision AND due.pickup_lat + $5::double precision
-					AND d.lng BETWEEN due.pickup_lng - $5::double precision / GREATEST(0.01, cos(radians(due.pickup_lat)))
-					              AND due.pickup_lng + $5::double precision / GREATEST(0.01, cos(radians(due.pickup_lat)))
-					AND NOT (d.id = ANY(due.excluded_driver_ids)))
+				AND ${NO_DRIVER_NEAR({ mode: "due.mode", serviceType: "due.service_type", lat: "due.pickup_lat", lng: "due.pickup_lng", excluded: "due.excluded_driver_ids" }, "$5")}
 				RETURNING r.order_id
 			 )
 			 SELECT due.order_id, (nobody.order_id IS NOT NULL) AS backed_off

@@ -60,6 +60,29 @@ export const MS = "* interval '1 millisecond'";
 export const EXCLUDE = (id: string) =>
 	`excluded_driver_ids = CASE WHEN ${id}::text IS NULL OR ${id} = ANY(excluded_driver_ids) THEN excluded_driver_ids ELSE array_append(excluded_driver_ids, ${id}::text) END`;
 
+/**
+ * True when no available driver could be offered a ride: none of its mode
+ * and service type, not excluded for it, inside the search radius' bounding
+ * box around its pickup (`radiusDeg`: the radius in degrees of latitude, a
+ * bind). The ride's columns are named by `r`. Decides a lonely ride's backoff
+ * in `dueSearches` and a new ride's first look in `insertNewRides`.
+ */
+export const NO_DRIVER_NEAR = (r: { mode: string; serviceType: string; lat: string; lng: string; excluded?: string }, radiusDeg: string) =>
+	`NOT EXISTS (
+		SELECT 1 FROM drivers d
+		WHERE d.status = 'available' AND d.mode = ${r.mode} AND d.service_type = ${r.serviceType}
+		AND d.lat BETWEEN ${r.lat} - ${radiusDeg}::double precision AND ${r.lat} + ${radiusDeg}::double precision
+		AND d.lng BETWEEN ${r.lng} - ${radiusDeg}::double precision / GREATEST(0.01, cos(radians(${r.lat})))
+		              AND ${r.lng} + ${radiusDeg}::double precision / GREATEST(0.01, cos(radians(${r.lat})))
+		${r.excluded ? `AND NOT (d.id = ANY(${r.excluded}))` : ""})`;
+
+/** When a new ride is first looked at: its backoff and deadline, and the search radius. */
+export interface FirstLook {
+	retryMatchMs: number;
+	dispatchTimeoutMs: number;
+	radiusM: number;
+}
+
 export class RideMirrorRepo {
 	constructor(private readonly q: Query) {}
 
@@ -101,10 +124,19 @@ export class RideMirrorRepo {
 	 * like `insertRide` an existing row is left alone. One answer per ride, in
 	 * order: whether this statement inserted it.
 	 */
-	async insertNewRides(rides: Array<{ orderId: string; partnerId: string; mode: DriverMode; serviceType: ServiceType; pickup: LatLng; drop: LatLng; sandbox: SandboxScenario | null; seen: { version: number; updatedAt: string } }>): Promise<boolean[]> {
+	async insertNewRides(
+		rides: Array<{ orderId: string; partnerId: string; mode: DriverMode; serviceType: ServiceType; pickup: LatLng; drop: LatLng; sandbox: SandboxScenario | null; seen: { version: number; updatedAt: string } }>,
+		first: FirstLook,
+	): Promise<boolean[]> {
+		// A ride nobody could be offered now starts backed off (its first retry, as
+		// `dueSearches` would set it a moment later) instead of due: that saves
+		// the update of every lonely new ride. A driver who comes near wakes it
+		// (`wakeSearches`) like any backed-off ride.
 		const rows = await this.q<{ order_id: string }>(
-			`INSERT INTO dispatch_rides (order_id, partner_id, service_type, pickup_lat, pickup_lng, drop_lat, drop_lng, state, order_status, sandbox, mode, order_version, order_updated_at)
-			 SELECT o, p, st, plat, plng, dlat, dlng, 'searching', 'searching', sb, m, v, u
+			`INSERT INTO dispatch_rides (order_id, partner_id, service_type, pickup_lat, pickup_lng, drop_lat, drop_lng, state, order_status, sandbox, mode, order_version, order_updated_at, next_match_at)
+			 SELECT o, p, st, plat, plng, dlat, dlng, 'searching', 'searching', sb, m, v, u,
+			   CASE WHEN sb IS DISTINCT FROM 'no_driver_found' AND ${NO_DRIVER_NEAR({ mode: "m", serviceType: "st", lat: "plat", lng: "plng" }, "$14")}
+			        THEN now() + LEAST($12::double precision, $13::double precision) ${MS} ELSE now() END
 			 FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::float8[], $6::float8[], $7::float8[], $8::text[], $9::text[], $10::int[], $11::timestamptz[])
 			   AS n(o, p, st, plat, plng, dlat, dlng, sb, m, v, u)
 			 ON CONFLICT (order_id) DO NOTHING RETURNING order_id`,
@@ -120,6 +152,9 @@ export class RideMirrorRepo {
 				rides.map((r) => r.mode),
 				rides.map((r) => r.seen.version),
 				rides.map((r) => r.seen.updatedAt),
+				first.retryMatchMs,
+				first.dispatchTimeoutMs,
+				first.radiusM / 111_320,
 			],
 		);
 		const inserted = new Set(rows.map((r) => r.order_id));

@@ -126,8 +126,8 @@ export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyO
 	 * A new ride from its `orders.created` snapshot: the mirror row in one
 	 * autocommit statement (no `orders.get`, no transaction). A row already
 	 * there (from the sweep, another instance, or the tombstone of an order
-	 * that ended first) is at least as new, so it is left alone. The tick then
-	 * matches the ride. An event without the snapshot (an older orders
+	 * that ended first) is at least as new, so it is left alone. The kick then
+	 * matches the ride if a driver is near; otherwise it starts backed off. An event without the snapshot (an older orders
 	 * instance) asks orders as before.
 	 */
 	async mirrorNewRide(event) {
