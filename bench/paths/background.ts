@@ -66,7 +66,7 @@ export async function background(opts: BenchOptions): Promise<Row[]> {
 				path: `background, live, ${WAITING} rides waiting`,
 				figure: `${fmt(busy, 1)} tx/s`,
 				floor: `0 waiting ${fmt(idle, 1)} tx/s`,
-				ratio: `+${fmt(per100, 1)} tx/s per 100`,
+				ratio: `${per100 < 0 ? "" : "+"}${fmt(per100, 1)} tx/s per 100`,
 				goal: "≤ 5 per 100",
 				met: per100 <= 5,
 				note: `${waiting.rows[0].n} orders searching when measured; idle over ${window / 1000} s, waiting over ${busyWindow / 1000} s`,
