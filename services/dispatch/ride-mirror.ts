@@ -127,8 +127,9 @@ export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyO
 	 * autocommit statement (no `orders.get`, no transaction). A row already
 	 * there (from the sweep, another instance, or the tombstone of an order
 	 * that ended first) is at least as new, so it is left alone. The kick then
-	 * matches the ride if a driver is near; otherwise it starts backed off. An event without the snapshot (an older orders
-	 * instance) asks orders as before.
+	 * matches the ride if a driver is near; otherwise it starts backed off. An
+	 * event without the snapshot (an older orders instance) asks orders as
+	 * before.
 	 */
 	async mirrorNewRide(event) {
 		if (event.version === undefined || event.updatedAt === undefined || event.drop === undefined || event.status !== "searching") {
