@@ -111,9 +111,8 @@ export function driverRoute(pipeline: (req: DriverRequest, res: ServerResponse) 
 	};
 }
 
-/** moleculer-web's authentication hook for `/driver`: only what the driver pipeline authenticated gets through. */
-export function authenticateDriverRequest(ctx: Context<unknown, { driverId?: string }>, req: DriverRequest): AuthenticatedDriver {
+/** moleculer-web's authentication hook for `/driver`: only what the driver pipeline authenticated gets through, as `meta.driverId`. */
+export function authenticateDriverRequest(ctx: Context<unknown, { driverId?: string }>, req: DriverRequest): void {
 	if (!req.$driverPipeline || !req.$driverId) throw unauthorized("Missing driver token: send Authorization: Bearer <token>");
 	ctx.meta.driverId = req.$driverId;
-	return { driverId: req.$driverId };
 }
