@@ -211,14 +211,28 @@ const TICKS_PER_SECOND = (() => {
 	return r.status === 0 && n > 0 ? n : 100;
 })();
 
+/**
+ * One process's /proc/<pid>/stat: its command name and its CPU clock ticks,
+ * its own (utime + stime) and its waited-for children's (cutime + cstime);
+ * undefined when it cannot be read (no /proc, or the process is gone). The
+ * name may hold spaces and parentheses, so the fields are read after the last ")".
+ */
+function procStat(pid: number | string | undefined): { comm: string; ownTicks: number; childTicks: number } | undefined {
+	let stat: string;
+	try {
+		stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+	} catch {
+		return undefined;
+	}
+	const close = stat.lastIndexOf(")");
+	const f = stat.slice(close + 2).split(" ");
+	return { comm: stat.slice(stat.indexOf("(") + 1, close), ownTicks: Number(f[11]) + Number(f[12]), childTicks: Number(f[13]) + Number(f[14]) };
+}
+
 /** CPU seconds used so far by a process (utime + stime from /proc; NaN where there is no /proc). */
 export function processCpuSeconds(pid: number | undefined): number {
-	try {
-		const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-		return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
-	} catch {
-		return NaN;
-	}
+	const stat = procStat(pid);
+	return stat ? stat.ownTicks / TICKS_PER_SECOND : NaN;
 }
 
 /** Busy and total jiffies of the whole machine (/proc/stat), to tell how saturated the cores were. */
@@ -244,23 +258,17 @@ export function postgresCpuSeconds(databaseUrl: string): number {
 	if (!["127.0.0.1", "localhost", "::1", "[::1]", ""].includes(host)) return NaN;
 	let ticks = 0;
 	let seen = 0;
+	let pids: string[];
 	try {
-		for (const pid of readdirSync("/proc")) {
-			if (!/^\d+$/.test(pid)) continue;
-			let stat: string;
-			try {
-				stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-			} catch {
-				continue; // exited meanwhile
-			}
-			const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-			if (comm !== "postgres" && !comm.startsWith("postgres:")) continue;
-			const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-			ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
-			seen += 1;
-		}
+		pids = readdirSync("/proc").filter((p) => /^\d+$/.test(p));
 	} catch {
 		return NaN;
+	}
+	for (const pid of pids) {
+		const stat = procStat(pid); // undefined: exited meanwhile
+		if (!stat || (stat.comm !== "postgres" && !stat.comm.startsWith("postgres:"))) continue;
+		ticks += stat.ownTicks + stat.childTicks;
+		seen += 1;
 	}
 	return seen > 0 ? ticks / TICKS_PER_SECOND : NaN;
 }
