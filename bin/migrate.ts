@@ -31,7 +31,8 @@ async function main(): Promise<void> {
 		embedded = await startEmbeddedPostgres(settings.dataDir);
 		url = embedded.url;
 	}
-	const sequelize = acquireSequelize(url);
+	// The embedded PGlite shares one session among its connections: no prepared statements (as runtime/node.ts).
+	const sequelize = acquireSequelize(url, embedded ? { ...process.env, DB_PREPARED_STATEMENTS: "off" } : process.env);
 	try {
 		for (const service of ALL_SERVICES) {
 			const migrations = migrationsOf(service);

@@ -53,7 +53,9 @@ export async function startNode(opts: StartOptions = {}): Promise<RunningNode> {
 		// message, not per Sync, so extended-protocol queries from two
 		// connections can interleave and fail with `portal "" does not exist`.
 		// PGlite runs one statement at a time anyway, so nothing is lost.
-		env = { ...env, DATABASE_URL: embedded.url, DB_POOL_MAX: env.DB_POOL_MAX || "1" };
+		// No prepared statements: the connections share PGlite's one session,
+		// so a name one connection prepared already exists for the next.
+		env = { ...env, DATABASE_URL: embedded.url, DB_POOL_MAX: env.DB_POOL_MAX || "1", DB_PREPARED_STATEMENTS: "off" };
 	}
 
 	const broker = new ServiceBroker(buildBrokerConfig(env));

@@ -76,6 +76,17 @@ export const NO_DRIVER_NEAR = (r: { mode: string; serviceType: string; lat: stri
 		              AND ${r.lng} + ${radiusDeg}::double precision / GREATEST(0.01, cos(radians(${r.lat})))
 		${r.excluded ? `AND NOT (d.id = ANY(${r.excluded}))` : ""})`;
 
+/**
+ * `unnest`'s arrays, `$1::type[]` … in order, each behind a scalar subquery.
+ * The statement is prepared (mixins/db.mixin.ts), and PostgreSQL keeps one
+ * generic plan only while it looks no dearer than a plan for the values: it
+ * sees a literal array's length but not a parameter's, so the first look's
+ * per-row driver probe made the generic plan look many times dearer and
+ * every batch was planned again (~200 µs each). Behind a subquery both plans
+ * assume the same row count.
+ */
+const OPAQUE_ARRAYS = (types: readonly string[]) => types.map((type, i) => `(SELECT $${i + 1}::${type}[])`).join(", ");
+
 /** When a new ride is first looked at: its backoff and deadline, and the search radius. */
 export interface FirstLook {
 	retryMatchMs: number;
@@ -137,7 +148,7 @@ export class RideMirrorRepo {
 			 SELECT o, p, st, plat, plng, dlat, dlng, 'searching', 'searching', sb, m, v, u,
 			   CASE WHEN sb IS DISTINCT FROM 'no_driver_found' AND ${NO_DRIVER_NEAR({ mode: "m", serviceType: "st", lat: "plat", lng: "plng" }, "$14")}
 			        THEN now() + LEAST($12::double precision, $13::double precision) ${MS} ELSE now() END
-			 FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::float8[], $6::float8[], $7::float8[], $8::text[], $9::text[], $10::int[], $11::timestamptz[])
+			 FROM unnest(${OPAQUE_ARRAYS(["text", "text", "text", "float8", "float8", "float8", "float8", "text", "text", "int", "timestamptz"])})
 			   AS n(o, p, st, plat, plng, dlat, dlng, sb, m, v, u)
 			 ON CONFLICT (order_id) DO NOTHING RETURNING order_id`,
 			[
