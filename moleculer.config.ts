@@ -111,4 +111,11 @@ export function buildBrokerConfig(env: Env = process.env): BrokerOptions {
 	};
 }
 
-export default buildBrokerConfig();
+/**
+ * `moleculer-runner` calls a default export that is a function: the config
+ * (and its transporter) is built when the runner asks, not whenever a module
+ * imports this file for `buildBrokerConfig`.
+ */
+export default function runnerConfig(): BrokerOptions {
+	return buildBrokerConfig(process.env);
+}

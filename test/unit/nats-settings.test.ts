@@ -1,6 +1,6 @@
 import { readNatsOptions, type ReadFile } from "../../lib/nats-settings";
 import { Transporters } from "moleculer";
-import { buildBrokerConfig } from "../../moleculer.config";
+import runnerConfig, { buildBrokerConfig } from "../../moleculer.config";
 import { CoalescingNatsTransporter } from "../../lib/coalescing-nats-transporter";
 
 /** Files as a Secret mount would give them. */
@@ -85,4 +85,17 @@ describe("NATS login settings (lib/nats-settings.ts)", () => {
 		expect(buildBrokerConfig({ NATS_USER: "ride", METRICS_PORT: "0" }).transporter).toBeNull();
 		expect(() => buildBrokerConfig({ TRANSPORTER: "nats://nats:4222", NATS_USER: "ride", METRICS_PORT: "0" })).toThrow(/NATS_PASSWORD/);
 	});
+});
+
+it("gives moleculer-runner a function: importing moleculer.config.ts builds no config and no transporter", () => {
+	const saved = process.env.TRANSPORTER;
+	process.env.TRANSPORTER = "nats://127.0.0.1:4222";
+	try {
+		expect(typeof runnerConfig).toBe("function");
+		// Built only when the runner calls it, from the environment of that moment.
+		expect(runnerConfig().transporter).toBeInstanceOf(CoalescingNatsTransporter);
+	} finally {
+		if (saved === undefined) delete process.env.TRANSPORTER;
+		else process.env.TRANSPORTER = saved;
+	}
 });
