@@ -228,6 +228,20 @@ export interface ListActiveResult {
 	nextCursor: string | null;
 }
 
+/** Where an active ride stands: what dispatch's sweep compares with its mirror (orders.listActiveStates). */
+export interface ActiveRideState {
+	orderId: string;
+	status: ActiveStatus;
+	/** The assigned driver's id; null while searching. */
+	driverId: string | null;
+}
+/** orders.listActiveStates: orders.listActive's pages (same params, same cursor) with each ride's state only. */
+export interface ListActiveStatesResult {
+	rides: ActiveRideState[];
+	/** Pass as `after` for the next page; null after the last. */
+	nextCursor: string | null;
+}
+
 /** orders.unlockOtp (operators): a fresh set of OTP tries for an `arrived` ride whose start was locked by wrong OTPs. */
 export const unlockOtpParams = { orderId: orderIdRule } as const;
 

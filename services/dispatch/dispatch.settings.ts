@@ -31,9 +31,9 @@ export interface DispatchSettings extends TravelSettings {
 	liveLocationIntervalMs: number;
 	/** How often each dispatch instance looks for due work (matching, expiries, location events). */
 	tickMs: number;
-	/** How often each instance reconciles its rides with `orders.listActive`. */
+	/** How often each instance reconciles its rides with `orders.listActiveStates`. */
 	sweepMs: number;
-	/** Active rides per `orders.listActive` page in the sweep (every sweep pages through all of them). */
+	/** Active rides per `orders.listActiveStates` page in the sweep (every sweep pages through all of them). */
 	sweepPage: number;
 	/** How often the in-memory index re-reads recently changed drivers (catches missed broker events). */
 	indexRefreshMs: number;

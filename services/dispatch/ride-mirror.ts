@@ -1,5 +1,5 @@
 import type { Context } from "moleculer";
-import type { InternalOrder, ListActiveParams, ListActiveResult, OrderIdParams, TransitionParams } from "../../contracts/orders";
+import type { InternalOrder, ListActiveParams, ListActiveStatesResult, OrderIdParams, TransitionParams } from "../../contracts/orders";
 import type { LatLng } from "../../lib/geo";
 import { errorType, followOrder, isMovingStatus, isTerminalStatus, orderMode, sandboxScenario, shortError } from "./dispatch-rules";
 import { isStale } from "./dispatch-views";
@@ -12,7 +12,7 @@ import type { DispatchPart } from "./dispatch.types";
  * how it follows the order's truth. Every status change goes through
  * `orders.transition` (orders owns the state machine); dispatch applies the
  * order it gets back, learns from events, and reconciles with
- * `orders.listActive` in the sweep, so it survives lost events and restarts.
+ * `orders.listActiveStates` in the sweep, so it survives lost events and restarts.
  */
 export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyOrder" | "mirrorNewRide" | "reconcileOrder" | "afterRefusal" | "sweep" | "warnIfNoFleet"> = {
 	async getOrder(orderId: string, ctx?: Context) {
@@ -178,7 +178,7 @@ export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyO
 	/**
 	 * Reconciliation, so dispatch survives lost broker events and restarts:
 	 * settles in-flight calls whose lease ran out, learns about active rides
-	 * from `orders.listActive` (paged through all of them, `DISPATCH_SWEEP_PAGE`
+	 * from `orders.listActiveStates` (paged through all of them, `DISPATCH_SWEEP_PAGE`
 	 * at a time), closes rides orders no longer has active, and
 	 * frees drivers that hold a ride without reason.
 	 */
@@ -191,20 +191,22 @@ export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyO
 
 			// A full pass over every active ride, a page at a time (keyset cursor):
 			// a ride whose hint was lost is found however many rides are active.
+			// The pages carry each ride's state only; the few that disagree are
+			// read whole (reconcileOrder), so a pass costs bytes per ride, not orders.
 			const mirrors = await this.repo.mirror.openRides();
 			const byId = new Map(mirrors.map((m) => [m.order_id, m]));
 			const activeIds = new Set<string>();
 			let after: string | undefined;
 			do {
-				const page: ListActiveResult = await this.broker.call<ListActiveResult, ListActiveParams>("orders.listActive", after ? { limit: this.cfg.sweepPage, after } : { limit: this.cfg.sweepPage });
-				for (const order of page.orders) {
+				const page = await this.broker.call<ListActiveStatesResult, ListActiveParams>("orders.listActiveStates", after ? { limit: this.cfg.sweepPage, after } : { limit: this.cfg.sweepPage });
+				for (const ride of page.rides) {
 					if (this.stopping) return;
-					activeIds.add(order.orderId);
-					const m = byId.get(order.orderId);
-					const agrees = m && m.order_status === order.status && (order.status === "searching" || m.driver_id === (order.driver?.id ?? null));
+					activeIds.add(ride.orderId);
+					const m = byId.get(ride.orderId);
+					const agrees = m && m.order_status === ride.status && (ride.status === "searching" || m.driver_id === ride.driverId);
 					if (!agrees) {
-						// The snapshot may be a moment old: applyOrder ignores it if dispatch already knows better.
-						await this.applyOrder(order).catch((err: unknown) => this.trouble(`Sweep ${order.orderId}: ${shortError(err)}`));
+						// The order as it is now: applyOrder ignores it if dispatch already knows better.
+						await this.reconcileOrder(ride.orderId).catch((err: unknown) => this.trouble(`Sweep ${ride.orderId}: ${shortError(err)}`));
 					}
 				}
 				after = page.nextCursor ?? undefined;

@@ -109,8 +109,18 @@ export class OrdersRepo {
 
 	/** Active rides, oldest first by (created_at, id), after the keyset `after` when given. */
 	async listActive(statuses: readonly ActiveStatus[], limit: number, after?: ActiveKey): Promise<Array<OrderRow & { key_at: string }>> {
-		return this.sequelize.query<OrderRow & { key_at: string }>(
-			`SELECT *, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS key_at
+		return this.activePage<OrderRow>("*", statuses, limit, after);
+	}
+
+	/** `listActive` with each ride's id, status and driver id only: what the sweep compares, a fraction of the bytes. */
+	async listActiveStates(statuses: readonly ActiveStatus[], limit: number, after?: ActiveKey): Promise<Array<{ id: string; status: ActiveStatus; driver_id: string | null; key_at: string }>> {
+		return this.activePage<{ id: string; status: ActiveStatus; driver_id: string | null }>("id, status, driver->>'id' AS driver_id", statuses, limit, after);
+	}
+
+	/** One keyset page of active rides with `columns` and the row's cursor key (`key_at`). */
+	private async activePage<T extends object>(columns: string, statuses: readonly ActiveStatus[], limit: number, after?: ActiveKey): Promise<Array<T & { key_at: string }>> {
+		return this.sequelize.query<T & { key_at: string }>(
+			`SELECT ${columns}, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS key_at
 			 FROM orders WHERE status IN (${ACTIVE_SQL}) AND status = ANY($1::text[])
 			 AND ($3::timestamptz IS NULL OR (created_at, id) > ($3::timestamptz, $4::text))
 			 ORDER BY created_at, id LIMIT $2`,

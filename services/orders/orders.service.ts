@@ -5,6 +5,7 @@ import type { WebhookUrlPolicy } from "../../lib/webhook-url";
 import { webhookDnsResolver } from "../../lib/dns-resolver";
 import {
 	ACTIVE_STATUSES,
+	type ActiveStatus,
 	ORDER_EVENTS,
 	ORDERS_RETRY_AFTER_SECONDS,
 	cancelParams,
@@ -24,6 +25,7 @@ import {
 	type EventsParams,
 	type EventsResult,
 	type ListActiveResult,
+	type ListActiveStatesResult,
 	EVENTS_PAGE_DEFAULT,
 	unlockOtpParams,
 	type FeedbackParams,
@@ -51,7 +53,7 @@ import { readOrdersSettings, type OrdersSettings } from "./orders.settings";
 import { createOrder } from "./create-order";
 import { planTransition } from "./transition-plan";
 import { callService } from "./remote-calls";
-import { decodeActiveCursor, decodeEventsCursor, encodeActiveCursor, encodeEventsCursor } from "./cursor";
+import { decodeActiveCursor, decodeEventsCursor, encodeActiveCursor, encodeEventsCursor, type ActiveKey } from "./cursor";
 import { otpTryAllowed } from "./otp";
 import { modeOf, otpReadable } from "./modes";
 import { serviceEnv } from "../../lib/settings";
@@ -85,6 +87,19 @@ type OrdersThis = Service<OrdersSettings> & OrdersMethods & OrdersLocal & DbThis
 /** The order the `loadPartnerOrder` / `loadOrder` hook left on `ctx.locals`. */
 function loadedOrder(ctx: Context<unknown, OrdersMeta>): OrderRow {
 	return (ctx.locals as { order: OrderRow }).order;
+}
+
+/** The keyset page an `orders.listActive*` call asks for; a 400 when `after` is not one of their cursors. */
+function activePageOf(params: ListActiveParams): { statuses: readonly ActiveStatus[]; limit: number; after: ActiveKey | undefined } {
+	const after = params.after === undefined ? undefined : decodeActiveCursor(params.after);
+	if (after === null) throw validationError("after", "after is not a nextCursor of orders.listActive");
+	return { statuses: params.status ? [params.status] : ACTIVE_STATUSES, limit: params.limit ?? 500, after };
+}
+
+/** The cursor after a full page's last ride; null after a short (the last) page. */
+function nextActiveCursor(rows: ReadonlyArray<{ id: string; key_at: string }>, limit: number): string | null {
+	const last = rows[rows.length - 1];
+	return rows.length === limit && last ? encodeActiveCursor({ createdAt: last.key_at, id: last.id }) : null;
 }
 
 /** How often cancel re-reads when a driver move landed between its read and its update. */
@@ -280,15 +295,21 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			visibility: "public",
 			params: listActiveParams,
 			async handler(this: OrdersThis, ctx: Context<ListActiveParams>): Promise<ListActiveResult> {
-				const after = ctx.params.after === undefined ? undefined : decodeActiveCursor(ctx.params.after);
-				if (after === null) throw validationError("after", "after is not a nextCursor of orders.listActive");
-				const limit = ctx.params.limit ?? 500;
-				const rows = await this.orders.listActive(ctx.params.status ? [ctx.params.status] : ACTIVE_STATUSES, limit, after);
-				const last = rows[rows.length - 1];
-				return {
-					orders: rows.map(toInternalOrder),
-					nextCursor: rows.length === limit && last ? encodeActiveCursor({ createdAt: last.key_at, id: last.id }) : null,
-				};
+				const page = activePageOf(ctx.params);
+				const rows = await this.orders.listActive(page.statuses, page.limit, page.after);
+				return { orders: rows.map(toInternalOrder), nextCursor: nextActiveCursor(rows, page.limit) };
+			},
+		},
+
+		/** orders.listActive's pages with each ride's id, status and driver id only (what dispatch's sweep compares). */
+		listActiveStates: {
+			access: "internal",
+			visibility: "public",
+			params: listActiveParams,
+			async handler(this: OrdersThis, ctx: Context<ListActiveParams>): Promise<ListActiveStatesResult> {
+				const page = activePageOf(ctx.params);
+				const rows = await this.orders.listActiveStates(page.statuses, page.limit, page.after);
+				return { rides: rows.map((r) => ({ orderId: r.id, status: r.status, driverId: r.driver_id })), nextCursor: nextActiveCursor(rows, page.limit) };
 			},
 		},
 

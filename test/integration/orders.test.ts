@@ -687,6 +687,22 @@ describe("transitions (dispatch's internal actions)", () => {
 			after = page.nextCursor ?? undefined;
 		} while (after);
 		expect(paged).toEqual(ids);
+
+		// The sweep's pages: the same rides in the same order and the same cursors, each with its state only.
+		const states: Array<{ orderId: string; status: string; driverId: string | null }> = [];
+		after = undefined;
+		do {
+			const page = (await internal("orders.listActiveStates", after ? { limit: 1, after } : { limit: 1 })).body as { rides: typeof states; nextCursor: string | null };
+			expect(page.rides.length).toBeLessThanOrEqual(1);
+			states.push(...page.rides);
+			after = page.nextCursor ?? undefined;
+		} while (after);
+		expect(states.map((r) => r.orderId)).toEqual(ids);
+		expect(states.find((r) => r.orderId === searching.orderId)).toEqual({ orderId: searching.orderId, status: "searching", driverId: null });
+		expect(states.find((r) => r.orderId === accepted.orderId)).toEqual({ orderId: accepted.orderId, status: "accepted", driverId: DRIVER.id });
+		const searchingStates = (await internal("orders.listActiveStates", { status: "searching", limit: 1000 })).body.rides as typeof states;
+		expect(searchingStates.map((r) => r.orderId)).toEqual(onlySearching.map((o) => o.orderId));
+		expect((await internal("orders.listActiveStates", { after: "not-a-cursor" })).status).toBe(400);
 	});
 
 	it("leaves no event row and no change when the transaction rolls back", async () => {
