@@ -242,8 +242,14 @@ export class RideMirrorRepo {
 		return this.q("SELECT order_id FROM dispatch_rides WHERE state IN ('accepting','ending') AND lease_until < now() LIMIT 100");
 	}
 
-	async openRides(): Promise<Array<{ order_id: string; state: string; order_status: string; driver_id: string | null }>> {
-		return this.q("SELECT order_id, state, order_status, driver_id FROM dispatch_rides WHERE state <> 'closed'");
+	/** The ids of the rides not closed (the sweep's pass starts from them). */
+	async openRideIds(): Promise<Array<{ order_id: string }>> {
+		return this.q("SELECT order_id FROM dispatch_rides WHERE state <> 'closed'");
+	}
+
+	/** What the sweep compares, for one page of rides (those without a row are missing). */
+	async mirrorStates(orderIds: readonly string[]): Promise<Array<{ order_id: string; order_status: string; driver_id: string | null }>> {
+		return this.q("SELECT order_id, order_status, driver_id FROM dispatch_rides WHERE order_id = ANY($1::text[])", [orderIds]);
 	}
 
 	/** Rides that count as demand: those still searching (a cancelled or matched request is no demand). */

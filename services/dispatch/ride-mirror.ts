@@ -193,16 +193,19 @@ export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyO
 			// a ride whose hint was lost is found however many rides are active.
 			// The pages carry each ride's state only; the few that disagree are
 			// read whole (reconcileOrder), so a pass costs bytes per ride, not orders.
-			const mirrors = await this.repo.mirror.openRides();
-			const byId = new Map(mirrors.map((m) => [m.order_id, m]));
+			// Each page is compared with the mirror rows as they are now, not as
+			// the pass began: rides created meanwhile were mirrored by their own
+			// events, and reading them again would be work for nothing.
+			const openAtStart = await this.repo.mirror.openRideIds();
 			const activeIds = new Set<string>();
 			let after: string | undefined;
 			do {
 				const page = await this.broker.call<ListActiveStatesResult, ListActiveParams>("orders.listActiveStates", after ? { limit: this.cfg.sweepPage, after } : { limit: this.cfg.sweepPage });
+				const mirrorOf = new Map((await this.repo.mirror.mirrorStates(page.rides.map((r) => r.orderId))).map((m) => [m.order_id, m]));
 				for (const ride of page.rides) {
 					if (this.stopping) return;
 					activeIds.add(ride.orderId);
-					const m = byId.get(ride.orderId);
+					const m = mirrorOf.get(ride.orderId);
 					const agrees = m && m.order_status === ride.status && (ride.status === "searching" || m.driver_id === ride.driverId);
 					if (!agrees) {
 						// The order as it is now: applyOrder ignores it if dispatch already knows better.
@@ -212,7 +215,7 @@ export const rideMirrorMethods: DispatchPart<"getOrder" | "transition" | "applyO
 				after = page.nextCursor ?? undefined;
 			} while (after !== undefined);
 			// The pass saw every ride active since it began: open mirrors it did not see ended meanwhile.
-			for (const m of mirrors) {
+			for (const m of openAtStart) {
 				if (this.stopping) return;
 				if (!activeIds.has(m.order_id)) {
 					await this.reconcileOrder(m.order_id).catch((err: unknown) => this.trouble(`Sweep ${m.order_id}: ${shortError(err)}`));
