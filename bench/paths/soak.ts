@@ -75,9 +75,12 @@ async function soakOne(label: string, env: Record<string, string>): Promise<Row[
 		const eld = [mean(first, (p) => p.eldP99Ms), mean(last, (p) => p.eldP99Ms)];
 		const mb = (b: number) => `${fmt(b / 2 ** 20)} MB`;
 		const drift = (a: number, b: number) => b / a - 1;
+		// Every window, not only the first and the last: whether a change is a trend or one noisy window.
+		const windows = Array.from({ length: Math.floor(DURATION_MS / minute) }, (_, i) => samples.filter((s) => s.at - t0 > i * minute && s.at - t0 <= (i + 1) * minute));
+		const series = (f: (p: Probe) => number, show: (v: number) => string) => windows.map((w) => show(mean(w, f))).join(", ");
 		return [
-			{ path: `soak ${label}: RSS first → last ${fmt(minute / 1000)} s`, figure: `${mb(rss[0])} → ${mb(rss[1])}`, floor: "first window", ratio: fmt(rss[1] / rss[0], 2), goal: "flat ±10%", met: Math.abs(drift(rss[0], rss[1])) <= 0.1, note: `${fmt(WARMUP_MS / 60_000, 1)} min warm-up then ${fmt(DURATION_MS / 60_000, 1)} min measured: ${n - bookingsAtStart} bookings, ${endpoint.delivered().length - deliveredAtStart} webhooks delivered, ${failures - failuresAtStart} failed calls` },
-			{ path: `soak ${label}: event-loop delay p99`, figure: `${fmt(eld[0], 1)} → ${fmt(eld[1], 1)} ms`, floor: "first window", ratio: fmt(eld[1] / eld[0], 2), goal: "flat ±10%", met: Math.abs(drift(eld[0], eld[1])) <= 0.1 },
+			{ path: `soak ${label}: RSS first → last ${fmt(minute / 1000)} s`, figure: `${mb(rss[0])} → ${mb(rss[1])}`, floor: "first window", ratio: fmt(rss[1] / rss[0], 2), goal: "flat ±10%", met: Math.abs(drift(rss[0], rss[1])) <= 0.1, note: `${fmt(WARMUP_MS / 60_000, 1)} min warm-up then ${fmt(DURATION_MS / 60_000, 1)} min measured: ${n - bookingsAtStart} bookings, ${endpoint.delivered().length - deliveredAtStart} webhooks delivered, ${failures - failuresAtStart} failed calls; RSS per window (MB): ${series((p) => p.rss, (v) => fmt(v / 2 ** 20))}` },
+			{ path: `soak ${label}: event-loop delay p99`, figure: `${fmt(eld[0], 1)} → ${fmt(eld[1], 1)} ms`, floor: "first window", ratio: fmt(eld[1] / eld[0], 2), goal: "flat ±10%", met: Math.abs(drift(eld[0], eld[1])) <= 0.1, note: `per window (ms): ${series((p) => p.eldP99Ms, (v) => fmt(v, 1))}` },
 		];
 	} finally {
 		await stopAll(platform?.proc);
