@@ -3,6 +3,7 @@ import { buildBrokerConfig } from "../moleculer.config";
 import { readSettings, type Env } from "../lib/settings";
 import { ALL_SERVICES, isServiceName, loadServiceSchema, type ServiceName } from "../services";
 import { startEmbeddedPostgres, type EmbeddedPostgres } from "./embedded-postgres";
+import { startEmbeddedVacuum, type EmbeddedVacuum } from "./embedded-vacuum";
 import { healthPortFrom, startHealthServer, type HealthServer } from "./health";
 
 export interface RunningNode {
@@ -77,6 +78,9 @@ export async function startNode(opts: StartOptions = {}): Promise<RunningNode> {
 		throw err;
 	}
 
+	// No autovacuum in PGlite: the runtime vacuums the embedded database itself (embedded-vacuum.ts).
+	const vacuum: EmbeddedVacuum | undefined = embedded ? startEmbeddedVacuum(env.DATABASE_URL!, env, (message) => broker.logger.warn(message)) : undefined;
+
 	let stopping: Promise<void> | undefined;
 	return {
 		broker,
@@ -86,6 +90,7 @@ export async function startNode(opts: StartOptions = {}): Promise<RunningNode> {
 		stop() {
 			stopping ??= (async () => {
 				health?.setDraining();
+				await vacuum?.stop();
 				await broker.stop();
 				await health?.close();
 				await embedded?.stop();
