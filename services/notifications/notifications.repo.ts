@@ -68,11 +68,16 @@ RETURNING event_id`;
  * copy, by primary key, so a hinted event is claimable at once without
  * re-reading the window (the window scan runs on the poll and catches every
  * event whose hint was lost). $1 event ids, $2 location lifetime ms.
+ * Every ingest inserts in position order: two ingests inserting the same
+ * rows in different orders each waited for the other's uncommitted row
+ * (deadlocks in the soak, a window scan against a hinted ingest); in one
+ * order, the one that is behind waits for the other to commit.
  */
 const INGEST_IDS_SQL = `${ingestColumns(2)}
 FROM ride_events e
 WHERE e.id = ANY($1::text[])
   AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)
+ORDER BY e.position
 ON CONFLICT (event_id) DO NOTHING
 RETURNING event_id`;
 
@@ -100,6 +105,7 @@ WITH cur AS (
   FROM ride_events e, cur
   WHERE e.position > $1 AND e.position <= $2
     AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)
+  ORDER BY e.position
   ON CONFLICT (event_id) DO NOTHING
   RETURNING event_id, order_id, sequence
 )
