@@ -289,7 +289,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			},
 		},
 
-		/** One page of the active rides (dispatch's reconciliation sweep), oldest first; `after` = the previous page's `nextCursor`. */
+		/** One page of the active rides, whole (operators; dispatch's sweep reads listActiveStates), oldest first; `after` = the previous page's `nextCursor`. */
 		listActive: {
 			access: "internal",
 			visibility: "public",
