@@ -244,6 +244,9 @@ check3() {
 		smoke ready "http://127.0.0.1:$health/health/ready" 90 >/dev/null || { show_logs "$ctr"; return 1; }
 	done
 	echo "7 containers ready"
+	# Each container is ready on its own before the gateway has heard of every
+	# node; the gateway's own readiness (API port) waits until every service it needs answers.
+	smoke ready "http://127.0.0.1:$port/health/ready" 90 >/dev/null || { show_logs "${ids[0]}"; return 1; }
 	smoke ride "http://127.0.0.1:$port" "$key" "$secret" "$hook" 120 || { for ctr in "${ids[@]}"; do show_logs "$ctr"; done; return 1; }
 	stop_ctr "${ids[@]}"
 	for ctr in "${ids[@]}"; do
