@@ -1,0 +1,63 @@
+/**
+ * The create-order ceiling of the stack itself: a bare moleculer-web with one
+ * route POST /ride/create-order → bench.create, a fastest-validator action
+ * that inserts ONE row per request through Sequelize (the pool and driver the
+ * platform uses, DB_POOL_MAX connections) into a table shaped like pgbench's
+ * (a partial unique index), and answers the new id. No authentication, no
+ * second table, no event: whatever the platform does per order comes on top.
+ * DATABASE_URL names the (throw-away) database. Prints "listening <port>".
+ */
+import { ServiceBroker } from "moleculer";
+import ApiGateway from "moleculer-web";
+import { QueryTypes, Sequelize } from "sequelize";
+
+const sequelize = new Sequelize(process.env.DATABASE_URL!, {
+	dialect: "postgres",
+	logging: false,
+	pool: { max: Number(process.env.DB_POOL_MAX || 10), min: 0, idle: 10_000, acquire: 30_000 },
+});
+const point = { type: "object", props: { lat: { type: "number", min: -90, max: 90 }, lng: { type: "number", min: -180, max: 180 } } };
+
+const broker = new ServiceBroker({ nodeID: `bench-insert-${process.pid}`, logger: false });
+broker.createService({
+	name: "bench",
+	actions: {
+		create: {
+			params: {
+				user: { type: "object", props: { name: { type: "string", max: 100 }, phone: { type: "string", max: 20 } } },
+				serviceType: { type: "enum", values: ["scooty", "cab"] },
+				pickup: point,
+				drop: point,
+				webhookURL: { type: "string", max: 2048 },
+				metadata: { type: "object", optional: true },
+			},
+			async handler(ctx: { params: { user: { phone: string } } }) {
+				const rows = await sequelize.query<{ id: string }>("INSERT INTO bench_orders (rider) VALUES ($1) RETURNING id", {
+					bind: [ctx.params.user.phone],
+					type: QueryTypes.SELECT,
+				});
+				return { orderId: rows[0].id };
+			},
+		},
+	},
+});
+broker.createService({
+	name: "api",
+	mixins: [ApiGateway],
+	settings: {
+		port: Number(process.env.PORT || 0),
+		ip: "127.0.0.1",
+		logRequest: null,
+		logResponse: null,
+		routes: [{ path: "/ride", bodyParsers: { json: true }, mappingPolicy: "restrict", aliases: { "POST create-order": "bench.create" } }],
+	},
+});
+
+void (async () => {
+	await sequelize.query("CREATE TABLE IF NOT EXISTS bench_orders (id bigserial PRIMARY KEY, rider text NOT NULL, active boolean NOT NULL DEFAULT true, created_at timestamptz NOT NULL DEFAULT now())");
+	await sequelize.query("CREATE UNIQUE INDEX IF NOT EXISTS bench_orders_one_active ON bench_orders (rider) WHERE active");
+	await broker.start();
+	const svc = broker.getLocalService("api") as unknown as { server: { address(): { port: number } } };
+	console.log(`listening ${svc.server.address().port}`);
+})();
+process.on("SIGTERM", () => void broker.stop().then(() => sequelize.close()).then(() => process.exit(0)));
