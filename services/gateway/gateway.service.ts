@@ -17,7 +17,7 @@ import { AuthCache } from "../../lib/auth-cache";
 import { sendJson, serviceResponseHeaders, successStatus } from "./http-answers";
 import { checkReadiness, ReadinessProbe, type Readiness } from "./readiness";
 import { rideAliases } from "./routes";
-import { serviceEnv } from "../../lib/settings";
+import { readSettings, serviceEnv } from "../../lib/settings";
 import { authenticateDriverRequest, driverRoute, prepareDriverRequest, type DriverRequest } from "./driver-route";
 
 /**
@@ -95,6 +95,8 @@ interface GatewayLocal {
 	openapi: OpenApiDocument;
 	docsHtml: string;
 	server: Server;
+	/** moleculer-web's routes (made by its `created`, which runs before ours). */
+	routes: Array<{ logging: boolean }>;
 }
 
 type GatewayThis = Service<GatewayServiceSettings> & GatewayMethods & GatewayLocal;
@@ -378,7 +380,12 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 	},
 
 	created(this: GatewayThis) {
-		this.config = readGatewaySettings(serviceEnv(this));
+		const env = serviceEnv(this);
+		this.config = readGatewaySettings(env);
+		// moleculer-web builds its per-request log lines (colours, timings,
+		// the alias) before the logger drops them: only when they are kept.
+		const requestLogs = ["debug", "trace"].includes(readSettings(env).logLevel);
+		for (const route of this.routes) route.logging = requestLogs;
 		this.authCache = new AuthCache<AuthenticatedPartner>(GATEWAY_AUTH_CACHE_MS);
 		this.settings.port = this.config.port;
 		const cfg = this.config;
