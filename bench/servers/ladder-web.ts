@@ -1,0 +1,82 @@
+/**
+ * One rung of the fare-estimate ladder (bench/fare-ladder.ts): how much of
+ * the gap between the bare moleculer-web floor and the platform each layer
+ * adds. Every rung answers POST /ride/fare-estimate with the same body.
+ *
+ *   LADDER=config   bare moleculer-web route + a validated action answering
+ *                   BENCH_BODY_FILE, on a broker built from the platform's
+ *                   moleculer.config (its middlewares, tracking, timeouts,
+ *                   validator, logger)
+ *   LADDER=gateway  the platform's gateway service (key, limits, body reader,
+ *                   error renderer) on that broker, in front of the same
+ *                   canned action as `pricing.estimate` and a
+ *                   `partners.authenticate` that knows every key
+ *   LADDER=full     every service, started as `npm start` starts them
+ *                   (runtime/node.ts), on DATABASE_URL
+ *
+ * Prints "listening <port>".
+ */
+import { readFileSync } from "node:fs";
+import { ServiceBroker, type ServiceSchema } from "moleculer";
+import ApiGateway from "moleculer-web";
+import { buildBrokerConfig } from "../../moleculer.config";
+import { estimateParams } from "../../contracts/pricing";
+import { loadServiceSchema } from "../../services";
+import { startNode } from "../../runtime/node";
+
+const rung = process.env.LADDER || "config";
+const env = { ...process.env };
+
+async function start(): Promise<number> {
+	if (rung === "full") {
+		const node = await startNode({ env });
+		process.on("SIGTERM", () => void node.stop().then(() => process.exit(0)));
+		return (node.broker.getLocalService("gateway") as unknown as { server: { address(): { port: number } } }).server.address().port;
+	}
+	const answer = JSON.parse(readFileSync(process.env.BENCH_BODY_FILE!, "utf8")) as unknown;
+	const broker = new ServiceBroker({ ...buildBrokerConfig(env), nodeID: `ladder-${rung}-${process.pid}` });
+	broker.createService({ name: "pricing", actions: { estimate: { access: "partner", params: estimateParams, handler: () => answer } } } as ServiceSchema);
+	let server: string;
+	if (rung === "config") {
+		server = "api";
+		broker.createService({
+			name: "api",
+			mixins: [ApiGateway as unknown as ServiceSchema],
+			actions: { rest: { access: "internal" }, listAliases: false, addRoute: false, removeRoute: false },
+			settings: {
+				port: Number(process.env.PORT || 0),
+				ip: "127.0.0.1",
+				logRequest: null,
+				logResponse: null,
+				routes: [
+					{
+						path: "/ride",
+						bodyParsers: { json: true },
+						mappingPolicy: "restrict",
+						aliases: { "POST fare-estimate": "pricing.estimate" },
+						// The access rule needs a partner; the floor has no authentication.
+						onBeforeCall(ctx: { meta: Record<string, unknown> }) {
+							ctx.meta.partnerId = "ptn_ladder";
+						},
+					},
+				],
+			},
+		} as unknown as ServiceSchema);
+	} else {
+		server = "gateway";
+		broker.createService({ name: "partners", actions: { authenticate: { access: "internal", handler: () => ({ partnerId: "ptn_ladder", mode: "test" }) } } } as ServiceSchema);
+		const gateway = loadServiceSchema("gateway");
+		broker.createService({ ...gateway, settings: { ...gateway.settings, $env: env, $secureSettings: ["$env"] } } as ServiceSchema);
+	}
+	await broker.start();
+	process.on("SIGTERM", () => void broker.stop().then(() => process.exit(0)));
+	return (broker.getLocalService(server) as unknown as { server: { address(): { port: number } } }).server.address().port;
+}
+
+void start().then(
+	(port) => console.log(`listening ${port}`),
+	(err: unknown) => {
+		console.error(err);
+		process.exit(1);
+	},
+);
