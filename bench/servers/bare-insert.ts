@@ -8,8 +8,8 @@
  * DATABASE_URL names the (throw-away) database. Prints "listening <port>".
  */
 import { ServiceBroker } from "moleculer";
-import ApiGateway from "moleculer-web";
 import { QueryTypes, Sequelize } from "sequelize";
+import { bareApiService, listeningPort } from "./bare-api";
 
 const sequelize = new Sequelize(process.env.DATABASE_URL!, {
 	dialect: "postgres",
@@ -41,23 +41,12 @@ broker.createService({
 		},
 	},
 });
-broker.createService({
-	name: "api",
-	mixins: [ApiGateway],
-	settings: {
-		port: Number(process.env.PORT || 0),
-		ip: "127.0.0.1",
-		logRequest: null,
-		logResponse: null,
-		routes: [{ path: "/ride", bodyParsers: { json: true }, mappingPolicy: "restrict", aliases: { "POST create-order": "bench.create" } }],
-	},
-});
+broker.createService(bareApiService({ "POST create-order": "bench.create" }));
 
 void (async () => {
 	await sequelize.query("CREATE TABLE IF NOT EXISTS bench_orders (id bigserial PRIMARY KEY, rider text NOT NULL, active boolean NOT NULL DEFAULT true, created_at timestamptz NOT NULL DEFAULT now())");
 	await sequelize.query("CREATE UNIQUE INDEX IF NOT EXISTS bench_orders_one_active ON bench_orders (rider) WHERE active");
 	await broker.start();
-	const svc = broker.getLocalService("api") as unknown as { server: { address(): { port: number } } };
-	console.log(`listening ${svc.server.address().port}`);
+	console.log(`listening ${listeningPort(broker)}`);
 })();
 process.on("SIGTERM", () => void broker.stop().then(() => sequelize.close()).then(() => process.exit(0)));

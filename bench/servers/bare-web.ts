@@ -10,7 +10,7 @@
  */
 import { readFileSync } from "node:fs";
 import { ServiceBroker } from "moleculer";
-import ApiGateway from "moleculer-web";
+import { bareApiService, listeningPort } from "./bare-api";
 
 const role = process.env.BENCH_ROLE || "both";
 const answer = JSON.parse(readFileSync(process.env.BENCH_BODY_FILE!, "utf8")) as unknown;
@@ -35,17 +35,7 @@ if (role !== "gateway") {
 	});
 }
 if (role !== "action") {
-	broker.createService({
-		name: "api",
-		mixins: [ApiGateway],
-		settings: {
-			port: Number(process.env.PORT || 0),
-			ip: "127.0.0.1",
-			logRequest: null,
-			logResponse: null,
-			routes: [{ path: "/ride", bodyParsers: { json: true }, mappingPolicy: "restrict", aliases: { "POST fare-estimate": "bench.estimate" } }],
-		},
-	});
+	broker.createService(bareApiService({ "POST fare-estimate": "bench.estimate" }));
 }
 
 void broker.start().then(async () => {
@@ -54,7 +44,6 @@ void broker.start().then(async () => {
 		return;
 	}
 	await broker.waitForServices(["bench"]);
-	const svc = broker.getLocalService("api") as unknown as { server: { address(): { port: number } } };
-	console.log(`listening ${svc.server.address().port}`);
+	console.log(`listening ${listeningPort(broker)}`);
 });
 process.on("SIGTERM", () => void broker.stop().then(() => process.exit(0)));

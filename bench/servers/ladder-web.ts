@@ -18,7 +18,7 @@
  */
 import { readFileSync } from "node:fs";
 import { ServiceBroker, type ServiceSchema } from "moleculer";
-import ApiGateway from "moleculer-web";
+import { bareApiService, listeningPort } from "./bare-api";
 import { buildBrokerConfig } from "../../moleculer.config";
 import { estimateParams } from "../../contracts/pricing";
 import { loadServiceSchema } from "../../services";
@@ -31,7 +31,7 @@ async function start(): Promise<number> {
 	if (rung === "full") {
 		const node = await startNode({ env });
 		process.on("SIGTERM", () => void node.stop().then(() => process.exit(0)));
-		return (node.broker.getLocalService("gateway") as unknown as { server: { address(): { port: number } } }).server.address().port;
+		return listeningPort(node.broker, "gateway");
 	}
 	const answer = JSON.parse(readFileSync(process.env.BENCH_BODY_FILE!, "utf8")) as unknown;
 	const broker = new ServiceBroker({ ...buildBrokerConfig(env), nodeID: `ladder-${rung}-${process.pid}` });
@@ -39,29 +39,19 @@ async function start(): Promise<number> {
 	let server: string;
 	if (rung === "config") {
 		server = "api";
-		broker.createService({
-			name: "api",
-			mixins: [ApiGateway as unknown as ServiceSchema],
-			actions: { rest: { access: "internal" }, listAliases: false, addRoute: false, removeRoute: false },
-			settings: {
-				port: Number(process.env.PORT || 0),
-				ip: "127.0.0.1",
-				logRequest: null,
-				logResponse: null,
-				routes: [
-					{
-						path: "/ride",
-						bodyParsers: { json: true },
-						mappingPolicy: "restrict",
-						aliases: { "POST fare-estimate": "pricing.estimate" },
-						// The access rule needs a partner; the floor has no authentication.
-						onBeforeCall(ctx: { meta: Record<string, unknown> }) {
-							ctx.meta.partnerId = "ptn_ladder";
-						},
+		broker.createService(
+			bareApiService(
+				{ "POST fare-estimate": "pricing.estimate" },
+				{
+					// The access rule needs a partner; the floor has no authentication.
+					onBeforeCall(ctx: { meta: Record<string, unknown> }) {
+						ctx.meta.partnerId = "ptn_ladder";
 					},
-				],
-			},
-		} as unknown as ServiceSchema);
+				},
+				// The access middleware refuses actions without a rule.
+				{ actions: { rest: { access: "internal" }, listAliases: false, addRoute: false, removeRoute: false } as ServiceSchema["actions"] },
+			),
+		);
 	} else {
 		server = "gateway";
 		broker.createService({ name: "partners", actions: { authenticate: { access: "internal", handler: () => ({ partnerId: "ptn_ladder", mode: "test" }) } } } as ServiceSchema);
@@ -70,7 +60,7 @@ async function start(): Promise<number> {
 	}
 	await broker.start();
 	process.on("SIGTERM", () => void broker.stop().then(() => process.exit(0)));
-	return (broker.getLocalService(server) as unknown as { server: { address(): { port: number } } }).server.address().port;
+	return listeningPort(broker, server);
 }
 
 void start().then(
