@@ -21,7 +21,7 @@ export interface RunningNode {
  * bus, since it holds secrets). `createService`'s second argument is ignored
  * in Moleculer 0.15, so the schema itself carries it.
  */
-function withEnv(schema: ServiceSchema, env: Env): ServiceSchema {
+export function withEnv(schema: ServiceSchema, env: Env): ServiceSchema {
 	const settings = (schema.settings ?? {}) as Record<string, unknown>;
 	const secure = Array.isArray(settings.$secureSettings) ? (settings.$secureSettings as string[]) : [];
 	return { ...schema, settings: { ...settings, $env: env, $secureSettings: [...secure, "$env"] } as ServiceSchema["settings"] };

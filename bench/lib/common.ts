@@ -40,6 +40,9 @@ export interface LoadResult {
 	errors: number;
 }
 
+/** Answers per second that were 2xx (a load's rate less its refusals and errors). */
+export const okPerSecond = (r: LoadResult): number => (r.total === 0 ? 0 : ((r.total - r.non2xx) / r.total) * r.rps);
+
 export interface LoadSpec {
 	url: string;
 	connections: number;

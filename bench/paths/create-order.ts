@@ -12,7 +12,7 @@ import { spawnSync } from "node:child_process";
 import { randomInt } from "node:crypto";
 import { connect, createTestDatabase } from "../../test/helpers/db";
 import { freePort } from "../../test/helpers/http";
-import { apiKey, fmt, freshProbe, load, postgresCpuSeconds, sleep, startHelper, startPlatformProcess, stopAll, writeTemp, xacts, type BenchOptions, type Row } from "../lib/common";
+import { apiKey, fmt, freshProbe, load, okPerSecond, postgresCpuSeconds, sleep, startHelper, startPlatformProcess, stopAll, writeTemp, xacts, type BenchOptions, type Row } from "../lib/common";
 
 const CONNECTIONS = 32;
 
@@ -75,7 +75,7 @@ async function stackCeiling(seconds: number, smoke: boolean): Promise<{ rps: num
 		const spec = { url: `http://127.0.0.1:${helper.port}/ride/create-order`, connections: CONNECTIONS, bodyFn: orderBody };
 		await load({ ...spec, seconds: smoke ? 1 : 2 }); // warm-up
 		const r = await load({ ...spec, seconds });
-		return { rps: ((r.total - r.non2xx) / r.total) * r.rps, p99: r.p99 };
+		return { rps: okPerSecond(r), p99: r.p99 };
 	} finally {
 		await stopAll(helper?.proc);
 		await db.drop();
@@ -117,7 +117,7 @@ export async function createOrder(opts: BenchOptions): Promise<Row[]> {
 		platform = undefined;
 		const floor = await pgbench(opts.seconds);
 		const ceiling = await stackCeiling(opts.seconds, opts.smoke);
-		const ordersPerSecond = (orders / ours.total) * ours.rps;
+		const ordersPerSecond = okPerSecond(ours);
 		const ratio = floor.tps ? ordersPerSecond / floor.tps : NaN;
 		// PostgreSQL's share only when the server is local (/proc); the bound only with pgbench's figure beside it.
 		const postgresNote = !Number.isFinite(postgresUs)

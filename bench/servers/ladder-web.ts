@@ -22,7 +22,7 @@ import { bareApiService, listeningPort } from "./bare-api";
 import { buildBrokerConfig } from "../../moleculer.config";
 import { estimateParams } from "../../contracts/pricing";
 import { loadServiceSchema } from "../../services";
-import { startNode } from "../../runtime/node";
+import { startNode, withEnv } from "../../runtime/node";
 
 const rung = process.env.LADDER || "config";
 const env = { ...process.env };
@@ -55,8 +55,7 @@ async function start(): Promise<number> {
 	} else {
 		server = "gateway";
 		broker.createService({ name: "partners", actions: { authenticate: { access: "internal", handler: () => ({ partnerId: "ptn_ladder", mode: "test" }) } } } as ServiceSchema);
-		const gateway = loadServiceSchema("gateway");
-		broker.createService({ ...gateway, settings: { ...gateway.settings, $env: env, $secureSettings: ["$env"] } } as ServiceSchema);
+		broker.createService(withEnv(loadServiceSchema("gateway"), env));
 	}
 	await broker.start();
 	process.on("SIGTERM", () => void broker.stop().then(() => process.exit(0)));

@@ -1,5 +1,6 @@
-import { ServiceBroker, type ServiceSchema } from "moleculer";
-import GatewayService from "../../services/gateway/gateway.service";
+import { ServiceBroker } from "moleculer";
+import { loadServiceSchema } from "../../services";
+import { withEnv } from "../../runtime/node";
 
 /**
  * moleculer-web formats a log line per request (colours, timings, the alias)
@@ -9,7 +10,7 @@ import GatewayService from "../../services/gateway/gateway.service";
 function gatewayRoutes(logLevel: string): Array<{ logging: boolean }> {
 	const broker = new ServiceBroker({ logger: false });
 	const env = { PORT: "0", LOGLEVEL: logLevel };
-	const svc = broker.createService({ ...GatewayService, settings: { ...GatewayService.settings, $env: env } } as ServiceSchema) as unknown as {
+	const svc = broker.createService(withEnv(loadServiceSchema("gateway"), env)) as unknown as {
 		routes: Array<{ logging: boolean }>;
 		server: { close(): void };
 	};
