@@ -5,7 +5,7 @@
  * in child processes; autocannon (the load generator) runs here.
  *
  *   --smoke   every path for a few seconds (CI): no assertion on speed, exit 1 only if a path crashed
- *   soak      also the memory/soak path (BENCH_SOAK_MS, default 10 min); or BENCH_SOAK=1
+ *   soak      also the memory/soak path (BENCH_SOAK_MS, default 10 min; BENCH_SOAK_DB=embedded|server for one database); or BENCH_SOAK=1
  *   names     only these paths: fare, orders, background, webhooks, soak
  *   BENCH_SECONDS  seconds per load measurement (default 10, smoke 1)
  *

@@ -4,6 +4,7 @@ import { readSettings, type Env } from "../lib/settings";
 import { ALL_SERVICES, isServiceName, loadServiceSchema, type ServiceName } from "../services";
 import { startEmbeddedPostgres, type EmbeddedPostgres } from "./embedded-postgres";
 import { startEmbeddedVacuum, type EmbeddedVacuum } from "./embedded-vacuum";
+import { startServerVacuum, type ServerVacuum } from "./server-vacuum";
 import { healthPortFrom, startHealthServer, type HealthServer } from "./health";
 
 export interface RunningNode {
@@ -63,11 +64,11 @@ export async function startNode(opts: StartOptions = {}): Promise<RunningNode> {
 	for (const name of names) broker.createService(withEnv(loadServiceSchema(name), env));
 	// Up before the broker starts: liveness answers during migrations, readiness says "starting".
 	const healthPort = healthPortFrom(env);
+	// The gateway and the simulated fleet reach the database only through other services.
+	const usesDatabase = names.some((n) => n !== "gateway" && n !== "fleet");
 	let health: HealthServer | undefined;
 	try {
 		if (healthPort > 0) {
-			// The gateway and the simulated fleet reach the database only through other services.
-			const usesDatabase = names.some((n) => n !== "gateway" && n !== "fleet");
 			health = await startHealthServer(broker, { port: healthPort, databaseUrl: usesDatabase ? env.DATABASE_URL : undefined });
 		}
 		await broker.start();
@@ -80,6 +81,14 @@ export async function startNode(opts: StartOptions = {}): Promise<RunningNode> {
 
 	// No autovacuum in PGlite: the runtime vacuums the embedded database itself (embedded-vacuum.ts).
 	const vacuum: EmbeddedVacuum | undefined = embedded ? startEmbeddedVacuum(env.DATABASE_URL!, env, (message) => broker.logger.warn(message)) : undefined;
+	// A server with autovacuum off gets a warning and a stand-in (server-vacuum.ts); with it on, nothing.
+	const serverVacuum: ServerVacuum | undefined =
+		!embedded && usesDatabase && env.DATABASE_URL
+			? await startServerVacuum(env.DATABASE_URL, env, broker.logger).catch((err: unknown) => {
+					broker.logger.warn(`Could not ask the database whether autovacuum is on: ${(err as Error)?.message ?? err}`);
+					return undefined;
+				})
+			: undefined;
 
 	let stopping: Promise<void> | undefined;
 	return {
@@ -91,6 +100,7 @@ export async function startNode(opts: StartOptions = {}): Promise<RunningNode> {
 			stopping ??= (async () => {
 				health?.setDraining();
 				await vacuum?.stop();
+				await serverVacuum?.stop();
 				await broker.stop();
 				await health?.close();
 				await embedded?.stop();
