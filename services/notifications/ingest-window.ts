@@ -14,7 +14,7 @@
  * everything ingested before t_p has a position below p. The scan at time t
  * starts at the largest position ingested by t − windowMs; as long as the
  * late row's transaction commits within windowMs of inserting it (ride
- * transactions take milliseconds; the default window is two minutes), that
+ * transactions take milliseconds; the default window is ten seconds), that
  * bound is below p and the row is found on the first poll after its commit.
  *
  * Pure: clock values are passed in. After a restart the service seeds the

@@ -64,7 +64,10 @@ export function readNotificationsSettings(env: Env): NotificationsSettings {
 		leaseMs: Math.max(envPositive(env, "WEBHOOK_LEASE_MS", 45_000), timeoutMs + 5_000),
 		timeoutMs,
 		ingestBatch: 500,
-		ingestWindowMs: envPositive(env, "WEBHOOK_INGEST_WINDOW_MS", 120_000),
+		// Ride transactions commit in milliseconds; each event is re-read once per poll
+		// for this long, so a longer window only costs (120 s re-read ~30,000 events per
+		// second at 250 events/s). Later commits are the safety net's (safety-net.ts).
+		ingestWindowMs: envPositive(env, "WEBHOOK_INGEST_WINDOW_MS", 10_000),
 		secretCacheMs: 60_000,
 		// Long enough for a try that has just started to end and be recorded.
 		stopGraceMs: timeoutMs + 2_000,

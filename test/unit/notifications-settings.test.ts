@@ -9,7 +9,7 @@ describe("notifications settings", () => {
 			concurrency: 64,
 			leaseMs: 45_000,
 			timeoutMs: WEBHOOK_TIMEOUT_MS,
-			ingestWindowMs: 120_000,
+			ingestWindowMs: 10_000,
 			stopGraceMs: WEBHOOK_TIMEOUT_MS + 2_000,
 			locationTtlMs: LOCATION_TTL_MS,
 			retryScheduleMs: [...DEFAULT_RETRY_SCHEDULE_MS],
