@@ -1,20 +1,38 @@
 import { Client } from "pg";
 import { envInt, type Env } from "../lib/settings";
-import { ANALYZE_EVERY } from "./embedded-vacuum";
+
+/**
+ * The tables of this database that autovacuum would vacuum or analyse now,
+ * by its own thresholds as the server has them set (they are read even when
+ * autovacuum is off). A table never analysed has reltuples -1: counted as 0,
+ * so its first 50 changes make it due, as autovacuum would. `name` is quoted.
+ */
+const DUE_TABLES_SQL = `
+WITH t AS (
+  SELECT format('%I.%I', s.schemaname, s.relname) AS name, GREATEST(c.reltuples, 0) AS n,
+         s.n_dead_tup, s.n_ins_since_vacuum, s.n_mod_since_analyze
+  FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+  WHERE pg_has_role(c.relowner, 'USAGE')
+)
+SELECT name, vacuum_due, analyze_due FROM (
+  SELECT name,
+         n_dead_tup > current_setting('autovacuum_vacuum_threshold')::float8 + current_setting('autovacuum_vacuum_scale_factor')::float8 * n
+           OR (current_setting('autovacuum_vacuum_insert_threshold')::float8 >= 0
+               AND n_ins_since_vacuum > current_setting('autovacuum_vacuum_insert_threshold')::float8 + current_setting('autovacuum_vacuum_insert_scale_factor')::float8 * n) AS vacuum_due,
+         n_mod_since_analyze > current_setting('autovacuum_analyze_threshold')::float8 + current_setting('autovacuum_analyze_scale_factor')::float8 * n AS analyze_due
+  FROM t
+) due WHERE vacuum_due OR analyze_due ORDER BY name`;
 
 /** One process at a time vacuums a database (session advisory lock); "vacu" in ASCII. */
 export const SERVER_VACUUM_LOCK_KEY = 0x76616375;
 
-export type VacuumPass = "vacuumed" | "analysed" | "busy" | "off";
+/** What one pass did: the tables it vacuumed and analysed, or "busy" when another process held the lock, "off" when the stand-in is not running. */
+export type VacuumPass = { vacuumed: string[]; analysed: string[] } | "busy" | "off";
 
 export interface ServerVacuum {
 	/** What the server said at start: false when its autovacuum was off. */
 	readonly autovacuum: boolean;
-	/**
-	 * One pass now (tests, and what the timer runs): "vacuumed" or
-	 * "analysed" when this process ran it, "busy" when another process held
-	 * the lock, "off" when the stand-in is not running (autovacuum is on).
-	 */
+	/** One pass now (tests, and what the timer runs). */
 	runOnce(): Promise<VacuumPass>;
 	stop(): Promise<void>;
 }
@@ -40,14 +58,19 @@ export interface ServerVacuumLog {
  * At start every process that uses the database asks `SHOW autovacuum`.
  * When it is on (any normal server) this does nothing. When it is off, the
  * process says so once (turning it on is the fix, docs/OPERATIONS.md) and,
- * unless `SERVER_VACUUM_MS` is 0, runs `VACUUM (SKIP_LOCKED)` over the
- * database every `SERVER_VACUUM_MS` (60 s), with ANALYZE on the first pass
- * and every tenth. Several processes share one database: a pass runs only
- * in the process that takes the advisory lock, on its own connection (VACUUM
- * cannot run inside a transaction, so not through the pool). Turning
- * autovacuum on later takes effect for this at the next restart; until
- * then a pass over an already vacuumed database is cheap (SKIP_LOCKED, and
- * the visibility map skips clean pages).
+ * unless `SERVER_VACUUM_MS` is 0, does autovacuum's job every
+ * `SERVER_VACUUM_MS` (60 s, autovacuum's own naptime) by autovacuum's own
+ * rules, read from the server's settings: a table is vacuumed when its dead
+ * rows exceed `autovacuum_vacuum_threshold` + `autovacuum_vacuum_scale_factor`
+ * × its rows (or its inserts since the last vacuum the insert threshold and
+ * scale), and analysed when its changes since the last analyse exceed
+ * `autovacuum_analyze_threshold` + `autovacuum_analyze_scale_factor` × its
+ * rows. So a pass costs one look at the statistics plus work in proportion to
+ * what changed, never a sweep of everything. Several processes share one
+ * database: a pass runs only in the process that takes the advisory lock, on
+ * its own connection (VACUUM cannot run inside a transaction, so not through
+ * the pool), with SKIP_LOCKED. Turning autovacuum on later takes effect for
+ * this at the next restart (until then both run, by the same thresholds).
  */
 export async function startServerVacuum(url: string, env: Env, log: ServerVacuumLog): Promise<ServerVacuum> {
 	const everyMs = envInt(env, "SERVER_VACUUM_MS", 60_000, 0);
@@ -63,7 +86,7 @@ export async function startServerVacuum(url: string, env: Env, log: ServerVacuum
 	log.warn(
 		"autovacuum is off on this PostgreSQL server: the platform's busiest tables bloat and every statement on them slows down over hours. " +
 			(everyMs > 0
-				? `Until it is on, one process at a time vacuums the database every ${everyMs} ms (SERVER_VACUUM_MS; 0 = never). Turn autovacuum on (docs/OPERATIONS.md).`
+				? `Until it is on, one process at a time vacuums and analyses its tables by autovacuum's thresholds every ${everyMs} ms (SERVER_VACUUM_MS; 0 = never). Turn autovacuum on (docs/OPERATIONS.md).`
 				: "SERVER_VACUUM_MS is 0, so nothing vacuums it. Turn autovacuum on (docs/OPERATIONS.md)."),
 	);
 	return { autovacuum, ...databaseVacuum(url, everyMs, log) };
@@ -74,7 +97,6 @@ export async function startServerVacuum(url: string, env: Env, log: ServerVacuum
  * `everyMs` (0 = only when asked), in whichever process holds the lock.
  */
 export function databaseVacuum(url: string, everyMs: number, log: ServerVacuumLog): Omit<ServerVacuum, "autovacuum"> {
-	let passes = 0;
 	let running: Promise<VacuumPass> | null = null;
 	let timer: NodeJS.Timeout | undefined;
 
@@ -85,10 +107,16 @@ export function databaseVacuum(url: string, everyMs: number, log: ServerVacuumLo
 		try {
 			const { rows } = await client.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1) AS locked", [SERVER_VACUUM_LOCK_KEY]);
 			if (!rows[0]?.locked) return "busy";
-			const analyse = passes % ANALYZE_EVERY === 0;
-			passes += 1;
-			await client.query(analyse ? "VACUUM (ANALYZE, SKIP_LOCKED)" : "VACUUM (SKIP_LOCKED)");
-			return analyse ? "analysed" : "vacuumed";
+			const due = await client.query<{ name: string; vacuum_due: boolean; analyze_due: boolean }>(DUE_TABLES_SQL);
+			const done = { vacuumed: [] as string[], analysed: [] as string[] };
+			for (const table of due.rows) {
+				// One statement per table: a table another session holds is skipped, not waited for.
+				if (table.vacuum_due) await client.query(`VACUUM (SKIP_LOCKED${table.analyze_due ? ", ANALYZE" : ""}) ${table.name}`);
+				else await client.query(`ANALYZE (SKIP_LOCKED) ${table.name}`);
+				if (table.vacuum_due) done.vacuumed.push(table.name);
+				if (table.analyze_due) done.analysed.push(table.name);
+			}
+			return done;
 		} finally {
 			// Ending the session releases the advisory lock too.
 			await client.end().catch(() => undefined);
