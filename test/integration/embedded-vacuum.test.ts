@@ -5,6 +5,7 @@ import { QueryTypes, type Sequelize } from "sequelize";
 import { startEmbeddedPostgres, type EmbeddedPostgres } from "../../runtime/embedded-postgres";
 import { ANALYZE_EVERY, startEmbeddedVacuum, type EmbeddedVacuum } from "../../runtime/embedded-vacuum";
 import { acquireSequelize, releaseSequelize } from "../../mixins/db.mixin";
+import { waitFor } from "../helpers/wait";
 
 /**
  * PGlite has no autovacuum (runtime/embedded-vacuum.ts): the embedded
@@ -39,13 +40,6 @@ async function statsOf(table: string): Promise<TableStats> {
 	return rows[0];
 }
 
-async function until(what: string, check: () => Promise<boolean>, ms = 10_000): Promise<void> {
-	const end = Date.now() + ms;
-	while (!(await check())) {
-		if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-		await new Promise((r) => setTimeout(r, 100));
-	}
-}
 
 test("vacuums away dead row versions, analyses every tenth pass, and runs on its timer", async () => {
 	db = await startEmbeddedPostgres(dir, 4);
@@ -53,13 +47,13 @@ test("vacuums away dead row versions, analyses every tenth pass, and runs on its
 	await pool.query("CREATE TABLE churn (id int PRIMARY KEY, v int NOT NULL)");
 	await pool.query("INSERT INTO churn SELECT i, 0 FROM generate_series(1, 1000) AS g(i)");
 	for (let i = 1; i <= 5; i++) await pool.query(`UPDATE churn SET v = ${i}`);
-	await until("the dead row versions to show", async () => (await statsOf("churn")).n_dead_tup >= 1000);
+	await waitFor("the dead row versions to show", async () => (await statsOf("churn")).n_dead_tup >= 1000);
 
 	vacuum = startEmbeddedVacuum(db.url, { ...env, EMBEDDED_VACUUM_MS: "0" }, (m) => {
 		throw new Error(m);
 	});
 	expect(await vacuum.runOnce()).toBe(false);
-	await until("the vacuum to count", async () => (await statsOf("churn")).vacuum_count >= 1);
+	await waitFor("the vacuum to count", async () => (await statsOf("churn")).vacuum_count >= 1);
 	expect((await statsOf("churn")).n_dead_tup).toBe(0);
 	expect((await statsOf("churn")).analyze_count).toBe(0);
 
@@ -67,14 +61,14 @@ test("vacuums away dead row versions, analyses every tenth pass, and runs on its
 	for (let i = 2; i <= ANALYZE_EVERY; i++) analysed.push(await vacuum.runOnce());
 	expect(analysed.filter(Boolean)).toHaveLength(1);
 	expect(analysed[analysed.length - 1]).toBe(true);
-	await until("the analyse to count", async () => (await statsOf("churn")).analyze_count >= 1);
+	await waitFor("the analyse to count", async () => (await statsOf("churn")).analyze_count >= 1);
 	await vacuum.stop();
 
 	// On its own timer.
 	const before = (await statsOf("churn")).vacuum_count;
 	const warnings: string[] = [];
 	vacuum = startEmbeddedVacuum(db.url, { ...env, EMBEDDED_VACUUM_MS: "200" }, (m) => warnings.push(m));
-	await until("a timed vacuum", async () => (await statsOf("churn")).vacuum_count > before);
+	await waitFor("a timed vacuum", async () => (await statsOf("churn")).vacuum_count > before);
 	await vacuum.stop();
 	expect(warnings).toEqual([]);
 }, 120_000);

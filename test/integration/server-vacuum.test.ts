@@ -1,6 +1,7 @@
 import type { Client } from "pg";
 import { SERVER_VACUUM_LOCK_KEY, databaseVacuum, startServerVacuum, type ServerVacuum } from "../../runtime/server-vacuum";
 import { connect, createTestDatabase, type TestDatabase } from "../helpers/db";
+import { waitFor } from "../helpers/wait";
 
 /**
  * The stand-in for autovacuum (runtime/server-vacuum.ts), on the server
@@ -39,13 +40,6 @@ async function statsOf(table: string): Promise<TableStats> {
 	return rows[0];
 }
 
-async function until(what: string, check: () => Promise<boolean>, ms = 15_000): Promise<void> {
-	const end = Date.now() + ms;
-	while (!(await check())) {
-		if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-		await new Promise((r) => setTimeout(r, 100));
-	}
-}
 
 const quiet = { warn: (m: string) => expect(m).toBeUndefined() };
 
@@ -71,19 +65,19 @@ test("a pass vacuums and analyses the tables past autovacuum's thresholds, and l
 	await client.query("CREATE TABLE calm (id int PRIMARY KEY, v int NOT NULL)");
 	await client.query("INSERT INTO calm SELECT i, 0 FROM generate_series(1, 1000) AS g(i)");
 	// Statistics reach the shared view when a backend flushes them, up to a second later: the inserts must count before the analyse.
-	await until("the inserts to count", async () => (await statsOf("calm")).n_live_tup === 1000);
+	await waitFor("the inserts to count", async () => (await statsOf("calm")).n_live_tup === 1000);
 	await client.query("VACUUM (ANALYZE) calm");
-	await until("the analyse to count", async () => (await statsOf("calm")).analyze_count === 1);
+	await waitFor("the analyse to count", async () => (await statsOf("calm")).analyze_count === 1);
 	for (let i = 1; i <= 5; i++) await client.query(`UPDATE churn SET v = ${i}`);
 	// 40 dead rows in a 1,000-row table: under 50 + 20% (vacuum) and 50 + 10% (analyse).
 	await client.query("UPDATE calm SET v = 1 WHERE id <= 40");
-	await until("the changes to count", async () => (await statsOf("churn")).n_mod_since_analyze >= 6000 && (await statsOf("calm")).n_mod_since_analyze >= 40);
+	await waitFor("the changes to count", async () => (await statsOf("churn")).n_mod_since_analyze >= 6000 && (await statsOf("calm")).n_mod_since_analyze >= 40);
 	const calmBefore = await statsOf("calm");
 
 	const vacuum = databaseVacuum(db.url, 0, quiet);
 	running.push(vacuum);
 	expect(await vacuum.runOnce()).toEqual({ vacuumed: ["public.churn"], analysed: ["public.churn"] });
-	await until("the vacuum and the analyse to count", async () => {
+	await waitFor("the vacuum and the analyse to count", async () => {
 		const s = await statsOf("churn");
 		return s.vacuum_count >= 1 && s.analyze_count >= 1;
 	});
@@ -95,7 +89,7 @@ test("a pass vacuums and analyses the tables past autovacuum's thresholds, and l
 
 	// 160 changed rows of 1,000: past the analyse threshold (50 + 10%), not the vacuum one (50 + 20%).
 	await client.query("UPDATE churn SET v = v + 1 WHERE id <= 160");
-	await until("the changes to count", async () => (await statsOf("churn")).n_mod_since_analyze >= 160);
+	await waitFor("the changes to count", async () => (await statsOf("churn")).n_mod_since_analyze >= 160);
 	expect(await vacuum.runOnce()).toEqual({ vacuumed: [], analysed: ["public.churn"] });
 }, 60_000);
 
@@ -115,10 +109,10 @@ test("only the process holding the lock vacuums: another one skips its pass", as
 
 test("runs on its timer", async () => {
 	for (let i = 0; i < 3; i++) await client.query("UPDATE churn SET v = v + 1");
-	await until("the changes to count", async () => (await statsOf("churn")).n_mod_since_analyze >= 3000);
+	await waitFor("the changes to count", async () => (await statsOf("churn")).n_mod_since_analyze >= 3000);
 	const before = (await statsOf("churn")).analyze_count;
 	const vacuum = databaseVacuum(db.url, 200, quiet);
 	running.push(vacuum);
-	await until("a timed pass", async () => (await statsOf("churn")).analyze_count > before);
+	await waitFor("a timed pass", async () => (await statsOf("churn")).analyze_count > before);
 	await vacuum.stop();
 }, 30_000);
