@@ -57,8 +57,8 @@ export interface ServerVacuumLog {
  *
  * At start every process that uses the database asks `SHOW autovacuum`.
  * When it is on (any normal server) this does nothing. When it is off, the
- * process says so once (turning it on is the fix, docs/OPERATIONS.md) and,
- * unless `SERVER_VACUUM_MS` is 0, does autovacuum's job every
+ * process says so once (turning it on is the fix, docs/OPERATIONS.md) and
+ * does autovacuum's job every
  * `SERVER_VACUUM_MS` (60 s, autovacuum's own naptime) by autovacuum's own
  * rules, read from the server's settings: a table is vacuumed when its dead
  * rows exceed `autovacuum_vacuum_threshold` + `autovacuum_vacuum_scale_factor`
@@ -71,9 +71,12 @@ export interface ServerVacuumLog {
  * its own connection (VACUUM cannot run inside a transaction, so not through
  * the pool), with SKIP_LOCKED. Turning autovacuum on later takes effect for
  * this at the next restart (until then both run, by the same thresholds).
+ * `SERVER_VACUUM_MS=0` turns all of it off, the check and the warning too.
  */
-export async function startServerVacuum(url: string, env: Env, log: ServerVacuumLog): Promise<ServerVacuum> {
+export async function startServerVacuum(url: string, env: Env, log: ServerVacuumLog): Promise<ServerVacuum | undefined> {
 	const everyMs = envInt(env, "SERVER_VACUUM_MS", 60_000, 0);
+	// 0: the operator has opted out (or a test database that lives for one test file).
+	if (everyMs === 0) return undefined;
 	const probe = new Client({ connectionString: url });
 	await probe.connect();
 	let autovacuum: boolean;
@@ -85,9 +88,7 @@ export async function startServerVacuum(url: string, env: Env, log: ServerVacuum
 	if (autovacuum) return { autovacuum, runOnce: async () => "off", stop: async () => undefined };
 	log.warn(
 		"autovacuum is off on this PostgreSQL server: the platform's busiest tables bloat and every statement on them slows down over hours. " +
-			(everyMs > 0
-				? `Until it is on, one process at a time vacuums and analyses its tables by autovacuum's thresholds every ${everyMs} ms (SERVER_VACUUM_MS; 0 = never). Turn autovacuum on (docs/OPERATIONS.md).`
-				: "SERVER_VACUUM_MS is 0, so nothing vacuums it. Turn autovacuum on (docs/OPERATIONS.md)."),
+			`Until it is on, one process at a time vacuums and analyses its tables by autovacuum's thresholds every ${everyMs} ms (SERVER_VACUUM_MS; 0 = never, and no warning). Turn autovacuum on (docs/OPERATIONS.md).`,
 	);
 	return { autovacuum, ...databaseVacuum(url, everyMs, log) };
 }

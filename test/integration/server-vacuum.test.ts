@@ -1,6 +1,7 @@
 import type { Client } from "pg";
 import { SERVER_VACUUM_LOCK_KEY, databaseVacuum, startServerVacuum, type ServerVacuum } from "../../runtime/server-vacuum";
 import { connect, createTestDatabase, type TestDatabase } from "../helpers/db";
+import { startTestNode } from "../helpers/node";
 import { waitFor } from "../helpers/wait";
 
 /**
@@ -43,19 +44,29 @@ async function statsOf(table: string): Promise<TableStats> {
 
 const quiet = { warn: (m: string) => expect(m).toBeUndefined() };
 
-test("starts only when the server has autovacuum off, and then says so", async () => {
+test("a node starts it only when the server has autovacuum off, and then says so; SERVER_VACUUM_MS=0 turns it all off", async () => {
 	const { rows } = await client.query<{ autovacuum: string }>("SHOW autovacuum");
 	const off = rows[0].autovacuum !== "on";
-	const warnings: string[] = [];
-	const vacuum = await startServerVacuum(db.url, { SERVER_VACUUM_MS: "0" }, { warn: (m) => warnings.push(m) });
-	running.push(vacuum);
-	expect(vacuum.autovacuum).toBe(!off);
-	if (off) {
-		expect(warnings).toEqual([expect.stringContaining("autovacuum is off")]);
-		expect(warnings[0]).toContain("SERVER_VACUUM_MS is 0");
-	} else {
-		expect(warnings).toEqual([]);
-		expect(await vacuum.runOnce()).toBe("off");
+	const warned = (spy: jest.SpyInstance) => spy.mock.calls.map((args) => args.join(" ")).filter((line) => line.includes("autovacuum is off"));
+	const spy = jest.spyOn(console, "warn");
+	try {
+		// As production starts it (runtime/node.ts), with the default SERVER_VACUUM_MS.
+		const node = await startTestNode({ databaseUrl: db.url, services: ["riders"], env: { SERVER_VACUUM_MS: "60000" } });
+		await node.stop();
+		expect(warned(spy)).toHaveLength(off ? 1 : 0);
+		spy.mockClear();
+
+		const vacuum = await startServerVacuum(db.url, { SERVER_VACUUM_MS: "60000" }, { warn: (m) => console.warn(m) });
+		if (vacuum) running.push(vacuum);
+		expect(vacuum?.autovacuum).toBe(!off);
+		expect(warned(spy)).toHaveLength(off ? 1 : 0);
+		if (!off) expect(await vacuum!.runOnce()).toBe("off");
+		spy.mockClear();
+
+		expect(await startServerVacuum(db.url, { SERVER_VACUUM_MS: "0" }, { warn: (m) => console.warn(m) })).toBeUndefined();
+		expect(warned(spy)).toHaveLength(0);
+	} finally {
+		spy.mockRestore();
 	}
 });
 
