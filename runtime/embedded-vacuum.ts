@@ -1,6 +1,7 @@
 import type { Sequelize } from "sequelize";
 import { acquireSequelize, releaseSequelize } from "../mixins/db.mixin";
 import { envInt, type Env } from "../lib/settings";
+import { periodicPass } from "./periodic-pass";
 
 /** Every this many vacuums, the pass also analyses (ANALYZE reads a sample of every table: ~0.7 s in a 5-minute soak's database). */
 export const ANALYZE_EVERY = 10;
@@ -32,31 +33,22 @@ export function startEmbeddedVacuum(url: string, env: Env, warn: (message: strin
 	const everyMs = envInt(env, "EMBEDDED_VACUUM_MS", 60_000, 0);
 	const sequelize: Sequelize = acquireSequelize(url, env);
 	let passes = 0;
-	let running: Promise<boolean> | null = null;
 	let released = false;
-
-	const runOnce = (): Promise<boolean> => {
-		running ??= (async () => {
+	const vacuum = periodicPass(
+		async () => {
 			passes += 1;
 			const analyse = passes % ANALYZE_EVERY === 0;
-			try {
-				await sequelize.query(analyse ? "VACUUM (ANALYZE)" : "VACUUM");
-				return analyse;
-			} finally {
-				running = null;
-			}
-		})();
-		return running;
-	};
-
-	const timer = everyMs > 0 ? setInterval(() => runOnce().catch((err: unknown) => warn(`Embedded database vacuum failed: ${(err as Error)?.message ?? err}`)), everyMs) : undefined;
-	timer?.unref();
+			await sequelize.query(analyse ? "VACUUM (ANALYZE)" : "VACUUM");
+			return analyse;
+		},
+		everyMs,
+		(err) => warn(`Embedded database vacuum failed: ${(err as Error)?.message ?? err}`),
+	);
 
 	return {
-		runOnce,
+		runOnce: vacuum.runOnce,
 		async stop() {
-			if (timer) clearInterval(timer);
-			await running?.catch(() => undefined);
+			await vacuum.stop();
 			if (!released) {
 				released = true;
 				await releaseSequelize(sequelize);

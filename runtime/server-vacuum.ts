@@ -1,5 +1,6 @@
 import { Client } from "pg";
 import { envInt, type Env } from "../lib/settings";
+import { periodicPass } from "./periodic-pass";
 
 /**
  * The tables of this database that autovacuum would vacuum or analyse now,
@@ -51,16 +52,15 @@ export interface ServerVacuumLog {
  * off (this repository's CI machine has it off), the webhook recording
  * statement went from 1.8 to 17 ms and 340 to 2,400 buffers per call, and
  * the services' event-loop delay rose all along; the same soak with
- * autovacuum on stayed flat (docs/BENCHMARKS.md, "Soak"). Without
+ * autovacuum on stayed flat (docs/BENCHMARKS.md, "Latest run"). Without
  * autoanalyze the planner also keeps the statistics of the empty tables
  * it first saw and scans them sequentially.
  *
  * At start every process that uses the database asks `SHOW autovacuum`.
  * When it is on (any normal server) this does nothing. When it is off, the
  * process says so once (turning it on is the fix, docs/OPERATIONS.md) and
- * does autovacuum's job every
- * `SERVER_VACUUM_MS` (60 s, autovacuum's own naptime) by autovacuum's own
- * rules, read from the server's settings: a table is vacuumed when its dead
+ * does autovacuum's job every `SERVER_VACUUM_MS` (60 s, autovacuum's own
+ * naptime) by autovacuum's own rules, read from the server's settings: a table is vacuumed when its dead
  * rows exceed `autovacuum_vacuum_threshold` + `autovacuum_vacuum_scale_factor`
  * × its rows (or its inserts since the last vacuum the insert threshold and
  * scale), and analysed when its changes since the last analyse exceed
@@ -98,50 +98,26 @@ export async function startServerVacuum(url: string, env: Env, log: ServerVacuum
  * `everyMs` (0 = only when asked), in whichever process holds the lock.
  */
 export function databaseVacuum(url: string, everyMs: number, log: ServerVacuumLog): Omit<ServerVacuum, "autovacuum"> {
-	let running: Promise<VacuumPass> | null = null;
-	let timer: NodeJS.Timeout | undefined;
-
-	const pass = async (): Promise<VacuumPass> => {
-		const client = new Client({ connectionString: url, application_name: "ride-platform vacuum" });
-		client.on("error", () => undefined);
-		await client.connect();
-		try {
-			const { rows } = await client.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1) AS locked", [SERVER_VACUUM_LOCK_KEY]);
-			if (!rows[0]?.locked) return "busy";
-			const due = await client.query<{ name: string; vacuum_due: boolean; analyze_due: boolean }>(DUE_TABLES_SQL);
-			const done = { vacuumed: [] as string[], analysed: [] as string[] };
-			for (const table of due.rows) {
-				// One statement per table: a table another session holds is skipped, not waited for.
-				if (table.vacuum_due) await client.query(`VACUUM (SKIP_LOCKED${table.analyze_due ? ", ANALYZE" : ""}) ${table.name}`);
-				else await client.query(`ANALYZE (SKIP_LOCKED) ${table.name}`);
-				if (table.vacuum_due) done.vacuumed.push(table.name);
-				if (table.analyze_due) done.analysed.push(table.name);
+	return periodicPass(
+		async (): Promise<VacuumPass> => {
+			const client = new Client({ connectionString: url, application_name: "ride-platform vacuum" });
+			client.on("error", () => undefined);
+			await client.connect();
+			try {
+				const { rows } = await client.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1) AS locked", [SERVER_VACUUM_LOCK_KEY]);
+				if (!rows[0]?.locked) return "busy";
+				const due = await client.query<{ name: string; vacuum_due: boolean; analyze_due: boolean }>(DUE_TABLES_SQL);
+				for (const table of due.rows) {
+					// One statement per table: a table another session holds is skipped, not waited for.
+					await client.query(table.vacuum_due ? `VACUUM (SKIP_LOCKED${table.analyze_due ? ", ANALYZE" : ""}) ${table.name}` : `ANALYZE (SKIP_LOCKED) ${table.name}`);
+				}
+				return { vacuumed: due.rows.filter((t) => t.vacuum_due).map((t) => t.name), analysed: due.rows.filter((t) => t.analyze_due).map((t) => t.name) };
+			} finally {
+				// Ending the session releases the advisory lock too.
+				await client.end().catch(() => undefined);
 			}
-			return done;
-		} finally {
-			// Ending the session releases the advisory lock too.
-			await client.end().catch(() => undefined);
-		}
-	};
-
-	const runOnce = () => {
-		running ??= pass().finally(() => {
-			running = null;
-		});
-		return running;
-	};
-
-	if (everyMs > 0) {
-		timer = setInterval(() => runOnce().catch((err: unknown) => log.warn(`Database vacuum failed: ${(err as Error)?.message ?? err}`)), everyMs);
-		timer.unref();
-	}
-
-	return {
-		runOnce,
-		async stop() {
-			if (timer) clearInterval(timer);
-			timer = undefined;
-			await running?.catch(() => undefined);
 		},
-	};
+		everyMs,
+		(err) => log.warn(`Database vacuum failed: ${(err as Error)?.message ?? err}`),
+	);
 }
