@@ -1,6 +1,6 @@
 import { Client } from "pg";
 import { envInt, type Env } from "../lib/settings";
-import { periodicPass } from "./periodic-pass";
+import { periodicPass, type PeriodicPass } from "./periodic-pass";
 
 /**
  * The tables of this database that autovacuum would vacuum or analyse now,
@@ -27,16 +27,11 @@ SELECT name, vacuum_due, analyze_due FROM (
 /** One process at a time vacuums a database (session advisory lock); "vacu" in ASCII. */
 export const SERVER_VACUUM_LOCK_KEY = 0x76616375;
 
-/** What one pass did: the tables it vacuumed and analysed, or "busy" when another process held the lock, "off" when the stand-in is not running. */
-export type VacuumPass = { vacuumed: string[]; analysed: string[] } | "busy" | "off";
+/** What one pass did: the tables it vacuumed and analysed, or "busy" when another process held the lock. */
+export type VacuumPass = { vacuumed: string[]; analysed: string[] } | "busy";
 
-export interface ServerVacuum {
-	/** What the server said at start: false when its autovacuum was off. */
-	readonly autovacuum: boolean;
-	/** One pass now (tests, and what the timer runs). */
-	runOnce(): Promise<VacuumPass>;
-	stop(): Promise<void>;
-}
+/** The running stand-in: one pass now (tests, and what the timer runs), and stop. */
+export type ServerVacuum = PeriodicPass<VacuumPass>;
 
 export interface ServerVacuumLog {
 	warn(message: string): void;
@@ -60,18 +55,20 @@ export interface ServerVacuumLog {
  * When it is on (any normal server) this does nothing. When it is off, the
  * process says so once (turning it on is the fix, docs/OPERATIONS.md) and
  * does autovacuum's job every `SERVER_VACUUM_MS` (60 s, autovacuum's own
- * naptime) by autovacuum's own rules, read from the server's settings: a table is vacuumed when its dead
- * rows exceed `autovacuum_vacuum_threshold` + `autovacuum_vacuum_scale_factor`
- * × its rows (or its inserts since the last vacuum the insert threshold and
- * scale), and analysed when its changes since the last analyse exceed
- * `autovacuum_analyze_threshold` + `autovacuum_analyze_scale_factor` × its
- * rows. So a pass costs one look at the statistics plus work in proportion to
+ * naptime) by autovacuum's own rules, read from the server's settings: a
+ * table is vacuumed when its dead rows exceed `autovacuum_vacuum_threshold` +
+ * `autovacuum_vacuum_scale_factor` × its rows (or its inserts since the last
+ * vacuum the insert threshold and scale), and analysed when its changes since
+ * the last analyse exceed `autovacuum_analyze_threshold` +
+ * `autovacuum_analyze_scale_factor` × its rows. So a pass costs one look at the statistics plus work in proportion to
  * what changed, never a sweep of everything. Several processes share one
  * database: a pass runs only in the process that takes the advisory lock, on
  * its own connection (VACUUM cannot run inside a transaction, so not through
  * the pool), with SKIP_LOCKED. Turning autovacuum on later takes effect for
  * this at the next restart (until then both run, by the same thresholds).
  * `SERVER_VACUUM_MS=0` turns all of it off, the check and the warning too.
+ * Resolves to the running stand-in, or undefined when none runs (autovacuum
+ * on, or turned off).
  */
 export async function startServerVacuum(url: string, env: Env, log: ServerVacuumLog): Promise<ServerVacuum | undefined> {
 	const everyMs = envInt(env, "SERVER_VACUUM_MS", 60_000, 0);
@@ -85,19 +82,19 @@ export async function startServerVacuum(url: string, env: Env, log: ServerVacuum
 	} finally {
 		await probe.end().catch(() => undefined);
 	}
-	if (autovacuum) return { autovacuum, runOnce: async () => "off", stop: async () => undefined };
+	if (autovacuum) return undefined;
 	log.warn(
 		"autovacuum is off on this PostgreSQL server: the platform's busiest tables bloat and every statement on them slows down over hours. " +
 			`Until it is on, one process at a time vacuums and analyses its tables by autovacuum's thresholds every ${everyMs} ms (SERVER_VACUUM_MS; 0 = never, and no warning). Turn autovacuum on (docs/OPERATIONS.md).`,
 	);
-	return { autovacuum, ...databaseVacuum(url, everyMs, log) };
+	return databaseVacuum(url, everyMs, log);
 }
 
 /**
  * The stand-in's passes (startServerVacuum decides whether it runs): every
  * `everyMs` (0 = only when asked), in whichever process holds the lock.
  */
-export function databaseVacuum(url: string, everyMs: number, log: ServerVacuumLog): Omit<ServerVacuum, "autovacuum"> {
+export function databaseVacuum(url: string, everyMs: number, log: ServerVacuumLog): ServerVacuum {
 	return periodicPass(
 		async (): Promise<VacuumPass> => {
 			const client = new Client({ connectionString: url, application_name: "ride-platform vacuum" });

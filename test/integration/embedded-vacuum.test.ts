@@ -40,7 +40,6 @@ async function statsOf(table: string): Promise<TableStats> {
 	return rows[0];
 }
 
-
 test("vacuums away dead row versions, analyses every tenth pass, and runs on its timer", async () => {
 	db = await startEmbeddedPostgres(dir, 4);
 	pool = acquireSequelize(db.url, env);

@@ -41,7 +41,6 @@ async function statsOf(table: string): Promise<TableStats> {
 	return rows[0];
 }
 
-
 const quiet = { warn: (m: string) => expect(m).toBeUndefined() };
 
 test("a node starts it only when the server has autovacuum off, and then says so; SERVER_VACUUM_MS=0 turns it all off", async () => {
@@ -59,9 +58,8 @@ test("a node starts it only when the server has autovacuum off, and then says so
 
 		const vacuum = await startServerVacuum(db.url, { SERVER_VACUUM_MS: "60000" }, { warn: (m) => console.warn(m) });
 		if (vacuum) running.push(vacuum);
-		expect(vacuum?.autovacuum).toBe(!off);
+		expect(vacuum !== undefined).toBe(off);
 		expect(warned(spy)).toHaveLength(off ? 1 : 0);
-		if (!off) expect(await vacuum!.runOnce()).toBe("off");
 		spy.mockClear();
 
 		expect(await startServerVacuum(db.url, { SERVER_VACUUM_MS: "0" }, { warn: (m) => console.warn(m) })).toBeUndefined();
