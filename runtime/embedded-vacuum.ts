@@ -1,12 +1,14 @@
-import { QueryTypes, type Sequelize } from "sequelize";
+import type { Sequelize } from "sequelize";
 import { acquireSequelize, releaseSequelize } from "../mixins/db.mixin";
 import { envInt, type Env } from "../lib/settings";
 import { periodicPass } from "./periodic-pass";
-import { vacuumDueTables, type VacuumReport } from "./due-tables";
+
+/** Every this many vacuums, the pass also analyses (ANALYZE reads a sample of every table: ~0.7 s in a 5-minute soak's database). */
+export const ANALYZE_EVERY = 10;
 
 export interface EmbeddedVacuum {
-	/** One pass now (tests, and what the timer runs): the tables it vacuumed and analysed. */
-	runOnce(): Promise<VacuumReport>;
+	/** One pass now (tests, and what the timer runs); true when it analysed too. */
+	runOnce(): Promise<boolean>;
 	stop(): Promise<void>;
 }
 
@@ -16,27 +18,29 @@ export interface EmbeddedVacuum {
  * 5-minute soak, webhook deliveries had 74,000 dead row versions beside
  * 39,000 live ones and dispatch's rides 41,000 beside 800, every query on
  * them read the dead ones too, PGlite's thread took ever more of the CPU,
- * and the services' event-loop delay rose with it. Without analyse, the
- * planner also keeps planning against the statistics of the empty tables it
- * first saw.
+ * and the services' event-loop delay rose with it.
  *
- * Every `EMBEDDED_VACUUM_MS` (60 s, autovacuum's own naptime; 0 = never)
- * this does what autovacuum would: it vacuums and analyses the tables its
- * thresholds say are due (due-tables.ts, shared with the server stand-in),
- * so a pass costs in proportion to what changed and a new database gets its
- * statistics in its first minute. It runs through the process's own pool:
- * the connections to PGlite share its one session, so a statement sent on
+ * Every `EMBEDDED_VACUUM_MS` (60 s; 0 = never) this runs `VACUUM`, and every
+ * tenth time `VACUUM (ANALYZE)`, through the process's own pool: the
+ * connections to PGlite share its one session, so a statement sent on
  * another connection could land inside a service's open transaction, while
  * the pool hands its connection out only between transactions. A pass
- * holds the database for its length (tens of milliseconds), acceptable for
- * the zero-configuration database, which serves one process.
+ * holds the database for its length (tens of milliseconds; the analysing
+ * one longer), acceptable for the zero-configuration database, which serves
+ * one process.
  */
 export function startEmbeddedVacuum(url: string, env: Env, warn: (message: string) => void): EmbeddedVacuum {
 	const everyMs = envInt(env, "EMBEDDED_VACUUM_MS", 60_000, 0);
 	const sequelize: Sequelize = acquireSequelize(url, env);
+	let passes = 0;
 	let released = false;
 	const vacuum = periodicPass(
-		() => vacuumDueTables((sql) => sequelize.query(sql, { type: QueryTypes.SELECT })),
+		async () => {
+			passes += 1;
+			const analyse = passes % ANALYZE_EVERY === 0;
+			await sequelize.query(analyse ? "VACUUM (ANALYZE)" : "VACUUM");
+			return analyse;
+		},
 		everyMs,
 		(err) => warn(`Embedded database vacuum failed: ${(err as Error)?.message ?? err}`),
 	);

@@ -1,13 +1,34 @@
 import { Client } from "pg";
 import { envInt, type Env } from "../lib/settings";
 import { periodicPass, type PeriodicPass } from "./periodic-pass";
-import { vacuumDueTables, type VacuumReport } from "./due-tables";
+
+/**
+ * The tables of this database that autovacuum would vacuum or analyse now,
+ * by its own thresholds as the server has them set (they are read even when
+ * autovacuum is off). A table never analysed has reltuples -1: counted as 0,
+ * so its first 50 changes make it due, as autovacuum would. `name` is quoted.
+ */
+const DUE_TABLES_SQL = `
+WITH t AS (
+  SELECT format('%I.%I', s.schemaname, s.relname) AS name, GREATEST(c.reltuples, 0) AS n,
+         s.n_dead_tup, s.n_ins_since_vacuum, s.n_mod_since_analyze
+  FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+  WHERE pg_has_role(c.relowner, 'USAGE')
+)
+SELECT name, vacuum_due, analyze_due FROM (
+  SELECT name,
+         n_dead_tup > current_setting('autovacuum_vacuum_threshold')::float8 + current_setting('autovacuum_vacuum_scale_factor')::float8 * n
+           OR (current_setting('autovacuum_vacuum_insert_threshold')::float8 >= 0
+               AND n_ins_since_vacuum > current_setting('autovacuum_vacuum_insert_threshold')::float8 + current_setting('autovacuum_vacuum_insert_scale_factor')::float8 * n) AS vacuum_due,
+         n_mod_since_analyze > current_setting('autovacuum_analyze_threshold')::float8 + current_setting('autovacuum_analyze_scale_factor')::float8 * n AS analyze_due
+  FROM t
+) due WHERE vacuum_due OR analyze_due ORDER BY name`;
 
 /** One process at a time vacuums a database (session advisory lock); "vacu" in ASCII. */
 export const SERVER_VACUUM_LOCK_KEY = 0x76616375;
 
 /** What one pass did: the tables it vacuumed and analysed, or "busy" when another process held the lock. */
-export type VacuumPass = VacuumReport | "busy";
+export type VacuumPass = { vacuumed: string[]; analysed: string[] } | "busy";
 
 /** The running stand-in: one pass now (tests, and what the timer runs), and stop. */
 export type ServerVacuum = PeriodicPass<VacuumPass>;
@@ -82,7 +103,12 @@ export function databaseVacuum(url: string, everyMs: number, log: ServerVacuumLo
 			try {
 				const { rows } = await client.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1) AS locked", [SERVER_VACUUM_LOCK_KEY]);
 				if (!rows[0]?.locked) return "busy";
-				return await vacuumDueTables(async (sql) => (await client.query(sql)).rows);
+				const due = await client.query<{ name: string; vacuum_due: boolean; analyze_due: boolean }>(DUE_TABLES_SQL);
+				for (const table of due.rows) {
+					// One statement per table: a table another session holds is skipped, not waited for.
+					await client.query(table.vacuum_due ? `VACUUM (SKIP_LOCKED${table.analyze_due ? ", ANALYZE" : ""}) ${table.name}` : `ANALYZE (SKIP_LOCKED) ${table.name}`);
+				}
+				return { vacuumed: due.rows.filter((t) => t.vacuum_due).map((t) => t.name), analysed: due.rows.filter((t) => t.analyze_due).map((t) => t.name) };
 			} finally {
 				// Ending the session releases the advisory lock too.
 				await client.end().catch(() => undefined);
