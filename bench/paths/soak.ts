@@ -81,7 +81,11 @@ async function soakOne(label: string, env: Record<string, string>): Promise<Row[
 		const minute = Math.min(60_000, DURATION_MS / 3);
 		const first = samples.filter((s) => s.at - t0 <= minute);
 		const last = samples.filter((s) => s.at >= t0 + DURATION_MS - minute);
-		const mean = (xs: Probe[], f: (p: Probe) => number) => xs.reduce((a, p) => a + f(p), 0) / Math.max(1, xs.length);
+		// Over the samples that were read: a probe file caught unreadable once (NaN) must not blank its whole window.
+		const mean = (xs: Probe[], f: (p: Probe) => number) => {
+			const read = xs.map(f).filter(Number.isFinite);
+			return read.length ? read.reduce((a, v) => a + v, 0) / read.length : NaN;
+		};
 		const rss = [mean(first, (p) => p.rss), mean(last, (p) => p.rss)];
 		const eld = [mean(first, (p) => p.eldP99Ms), mean(last, (p) => p.eldP99Ms)];
 		const mb = (b: number) => `${fmt(b / 2 ** 20)} MB`;
