@@ -47,7 +47,7 @@ export interface ServerVacuumLog {
  * off (this repository's CI machine has it off), the webhook recording
  * statement went from 1.8 to 17 ms and 340 to 2,400 buffers per call, and
  * the services' event-loop delay rose all along; the same soak with
- * autovacuum on stayed flat (docs/BENCHMARKS.md, "Latest run"). Without
+ * autovacuum on stayed flat (docs/BENCHMARKS.md, "The seventh session's run"). Without
  * autoanalyze the planner also keeps the statistics of the empty tables
  * it first saw and scans them sequentially.
  *
