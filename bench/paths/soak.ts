@@ -41,12 +41,10 @@ async function soakOne(label: string, env: Record<string, string>): Promise<Row[
 		};
 		const samples: Probe[] = [];
 		let n = 0;
-		let failures = 0;
-		// Measured failures by answer (status or "network"): what failed, not only how many.
+		// Failures of the measured part by answer (status or "network"): what failed, not only how many.
 		const failedBy = new Map<string, number>();
 		let measuring = false;
 		const fail = (how: string) => {
-			failures++;
 			if (measuring) failedBy.set(how, (failedBy.get(how) ?? 0) + 1);
 		};
 		let inFlight = 0;
@@ -70,7 +68,6 @@ async function soakOne(label: string, env: Record<string, string>): Promise<Row[
 		await sleep(WARMUP_MS);
 		const t0 = Date.now();
 		measuring = true;
-		const failuresAtStart = failures;
 		const bookingsAtStart = n;
 		const deliveredAtStart = endpoint.delivered().length;
 		const sampler = setInterval(() => samples.push(platform!.probe()), 250);
@@ -94,7 +91,7 @@ async function soakOne(label: string, env: Record<string, string>): Promise<Row[
 		const windows = Array.from({ length: Math.floor(DURATION_MS / minute) }, (_, i) => samples.filter((s) => s.at - t0 > i * minute && s.at - t0 <= (i + 1) * minute));
 		const series = (f: (p: Probe) => number, show: (v: number) => string) => windows.map((w) => show(mean(w, f))).join(", ");
 		return [
-			{ path: `soak ${label}: RSS first → last ${fmt(minute / 1000)} s`, figure: `${mb(rss[0])} → ${mb(rss[1])}`, floor: "first window", ratio: fmt(rss[1] / rss[0], 2), goal: "flat ±10%", met: Math.abs(drift(rss[0], rss[1])) <= 0.1, note: `${fmt(WARMUP_MS / 60_000, 1)} min warm-up then ${fmt(DURATION_MS / 60_000, 1)} min measured: ${n - bookingsAtStart} bookings, ${endpoint.delivered().length - deliveredAtStart} webhooks delivered, ${failures - failuresAtStart} failed calls${failedBy.size ? ` (${[...failedBy].map(([how, count]) => `${how}: ${count}`).join(", ")})` : ""}; RSS per window (MB): ${series((p) => p.rss, (v) => fmt(v / 2 ** 20))}; V8 heap used per window (MB): ${series((p) => p.heapUsed, (v) => fmt(v / 2 ** 20))}` },
+			{ path: `soak ${label}: RSS first → last ${fmt(minute / 1000)} s`, figure: `${mb(rss[0])} → ${mb(rss[1])}`, floor: "first window", ratio: fmt(rss[1] / rss[0], 2), goal: "flat ±10%", met: Math.abs(drift(rss[0], rss[1])) <= 0.1, note: `${fmt(WARMUP_MS / 60_000, 1)} min warm-up then ${fmt(DURATION_MS / 60_000, 1)} min measured: ${n - bookingsAtStart} bookings, ${endpoint.delivered().length - deliveredAtStart} webhooks delivered, ${[...failedBy.values()].reduce((a, c) => a + c, 0)} failed calls${failedBy.size ? ` (${[...failedBy].map(([how, count]) => `${how}: ${count}`).join(", ")})` : ""}; RSS per window (MB): ${series((p) => p.rss, (v) => fmt(v / 2 ** 20))}; V8 heap used per window (MB): ${series((p) => p.heapUsed, (v) => fmt(v / 2 ** 20))}` },
 			{ path: `soak ${label}: event-loop delay p99`, figure: `${fmt(eld[0], 1)} → ${fmt(eld[1], 1)} ms`, floor: "first window", ratio: fmt(eld[1] / eld[0], 2), goal: "flat ±10%", met: Math.abs(drift(eld[0], eld[1])) <= 0.1, note: `per window (ms): ${series((p) => p.eldP99Ms, (v) => fmt(v, 1))}` },
 		];
 	} finally {
