@@ -47,9 +47,9 @@ export interface ServerVacuumLog {
  * off (this repository's CI machine has it off), the webhook recording
  * statement went from 1.8 to 17 ms and 340 to 2,400 buffers per call, and
  * the services' event-loop delay rose all along; the same soak with
- * autovacuum on stayed flat (docs/BENCHMARKS.md, "The seventh session's run"). Without
- * autoanalyze the planner also keeps the statistics of the empty tables
- * it first saw and scans them sequentially.
+ * autovacuum on stayed flat (docs/BENCHMARKS.md, "The seventh session's
+ * run"). Without autoanalyze the planner also keeps the statistics of the
+ * empty tables it first saw and scans them sequentially.
  *
  * At start every process that uses the database asks `SHOW autovacuum`.
  * When it is on (any normal server) this does nothing. When it is off, the
@@ -60,8 +60,9 @@ export interface ServerVacuumLog {
  * `autovacuum_vacuum_scale_factor` × its rows (or its inserts since the last
  * vacuum the insert threshold and scale), and analysed when its changes since
  * the last analyse exceed `autovacuum_analyze_threshold` +
- * `autovacuum_analyze_scale_factor` × its rows. So a pass costs one look at the statistics plus work in proportion to
- * what changed, never a sweep of everything. Several processes share one
+ * `autovacuum_analyze_scale_factor` × its rows. So a pass costs one look
+ * at the statistics plus work in proportion to what changed, never a sweep
+ * of everything. Several processes share one
  * database: a pass runs only in the process that takes the advisory lock, on
  * its own connection (VACUUM cannot run inside a transaction, so not through
  * the pool), with SKIP_LOCKED. Turning autovacuum on later takes effect for
