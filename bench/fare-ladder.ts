@@ -1,12 +1,15 @@
 /**
  * Where fare-estimate's gap to the bare moleculer-web floor sits:
  *
- *   npx tsx bench/fare-ladder.ts [rounds]      (default 5 rounds of 5 s per rung)
+ *   npx tsx bench/fare-ladder.ts [rounds] [--ceilings]   (default 5 rounds of 5 s per rung)
  *
  * Loads, one after another and in alternating rounds (this machine's speed
  * drifts between minutes), raw node:http, bare moleculer-web, and the rungs
- * of bench/servers/ladder-web.ts: the platform's broker options, then its
- * gateway, then every service. Prints req/s and the server's CPU per request
+ * of bench/servers/ladder-web.ts: bare moleculer-web doing only what the
+ * contract asks of any fare-estimate (key lookup, signed quotes), then the
+ * platform's broker options, its gateway, every service. `--ceilings` adds
+ * two cheaper forms of the contract rung: the key checked in onBeforeCall
+ * instead of moleculer-web's authenticate hook, and no key check at all. Prints req/s and the server's CPU per request
  * (from /proc, steadier than req/s on a shared machine), then the median per
  * rung. All rungs run under tsx, like the floors, so they compare with each
  * other; `npm run bench` measures the compiled build. Figures only.
@@ -21,7 +24,9 @@ const SECONDS = Number(process.env.BENCH_SECONDS || 5);
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 async function main(): Promise<void> {
-	const rounds = Number(process.argv[2] ?? 5);
+	const args = process.argv.slice(2);
+	const ceilings = args.includes("--ceilings");
+	const rounds = Number(args.find((a) => /^\d+$/.test(a)) ?? 5);
 	const db = await createTestDatabase("benchladder");
 	const key = apiKey();
 	const headers = { authorization: `Bearer ${key}` };
@@ -54,6 +59,11 @@ async function main(): Promise<void> {
 		};
 		await add("raw node:http", "raw-http.ts", {});
 		await add("bare moleculer-web", "bare-web.ts", {});
+		await add("+ the contract's own work", "ladder-web.ts", { LADDER: "contract" });
+		if (ceilings) {
+			await add("contract, key checked in onBeforeCall", "ladder-web.ts", { LADDER: "contract", CONTRACT_AUTH: "hook" });
+			await add("contract, signing only (no key check)", "ladder-web.ts", { LADDER: "contract", CONTRACT_AUTH: "none" });
+		}
 		await add("+ platform broker options", "ladder-web.ts", { LADDER: "config" });
 		await add("+ platform gateway", "ladder-web.ts", { LADDER: "gateway" });
 		rungs.push({ name: "platform (every service)", port: full.port, proc: full.proc, rps: [], us: [] });

@@ -4,6 +4,11 @@
  *
  *   npx tsx bench/profile.ts fare|orders [seconds]   → prints the top self-time
  *   functions and writes the .cpuprofile (open it in Chrome DevTools).
+ *   npx tsx bench/profile.ts rung:raw|rung:bare|rung:contract|rung:config|rung:gateway|rung:full [seconds]
+ *                                  → the same for one rung of bench/fare-ladder.ts
+ *                                    under the fare load (every rung under tsx,
+ *                                    rung:full too), so two rungs' profiles can be
+ *                                    set side by side.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -11,8 +16,9 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { createTestDatabase } from "../test/helpers/db";
 import { freePort } from "../test/helpers/http";
-import { apiKey, load, startPlatformProcess, stopAll } from "./lib/common";
+import { apiKey, load, startHelper, startPlatformProcess, stopAll, writeTemp } from "./lib/common";
 import { orderBody } from "./paths/create-order";
+import type { ServiceProcess } from "../test/helpers/processes";
 
 interface Node { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; hitCount: number; children?: number[] }
 
@@ -43,22 +49,19 @@ async function main(): Promise<void> {
 	const db = await createTestDatabase("benchprof");
 	const key = apiKey();
 	const port = await freePort();
-	const platform = await startPlatformProcess("platform", {
-		DATABASE_URL: db.url,
-		PORT: String(port),
-		BOOTSTRAP_PARTNER_KEY: key,
-		FLEET_MODE: process.env.FLEET_MODE ?? (what === "fare" ? "simulated" : "live"),
-		NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${dir}`,
-	});
+	const profiled = `--cpu-prof --cpu-prof-dir=${dir}`;
+	const env = { DATABASE_URL: db.url, PORT: String(port), BOOTSTRAP_PARTNER_KEY: key, FLEET_MODE: process.env.FLEET_MODE ?? (what === "orders" ? "live" : "simulated") };
+	const headers = { authorization: `Bearer ${key}` };
+	const pickup = { lat: 12.9716, lng: 77.5946 };
+	const drop = { lat: 12.9352, lng: 77.6245 };
+	const body = JSON.stringify({ pickup, drop });
+	const platform = what.startsWith("rung:") ? await startRung(what.slice(5), { ...env, NODE_OPTIONS: profiled }, headers, body) : await startPlatformProcess("platform", { ...env, NODE_OPTIONS: profiled });
 	try {
-		const headers = { authorization: `Bearer ${key}` };
-		const pickup = { lat: 12.9716, lng: 77.5946 };
-		const drop = { lat: 12.9352, lng: 77.6245 };
-		const url = `http://127.0.0.1:${port}/ride/${what === "fare" ? "fare-estimate" : "create-order"}`;
-		const body = JSON.stringify({ pickup, drop });
+		const url = `http://127.0.0.1:${port}/ride/${what === "orders" ? "create-order" : "fare-estimate"}`;
 		const bodyFn = orderBody;
-		await load({ url, connections: what === "fare" ? 50 : 32, seconds: 2, headers, body, bodyFn: what === "fare" ? undefined : bodyFn });
-		const r = await load({ url, connections: what === "fare" ? 50 : 32, seconds, headers, body, bodyFn: what === "fare" ? undefined : bodyFn });
+		const orders = what === "orders";
+		await load({ url, connections: orders ? 32 : 50, seconds: 2, headers, body, bodyFn: orders ? bodyFn : undefined });
+		const r = await load({ url, connections: orders ? 32 : 50, seconds, headers, body, bodyFn: orders ? bodyFn : undefined });
 		console.log(`${what}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50} ms, p99 ${r.p99} ms, non-2xx ${r.non2xx}, errors ${r.errors}`);
 	} finally {
 		await stopAll(platform.proc);
@@ -69,6 +72,28 @@ async function main(): Promise<void> {
 		console.log(`profile: ${join(dir, f)}`);
 		summarise(join(dir, f));
 	}
+}
+
+/**
+ * One rung of the fare ladder on env.PORT, answering what the full platform
+ * answers (a platform without profiling is started once for that answer).
+ */
+async function startRung(rung: string, env: Record<string, string>, headers: Record<string, string>, body: string): Promise<{ proc: ServiceProcess }> {
+	const quiet = { ...env, NODE_ENV: "test", LOGLEVEL: "warn", METRICS_PORT: "0", HEALTH_PORT: "", RATE_LIMIT_PER_MINUTE: "0", AUTH_FAILURE_LIMIT_PER_MINUTE: "0" };
+	if (rung === "full") return startHelper("ladder-web.ts", { ...quiet, LADDER: "full" });
+	const full = await startHelper("ladder-web.ts", { ...quiet, PORT: "0", NODE_OPTIONS: "", LADDER: "full" });
+	let answer: string;
+	try {
+		const res = await fetch(`http://127.0.0.1:${full.port}/ride/fare-estimate`, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body });
+		answer = await res.text();
+		if (res.status !== 200) throw new Error(`fare-estimate answered ${res.status}: ${answer}`);
+	} finally {
+		await stopAll(full.proc);
+	}
+	const bodyFile = writeTemp("answer.json", answer);
+	if (rung === "raw") return startHelper("raw-http.ts", { ...quiet, BENCH_BODY_FILE: bodyFile });
+	if (rung === "bare") return startHelper("bare-web.ts", { ...quiet, BENCH_BODY_FILE: bodyFile });
+	return startHelper("ladder-web.ts", { ...quiet, BENCH_BODY_FILE: bodyFile, LADDER: rung });
 }
 
 void main().then(

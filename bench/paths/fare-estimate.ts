@@ -2,7 +2,12 @@
  * Paths 1 and 2: POST /ride/fare-estimate, 50 connections, against its floors
  * measured back to back in the same run with the same ~1.4 KB answer:
  *   1. the platform in one process vs a bare moleculer-web + one validated
- *      action, and vs raw node:http;
+ *      action, and vs raw node:http; and vs the contract's ceiling: that bare
+ *      moleculer-web doing only what the contract asks of every estimate (the
+ *      key looked up by its SHA-256, each quote id an HMAC), in
+ *      bench/servers/ladder-web.ts (LADDER=contract), also without the key
+ *      check, so the table says how far the 0.9 goal is from what any
+ *      fare-estimate on this stack and machine can reach;
  *   2. the platform as four processes over NATS (gateway+partners / pricing /
  *      dispatch+fleet / the rest), live fleet mode as k8s and compose deploy
  *      it, vs bare moleculer-web with its action in a second process over the
@@ -34,7 +39,7 @@ export async function fareEstimate(opts: BenchOptions): Promise<Row[]> {
 	const key = apiKey();
 	const headers = { authorization: `Bearer ${key}` };
 	const seconds = opts.seconds;
-	let platform, web, raw;
+	let platform, web, raw, contract, signing;
 	try {
 		// 1. one process
 		const port = await freePort();
@@ -46,20 +51,33 @@ export async function fareEstimate(opts: BenchOptions): Promise<Row[]> {
 		const bodyFile = writeTemp("answer.json", text);
 		web = await startHelper("bare-web.ts", { BENCH_BODY_FILE: bodyFile });
 		raw = await startHelper("raw-http.ts", { BENCH_BODY_FILE: bodyFile });
+		contract = await startHelper("ladder-web.ts", { BENCH_BODY_FILE: bodyFile, LADDER: "contract", BOOTSTRAP_PARTNER_KEY: key });
+		signing = await startHelper("ladder-web.ts", { BENCH_BODY_FILE: bodyFile, LADDER: "contract", CONTRACT_AUTH: "none" });
 		const ours = await warmAndLoad({ url, connections: CONNECTIONS, seconds, headers, body: BODY }, opts);
 		const bare = await warmAndLoad({ url: `http://127.0.0.1:${web.port}/ride/fare-estimate`, connections: CONNECTIONS, seconds, body: BODY }, opts);
 		const node = await warmAndLoad({ url: `http://127.0.0.1:${raw.port}/ride/fare-estimate`, connections: CONNECTIONS, seconds, body: BODY }, opts);
+		const ceiling = await warmAndLoad({ url: `http://127.0.0.1:${contract.port}/ride/fare-estimate`, connections: CONNECTIONS, seconds, headers, body: BODY }, opts);
+		const signingOnly = await warmAndLoad({ url: `http://127.0.0.1:${signing.port}/ride/fare-estimate`, connections: CONNECTIONS, seconds, body: BODY }, opts);
+		if (ceiling.non2xx + ceiling.errors > 0) throw new Error(`the contract's ceiling answered ${ceiling.non2xx} non-2xx, ${ceiling.errors} errors`);
 		const bad = ours.non2xx + ours.errors;
 		const note = `${text.length} B body${bad ? `, ${bad} non-2xx/errors` : ""}, p99 ${ours.p99} ms`;
 		rows.push({ ...ratioRow("fare-estimate, 1 process vs bare moleculer-web", ours.rps, "moleculer-web", bare.rps, 0.9), note });
-		rows.push({ ...ratioRow("fare-estimate, 1 process vs raw node:http", ours.rps, "node:http", node.rps, 0.5), note });
-		await stopAll(platform.proc, web.proc, raw.proc);
-		platform = web = raw = undefined;
+		rows.push({ ...ratioRow("fare-estimate, 1 process vs raw node:http", ours.rps, "node:http", node.rps, 0.5), note: `${note}; bare moleculer-web itself is ${fmt(bare.rps / node.rps, 2)} × node:http` });
+		rows.push({
+			path: "fare-estimate vs the contract's ceiling",
+			figure: `${fmt(ours.rps)} req/s`,
+			floor: `moleculer-web + key check + signed quotes ${fmt(ceiling.rps)} req/s`,
+			ratio: fmt(ours.rps / ceiling.rps, 2),
+			goal: "–",
+			note: `the ceiling itself is ${fmt(ceiling.rps / bare.rps, 2)} × bare moleculer-web (${fmt(signingOnly.rps / bare.rps, 2)} with no key check at all): no fare-estimate on this stack and machine can pass that ratio`,
+		});
+		await stopAll(platform.proc, web.proc, raw.proc, contract.proc, signing.proc);
+		platform = web = raw = contract = signing = undefined;
 
 		// 2. over NATS
 		rows.push(...(await overNats(db.url, opts, bodyFile)));
 	} finally {
-		await stopAll(platform?.proc, web?.proc, raw?.proc);
+		await stopAll(platform?.proc, web?.proc, raw?.proc, contract?.proc, signing?.proc);
 		await db.drop();
 	}
 	return rows;

@@ -3,6 +3,14 @@
  * the gap between the bare moleculer-web floor and the platform each layer
  * adds. Every rung answers POST /ride/fare-estimate with the same body.
  *
+ *   LADDER=contract bare moleculer-web (the floor's broker and route) plus
+ *                   the work the contract asks of any fare-estimate: the
+ *                   Bearer key looked up by its SHA-256 in moleculer-web's
+ *                   `authenticate`, and each quote's id an HMAC-SHA256 over
+ *                   the partner, the trip and the price (lib/hmac.ts, the
+ *                   fastest HMAC here: node's createHmac costs ~20 µs a
+ *                   call). The ceiling of the 0.9 goal: what an
+ *                   implementation with nothing else to do would reach.
  *   LADDER=config   bare moleculer-web route + a validated action answering
  *                   BENCH_BODY_FILE, on a broker built from the platform's
  *                   moleculer.config (its middlewares, tracking, timeouts,
@@ -16,8 +24,12 @@
  *
  * Prints "listening <port>".
  */
+import { hash, randomBytes } from "node:crypto";
+import type { IncomingMessage } from "node:http";
 import { readFileSync } from "node:fs";
-import { ServiceBroker, type ServiceSchema } from "moleculer";
+import { ServiceBroker, type Context, type ServiceSchema } from "moleculer";
+import ApiGateway from "moleculer-web";
+import { HmacSha256Key } from "../../lib/hmac";
 import { bareApiService, listeningPort } from "./bare-api";
 import { buildBrokerConfig } from "../../moleculer.config";
 import { estimateParams } from "../../contracts/pricing";
@@ -33,7 +45,8 @@ async function start(): Promise<number> {
 		process.on("SIGTERM", () => void node.stop().then(() => process.exit(0)));
 		return listeningPort(node.broker, "gateway");
 	}
-	const answer = JSON.parse(readFileSync(process.env.BENCH_BODY_FILE!, "utf8")) as unknown;
+	const answer = JSON.parse(readFileSync(process.env.BENCH_BODY_FILE!, "utf8")) as { quotes: Array<Record<string, unknown>> };
+	if (rung === "contract") return startContractCeiling(answer);
 	const broker = new ServiceBroker({ ...buildBrokerConfig(env), nodeID: `ladder-${rung}-${process.pid}` });
 	broker.createService({ name: "pricing", actions: { estimate: { access: "partner", params: estimateParams, handler: () => answer } } } as ServiceSchema);
 	let server: string;
@@ -60,6 +73,48 @@ async function start(): Promise<number> {
 	await broker.start();
 	process.on("SIGTERM", () => void broker.stop().then(() => process.exit(0)));
 	return listeningPort(broker, server);
+}
+
+/** LADDER=contract: see the header. */
+async function startContractCeiling(answer: { quotes: Array<Record<string, unknown>> }): Promise<number> {
+	const broker = new ServiceBroker({ nodeID: `ladder-contract-${process.pid}`, logger: false });
+	const partnerOfKeyHash = new Map([[hash("sha256", env.BOOTSTRAP_PARTNER_KEY ?? "", "base64url"), "ptn_ladder"]]);
+	const signer = new HmacSha256Key(randomBytes(32));
+	const point = { type: "object", strict: "remove", props: { lat: { type: "number", min: -90, max: 90 }, lng: { type: "number", min: -180, max: 180 } } };
+	type Trip = { pickup: { lat: number; lng: number }; drop: { lat: number; lng: number } };
+	broker.createService({
+		name: "contract",
+		actions: {
+			estimate: {
+				params: { pickup: point, drop: point, serviceType: { type: "enum", values: ["scooty", "cab"], optional: true } },
+				handler(ctx: Context<Trip, { partnerId: string }>) {
+					const { pickup, drop } = ctx.params;
+					const trip = `${ctx.meta.partnerId}|${pickup.lat},${pickup.lng}|${drop.lat},${drop.lng}`;
+					const quotes = answer.quotes.map((q) => ({
+						...q,
+						quoteId: `qt_${signer.sign(Buffer.from(`${trip}|${String(q.serviceType)}|${String(q.totalAmount)}|${String(q.expiresAt)}`)).toString("base64url")}`,
+					}));
+					return { ...answer, quotes };
+				},
+			},
+		},
+	});
+	const authenticate = (ctx: Context<unknown, { partnerId?: string }>, _route: unknown, req: IncomingMessage) => {
+		const m = /^Bearer (\S+)$/.exec(req.headers.authorization ?? "");
+		const partnerId = m ? partnerOfKeyHash.get(hash("sha256", m[1], "base64url")) : undefined;
+		if (!partnerId) throw new ApiGateway.Errors.UnAuthorizedError(ApiGateway.Errors.ERR_INVALID_TOKEN, null);
+		ctx.meta.partnerId = partnerId;
+		return null;
+	};
+	const variant = process.env.CONTRACT_AUTH || "authenticate";
+	const api =
+		variant === "authenticate" ? bareApiService({ "POST fare-estimate": "contract.estimate" }, { authentication: true }, { methods: { authenticate } })
+		: variant === "hook" ? bareApiService({ "POST fare-estimate": "contract.estimate" }, { onBeforeCall: authenticate })
+		: bareApiService({ "POST fare-estimate": "contract.estimate" }, { onBeforeCall: (ctx: Context<unknown, { partnerId?: string }>) => { ctx.meta.partnerId = "ptn_ladder"; } });
+	broker.createService(api);
+	await broker.start();
+	process.on("SIGTERM", () => void broker.stop().then(() => process.exit(0)));
+	return listeningPort(broker);
 }
 
 void start().then(
