@@ -8,8 +8,8 @@
  * of bench/servers/ladder-web.ts: bare moleculer-web doing only what the
  * contract asks of any fare-estimate (key lookup, signed quotes), then the
  * platform's broker options, its gateway, every service. `--ceilings` adds
- * two cheaper forms of the contract rung: the key checked in onBeforeCall
- * instead of moleculer-web's authenticate hook, and no key check at all. Prints req/s and the server's CPU per request
+ * two other forms of the contract rung: the key checked in moleculer-web's
+ * authenticate hook instead of onBeforeCall, and no key check at all. Prints req/s and the server's CPU per request
  * (from /proc, steadier than req/s on a shared machine), then the median per
  * rung. All rungs run under tsx, like the floors, so they compare with each
  * other; `npm run bench` measures the compiled build. Figures only.
@@ -61,8 +61,8 @@ async function main(): Promise<void> {
 		await add("bare moleculer-web", "bare-web.ts", {});
 		await add("+ the contract's own work", "ladder-web.ts", { LADDER: "contract" });
 		if (ceilings) {
-			await add("contract, key checked in onBeforeCall", "ladder-web.ts", { LADDER: "contract", CONTRACT_AUTH: "hook" });
-			await add("contract, signing only (no key check)", "ladder-web.ts", { LADDER: "contract", CONTRACT_AUTH: "none" });
+			await add("contract, key in authenticate hook", "ladder-web.ts", { LADDER: "contract", CONTRACT_AUTH: "authenticate" });
+			await add("contract, signing only (no key)", "ladder-web.ts", { LADDER: "contract", CONTRACT_AUTH: "none" });
 		}
 		await add("+ platform broker options", "ladder-web.ts", { LADDER: "config" });
 		await add("+ platform gateway", "ladder-web.ts", { LADDER: "gateway" });

@@ -5,9 +5,9 @@
  *      action, and vs raw node:http; and vs the contract's ceiling: that bare
  *      moleculer-web doing only what the contract asks of every estimate (the
  *      key looked up by its SHA-256, each quote id an HMAC), in
- *      bench/servers/ladder-web.ts (LADDER=contract), also without the key
- *      check, so the table says how far the 0.9 goal is from what any
- *      fare-estimate on this stack and machine can reach;
+ *      bench/servers/ladder-web.ts (LADDER=contract), so the table says how
+ *      far the 0.9 goal is from what any fare-estimate on this stack and
+ *      machine can reach;
  *   2. the platform as four processes over NATS (gateway+partners / pricing /
  *      dispatch+fleet / the rest), live fleet mode as k8s and compose deploy
  *      it, vs bare moleculer-web with its action in a second process over the
@@ -39,7 +39,7 @@ export async function fareEstimate(opts: BenchOptions): Promise<Row[]> {
 	const key = apiKey();
 	const headers = { authorization: `Bearer ${key}` };
 	const seconds = opts.seconds;
-	let platform, web, raw, contract, signing;
+	let platform, web, raw, contract;
 	try {
 		// 1. one process
 		const port = await freePort();
@@ -52,12 +52,10 @@ export async function fareEstimate(opts: BenchOptions): Promise<Row[]> {
 		web = await startHelper("bare-web.ts", { BENCH_BODY_FILE: bodyFile });
 		raw = await startHelper("raw-http.ts", { BENCH_BODY_FILE: bodyFile });
 		contract = await startHelper("ladder-web.ts", { BENCH_BODY_FILE: bodyFile, LADDER: "contract", BOOTSTRAP_PARTNER_KEY: key });
-		signing = await startHelper("ladder-web.ts", { BENCH_BODY_FILE: bodyFile, LADDER: "contract", CONTRACT_AUTH: "none" });
 		const ours = await warmAndLoad({ url, connections: CONNECTIONS, seconds, headers, body: BODY }, opts);
 		const bare = await warmAndLoad({ url: `http://127.0.0.1:${web.port}/ride/fare-estimate`, connections: CONNECTIONS, seconds, body: BODY }, opts);
 		const node = await warmAndLoad({ url: `http://127.0.0.1:${raw.port}/ride/fare-estimate`, connections: CONNECTIONS, seconds, body: BODY }, opts);
 		const ceiling = await warmAndLoad({ url: `http://127.0.0.1:${contract.port}/ride/fare-estimate`, connections: CONNECTIONS, seconds, headers, body: BODY }, opts);
-		const signingOnly = await warmAndLoad({ url: `http://127.0.0.1:${signing.port}/ride/fare-estimate`, connections: CONNECTIONS, seconds, body: BODY }, opts);
 		if (ceiling.non2xx + ceiling.errors > 0) throw new Error(`the contract's ceiling answered ${ceiling.non2xx} non-2xx, ${ceiling.errors} errors`);
 		const bad = ours.non2xx + ours.errors;
 		const note = `${text.length} B body${bad ? `, ${bad} non-2xx/errors` : ""}, p99 ${ours.p99} ms`;
@@ -69,15 +67,15 @@ export async function fareEstimate(opts: BenchOptions): Promise<Row[]> {
 			floor: `moleculer-web + key check + signed quotes ${fmt(ceiling.rps)} req/s`,
 			ratio: fmt(ours.rps / ceiling.rps, 2),
 			goal: "–",
-			note: `the ceiling itself is ${fmt(ceiling.rps / bare.rps, 2)} × bare moleculer-web (${fmt(signingOnly.rps / bare.rps, 2)} with no key check at all): no fare-estimate on this stack and machine can pass that ratio`,
+			note: `the ceiling itself is ${fmt(ceiling.rps / bare.rps, 2)} × bare moleculer-web: no fare-estimate on this stack and machine can pass that ratio`,
 		});
-		await stopAll(platform.proc, web.proc, raw.proc, contract.proc, signing.proc);
-		platform = web = raw = contract = signing = undefined;
+		await stopAll(platform.proc, web.proc, raw.proc, contract.proc);
+		platform = web = raw = contract = undefined;
 
 		// 2. over NATS
 		rows.push(...(await overNats(db.url, opts, bodyFile)));
 	} finally {
-		await stopAll(platform?.proc, web?.proc, raw?.proc, contract?.proc, signing?.proc);
+		await stopAll(platform?.proc, web?.proc, raw?.proc, contract?.proc);
 		await db.drop();
 	}
 	return rows;

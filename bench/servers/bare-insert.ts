@@ -5,6 +5,13 @@
  * platform uses, DB_POOL_MAX connections) into a table shaped like pgbench's
  * (a partial unique index), and answers the new id. No authentication, no
  * second table, no event: whatever the platform does per order comes on top.
+ *
+ * CEILING=contract: the least an order must write, in one statement (one
+ * round trip, one implicit transaction): the rider, upserted by phone into
+ * a table with a unique index, and the order, referencing it, into the
+ * table above. What no create-order can undercut while it keeps riders and
+ * orders (the contract's two records) in PostgreSQL.
+ *
  * DATABASE_URL names the (throw-away) database. Prints "listening <port>".
  */
 import { ServiceBroker } from "moleculer";
@@ -16,6 +23,13 @@ const sequelize = new Sequelize(process.env.DATABASE_URL!, {
 	logging: false,
 	pool: { max: Number(process.env.DB_POOL_MAX || 10), min: 0, idle: 10_000, acquire: 30_000 },
 });
+const contract = process.env.CEILING === "contract";
+const CONTRACT_INSERT = `WITH rider AS (
+	INSERT INTO bench_riders (phone, name) VALUES ($1, $2)
+	ON CONFLICT (phone) DO UPDATE SET name = EXCLUDED.name
+	RETURNING id
+)
+INSERT INTO bench_orders (rider) SELECT id::text FROM rider RETURNING id`;
 const point = { type: "object", props: { lat: { type: "number", min: -90, max: 90 }, lng: { type: "number", min: -180, max: 180 } } };
 
 const broker = new ServiceBroker({ nodeID: `bench-insert-${process.pid}`, logger: false });
@@ -31,9 +45,10 @@ broker.createService({
 				webhookURL: { type: "string", max: 2048 },
 				metadata: { type: "object", optional: true },
 			},
-			async handler(ctx: { params: { user: { phone: string } } }) {
-				const rows = await sequelize.query<{ id: string }>("INSERT INTO bench_orders (rider) VALUES ($1) RETURNING id", {
-					bind: [ctx.params.user.phone],
+			async handler(ctx: { params: { user: { name: string; phone: string } } }) {
+				const { name, phone } = ctx.params.user;
+				const rows = await sequelize.query<{ id: string }>(contract ? CONTRACT_INSERT : "INSERT INTO bench_orders (rider) VALUES ($1) RETURNING id", {
+					bind: contract ? [phone, name] : [phone],
 					type: QueryTypes.SELECT,
 				});
 				return { orderId: rows[0].id };
@@ -46,6 +61,7 @@ broker.createService(bareApiService({ "POST create-order": "bench.create" }));
 void (async () => {
 	await sequelize.query("CREATE TABLE IF NOT EXISTS bench_orders (id bigserial PRIMARY KEY, rider text NOT NULL, active boolean NOT NULL DEFAULT true, created_at timestamptz NOT NULL DEFAULT now())");
 	await sequelize.query("CREATE UNIQUE INDEX IF NOT EXISTS bench_orders_one_active ON bench_orders (rider) WHERE active");
+	await sequelize.query("CREATE TABLE IF NOT EXISTS bench_riders (id bigserial PRIMARY KEY, phone text NOT NULL UNIQUE, name text NOT NULL)");
 	await broker.start();
 	console.log(`listening ${listeningPort(broker)}`);
 })();

@@ -5,12 +5,14 @@
  *
  *   LADDER=contract bare moleculer-web (the floor's broker and route) plus
  *                   the work the contract asks of any fare-estimate: the
- *                   Bearer key looked up by its SHA-256 in moleculer-web's
- *                   `authenticate`, and each quote's id an HMAC-SHA256 over
- *                   the partner, the trip and the price (lib/hmac.ts, the
- *                   fastest HMAC here: node's createHmac costs ~20 µs a
- *                   call). The ceiling of the 0.9 goal: what an
- *                   implementation with nothing else to do would reach.
+ *                   Bearer key looked up by its SHA-256 (in the route's
+ *                   onBeforeCall, the cheapest place; CONTRACT_AUTH=authenticate
+ *                   puts it in moleculer-web's authenticate hook, =none leaves
+ *                   it out), and each quote's id an HMAC-SHA256 over the
+ *                   partner, the trip and the price (lib/hmac.ts, the fastest
+ *                   HMAC here: node's createHmac costs ~20 µs a call). The
+ *                   ceiling of the 0.9 goal: what an implementation with
+ *                   nothing else to do would reach.
  *   LADDER=config   bare moleculer-web route + a validated action answering
  *                   BENCH_BODY_FILE, on a broker built from the platform's
  *                   moleculer.config (its middlewares, tracking, timeouts,
@@ -106,7 +108,7 @@ async function startContractCeiling(answer: { quotes: Array<Record<string, unkno
 		ctx.meta.partnerId = partnerId;
 		return null;
 	};
-	const variant = process.env.CONTRACT_AUTH || "authenticate";
+	const variant = process.env.CONTRACT_AUTH || "hook";
 	const api =
 		variant === "authenticate" ? bareApiService({ "POST fare-estimate": "contract.estimate" }, { authentication: true }, { methods: { authenticate } })
 		: variant === "hook" ? bareApiService({ "POST fare-estimate": "contract.estimate" }, { onBeforeCall: authenticate })
