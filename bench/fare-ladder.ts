@@ -9,10 +9,11 @@
  * contract asks of any fare-estimate (key lookup, signed quotes), then the
  * platform's broker options, its gateway, every service. `--ceilings` adds
  * two other forms of the contract rung: the key checked in moleculer-web's
- * authenticate hook instead of onBeforeCall, and no key check at all. Prints req/s and the server's CPU per request
- * (from /proc, steadier than req/s on a shared machine), then the median per
- * rung. All rungs run under tsx, like the floors, so they compare with each
- * other; `npm run bench` measures the compiled build. Figures only.
+ * authenticate hook instead of onBeforeCall, and no key check at all. Prints
+ * req/s and the server's CPU per request (from /proc, steadier than req/s on
+ * a shared machine), then the median per rung. All rungs run under tsx, like
+ * the floors, so they compare with each other; `npm run bench` measures the
+ * compiled build. Figures only.
  */
 import { createTestDatabase } from "../test/helpers/db";
 import { apiKey, fmt, load, processCpuSeconds, startHelper, stopAll, writeTemp } from "./lib/common";

@@ -22,6 +22,11 @@ export function bareApiService(aliases: Record<string, string>, route: Record<st
 	} as ServiceSchema;
 }
 
+const point = { type: "object", strict: "remove", props: { lat: { type: "number", min: -90, max: 90 }, lng: { type: "number", min: -180, max: 180 } } };
+
+/** The floors' fastest-validator schema of a fare-estimate body, like pricing's (pickup, drop, optional serviceType). */
+export const FLOOR_ESTIMATE_PARAMS = { pickup: point, drop: point, serviceType: { type: "enum", values: ["scooty", "cab"], optional: true } };
+
 /** The port a started broker's HTTP service (`name`) listens on. */
 export function listeningPort(broker: ServiceBroker, name = "api"): number {
 	return (broker.getLocalService(name) as unknown as { server: { address(): { port: number } } }).server.address().port;

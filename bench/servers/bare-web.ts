@@ -10,11 +10,10 @@
  */
 import { readFileSync } from "node:fs";
 import { ServiceBroker } from "moleculer";
-import { bareApiService, listeningPort } from "./bare-api";
+import { bareApiService, FLOOR_ESTIMATE_PARAMS, listeningPort } from "./bare-api";
 
 const role = process.env.BENCH_ROLE || "both";
 const answer = JSON.parse(readFileSync(process.env.BENCH_BODY_FILE!, "utf8")) as unknown;
-const point = { type: "object", strict: "remove", props: { lat: { type: "number", min: -90, max: 90 }, lng: { type: "number", min: -180, max: 180 } } };
 
 const broker = new ServiceBroker({
 	nodeID: `bench-${role}-${process.pid}`,
@@ -28,7 +27,7 @@ if (role !== "gateway") {
 		name: "bench",
 		actions: {
 			estimate: {
-				params: { pickup: point, drop: point, serviceType: { type: "enum", values: ["scooty", "cab"], optional: true } },
+				params: FLOOR_ESTIMATE_PARAMS,
 				handler: () => answer,
 			},
 		},

@@ -32,7 +32,7 @@ import { readFileSync } from "node:fs";
 import { ServiceBroker, type Context, type ServiceSchema } from "moleculer";
 import ApiGateway from "moleculer-web";
 import { HmacSha256Key } from "../../lib/hmac";
-import { bareApiService, listeningPort } from "./bare-api";
+import { bareApiService, FLOOR_ESTIMATE_PARAMS, listeningPort } from "./bare-api";
 import { buildBrokerConfig } from "../../moleculer.config";
 import { estimateParams } from "../../contracts/pricing";
 import { loadServiceSchema } from "../../services";
@@ -82,13 +82,12 @@ async function startContractCeiling(answer: { quotes: Array<Record<string, unkno
 	const broker = new ServiceBroker({ nodeID: `ladder-contract-${process.pid}`, logger: false });
 	const partnerOfKeyHash = new Map([[hash("sha256", env.BOOTSTRAP_PARTNER_KEY ?? "", "base64url"), "ptn_ladder"]]);
 	const signer = new HmacSha256Key(randomBytes(32));
-	const point = { type: "object", strict: "remove", props: { lat: { type: "number", min: -90, max: 90 }, lng: { type: "number", min: -180, max: 180 } } };
 	type Trip = { pickup: { lat: number; lng: number }; drop: { lat: number; lng: number } };
 	broker.createService({
 		name: "contract",
 		actions: {
 			estimate: {
-				params: { pickup: point, drop: point, serviceType: { type: "enum", values: ["scooty", "cab"], optional: true } },
+				params: FLOOR_ESTIMATE_PARAMS,
 				handler(ctx: Context<Trip, { partnerId: string }>) {
 					const { pickup, drop } = ctx.params;
 					const trip = `${ctx.meta.partnerId}|${pickup.lat},${pickup.lng}|${drop.lat},${drop.lng}`;
