@@ -16,7 +16,7 @@
  * compiled build. Figures only.
  */
 import { createTestDatabase } from "../test/helpers/db";
-import { apiKey, fmt, load, processCpuSeconds, startHelper, stopAll, writeTemp } from "./lib/common";
+import { apiKey, fareAnswerFile, fmt, load, processCpuSeconds, startHelper, stopAll } from "./lib/common";
 import type { ServiceProcess } from "../test/helpers/processes";
 
 const BODY = JSON.stringify({ pickup: { lat: 12.9716, lng: 77.5946 }, drop: { lat: 12.9352, lng: 77.6245 } });
@@ -48,10 +48,7 @@ async function main(): Promise<void> {
 	try {
 		const full = await startHelper("ladder-web.ts", { ...env, LADDER: "full" });
 		procs.push(full.proc);
-		const answer = await fetch(`http://127.0.0.1:${full.port}/ride/fare-estimate`, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: BODY });
-		const text = await answer.text();
-		if (answer.status !== 200) throw new Error(`fare-estimate answered ${answer.status}: ${text}`);
-		const bodyFile = writeTemp("answer.json", text);
+		const { file: bodyFile } = await fareAnswerFile(`http://127.0.0.1:${full.port}/ride/fare-estimate`, headers, BODY);
 		const rungs: Array<{ name: string; port: number; proc: ServiceProcess; rps: number[]; us: number[] }> = [];
 		const add = async (name: string, script: string, extra: Record<string, string>) => {
 			const h = await startHelper(script, { ...env, BENCH_BODY_FILE: bodyFile, ...extra });

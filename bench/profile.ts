@@ -16,7 +16,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { createTestDatabase } from "../test/helpers/db";
 import { freePort } from "../test/helpers/http";
-import { apiKey, load, startHelper, startPlatformProcess, stopAll, writeTemp } from "./lib/common";
+import { apiKey, fareAnswerFile, load, startHelper, startPlatformProcess, stopAll } from "./lib/common";
 import { orderBody } from "./paths/create-order";
 import type { ServiceProcess } from "../test/helpers/processes";
 
@@ -82,15 +82,12 @@ async function startRung(rung: string, env: Record<string, string>, headers: Rec
 	const quiet = { ...env, NODE_ENV: "test", LOGLEVEL: "warn", METRICS_PORT: "0", HEALTH_PORT: "", RATE_LIMIT_PER_MINUTE: "0", AUTH_FAILURE_LIMIT_PER_MINUTE: "0" };
 	if (rung === "full") return startHelper("ladder-web.ts", { ...quiet, LADDER: "full" });
 	const full = await startHelper("ladder-web.ts", { ...quiet, PORT: "0", NODE_OPTIONS: "", LADDER: "full" });
-	let answer: string;
+	let bodyFile: string;
 	try {
-		const res = await fetch(`http://127.0.0.1:${full.port}/ride/fare-estimate`, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body });
-		answer = await res.text();
-		if (res.status !== 200) throw new Error(`fare-estimate answered ${res.status}: ${answer}`);
+		bodyFile = (await fareAnswerFile(`http://127.0.0.1:${full.port}/ride/fare-estimate`, headers, body)).file;
 	} finally {
 		await stopAll(full.proc);
 	}
-	const bodyFile = writeTemp("answer.json", answer);
 	if (rung === "raw") return startHelper("raw-http.ts", { ...quiet, BENCH_BODY_FILE: bodyFile });
 	if (rung === "bare") return startHelper("bare-web.ts", { ...quiet, BENCH_BODY_FILE: bodyFile });
 	return startHelper("ladder-web.ts", { ...quiet, BENCH_BODY_FILE: bodyFile, LADDER: rung });

@@ -195,6 +195,17 @@ export function writeTemp(name: string, text: string): string {
 	return file;
 }
 
+/**
+ * One real fare-estimate answer from the platform at `url`, in a temp file
+ * (BENCH_BODY_FILE): the floors and ladder rungs answer these same bytes.
+ */
+export async function fareAnswerFile(url: string, headers: Record<string, string>, body: string): Promise<{ file: string; text: string }> {
+	const res = await fetch(url, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body });
+	const text = await res.text();
+	if (res.status !== 200) throw new Error(`fare-estimate answered ${res.status}: ${text}`);
+	return { file: writeTemp("answer.json", text), text };
+}
+
 /** Stops processes, ignoring those already gone. */
 export async function stopAll(...procs: Array<ServiceProcess | undefined>): Promise<void> {
 	await Promise.all(

@@ -16,7 +16,7 @@
 import { uniqueNamespace } from "../../test/helpers/node";
 import { freePort } from "../../test/helpers/http";
 import { createTestDatabase, TEST_NATS_URL } from "../../test/helpers/db";
-import { apiKey, fmt, startHelper, startPlatformProcess, stopAll, warmAndLoad, writeTemp, type BenchOptions, type Row } from "../lib/common";
+import { apiKey, fareAnswerFile, fmt, startHelper, startPlatformProcess, stopAll, warmAndLoad, type BenchOptions, type Row } from "../lib/common";
 
 const BODY = JSON.stringify({ pickup: { lat: 12.9716, lng: 77.5946 }, drop: { lat: 12.9352, lng: 77.6245 } });
 const CONNECTIONS = 50;
@@ -45,10 +45,7 @@ export async function fareEstimate(opts: BenchOptions): Promise<Row[]> {
 		const port = await freePort();
 		platform = await startPlatformProcess("platform", { DATABASE_URL: db.url, PORT: String(port), BOOTSTRAP_PARTNER_KEY: key, FLEET_MODE: "simulated" });
 		const url = `http://127.0.0.1:${port}/ride/fare-estimate`;
-		const answer = await fetch(url, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: BODY });
-		const text = await answer.text();
-		if (answer.status !== 200) throw new Error(`fare-estimate answered ${answer.status}: ${text}`);
-		const bodyFile = writeTemp("answer.json", text);
+		const { file: bodyFile, text } = await fareAnswerFile(url, headers, BODY);
 		web = await startHelper("bare-web.ts", { BENCH_BODY_FILE: bodyFile });
 		raw = await startHelper("raw-http.ts", { BENCH_BODY_FILE: bodyFile });
 		contract = await startHelper("ladder-web.ts", { BENCH_BODY_FILE: bodyFile, LADDER: "contract", BOOTSTRAP_PARTNER_KEY: key });
