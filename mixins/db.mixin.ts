@@ -1,5 +1,5 @@
 import type { ServiceSchema, Service } from "moleculer";
-import { Sequelize, type QueryInterface, type Transaction } from "sequelize";
+import { QueryTypes, Sequelize, type QueryInterface, type Transaction } from "sequelize";
 import { Umzug, SequelizeStorage } from "umzug";
 import * as pg from "pg";
 import { Client } from "pg";
@@ -22,8 +22,45 @@ export interface DbMixinOptions {
 	migrations: Migration[];
 }
 
+/**
+ * The one way every repo runs SQL: rows of a statement, a statement for its
+ * effect, a transaction, the database's clock. A statement given a
+ * transaction runs inside it; otherwise it runs on its own (autocommit).
+ * Repos take a `Db`, never a Sequelize, so a unit test can hand them a fake.
+ */
+export class Db {
+	constructor(readonly sequelize: Sequelize) {}
+
+	/** The rows a statement returns (`SELECT`, or anything with `RETURNING`). */
+	rows<T extends object>(sql: string, bind: unknown[] = [], t?: Transaction): Promise<T[]> {
+		return this.sequelize.query<T>(sql, { bind, type: QueryTypes.SELECT, transaction: t });
+	}
+
+	/** The first row a statement returns, or undefined. */
+	async row<T extends object>(sql: string, bind: unknown[] = [], t?: Transaction): Promise<T | undefined> {
+		return (await this.rows<T>(sql, bind, t))[0];
+	}
+
+	/** A statement run for its effect. */
+	async run(sql: string, bind: unknown[] = [], t?: Transaction): Promise<void> {
+		await this.sequelize.query(sql, { bind, transaction: t });
+	}
+
+	/** `fn` in one transaction: committed when it resolves, rolled back when it throws. */
+	tx<T>(fn: (t: Transaction) => Promise<T>): Promise<T> {
+		return this.sequelize.transaction((t) => fn(t));
+	}
+
+	/** The database's clock (every instance's deadlines are in its time). */
+	async now(): Promise<Date> {
+		return (await this.rows<{ now: Date }>("SELECT now() AS now"))[0].now;
+	}
+}
+
 export interface DbThis {
 	sequelize: Sequelize;
+	/** The service's SQL runner: what its repos are built on. */
+	db: Db;
 	/** The database this service was started against. */
 	databaseUrl: string;
 }
@@ -218,6 +255,7 @@ export function DbMixin(opts: DbMixinOptions): Partial<ServiceSchema> {
 			const env = serviceEnv(this);
 			this.databaseUrl = databaseUrl(env);
 			this.sequelize = acquireSequelize(this.databaseUrl, env);
+			this.db = new Db(this.sequelize);
 		},
 		async started(this: Service & Record<string, any>) {
 			const applied = await runMigrations(this.sequelize, opts, this.databaseUrl);
