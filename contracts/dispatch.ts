@@ -287,8 +287,7 @@ export interface DriverChangedEvent {
 	lat: number | null;
 	lng: number | null;
 	rev: number;
-	/** Absent from an instance that predates modes: read as `live` unless the driver is simulated. */
-	mode?: DriverMode;
+	mode: DriverMode;
 }
 
 /** `dispatch.offerCreated`, broadcast after an offer is recorded (the simulated fleet answers its own at once). */

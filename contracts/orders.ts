@@ -366,12 +366,12 @@ export interface OrderCreatedEvent {
 	mode: KeyMode;
 	serviceType: ServiceType;
 	pickup: Place;
-	drop?: Place;
+	drop: Place;
 	/** Always `searching`: the status the order was inserted with. */
-	status?: "searching";
+	status: "searching";
 	/** The order's version (0) and `updatedAt` at the insert: the snapshot dispatch's mirror records, so an older one never overwrites a newer one. */
-	version?: number;
-	updatedAt?: string;
+	version: number;
+	updatedAt: string;
 	/** `metadata.sandbox` as the partner sent it, when present (dispatch decides whether it applies); the rest of the metadata stays with orders. */
 	sandbox?: unknown;
 }

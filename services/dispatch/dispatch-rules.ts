@@ -1,6 +1,6 @@
 import { haversineMeters, type LatLng } from "../../lib/geo";
 import type { ServiceType } from "../../contracts/common";
-import { DRIVER_MODES, SANDBOX_SCENARIOS, type DriverMode, type FleetMode, type RidePhase, type SandboxScenario } from "../../contracts/dispatch";
+import { SANDBOX_SCENARIOS, type DriverMode, type FleetMode, type RidePhase, type SandboxScenario } from "../../contracts/dispatch";
 import { TERMINAL_STATUSES, type RideStatus } from "../../contracts/orders";
 
 /**
@@ -55,21 +55,6 @@ export function etaSeconds(straightLineM: number, speedKmh: number, roadFactor: 
 
 export function etaBetween(from: LatLng, to: LatLng, serviceType: ServiceType, speedsKmh: Record<ServiceType, number>, roadFactor: number): number {
 	return etaSeconds(haversineMeters(from, to), speedsKmh[serviceType], roadFactor);
-}
-
-/**
- * The mode of an order (the mode of the key that made it). An order from
- * before modes (or from an orders instance that does not send it yet) is a
- * `test` ride: every ride was a sandbox ride then.
- */
-export function orderMode(order: unknown): DriverMode {
-	const mode = (order as { mode?: unknown } | null)?.mode;
-	return typeof mode === "string" && (DRIVER_MODES as readonly string[]).includes(mode) ? (mode as DriverMode) : "test";
-}
-
-/** A driver's mode from a change event; an instance that predates modes sends none: simulated drivers were test, others live. */
-export function changeMode(change: { mode?: DriverMode }): DriverMode {
-	return change.mode ?? "live";
 }
 
 /**

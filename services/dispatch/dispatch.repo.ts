@@ -1,44 +1,39 @@
-import { QueryTypes, type Sequelize, type Transaction } from "sequelize";
+import type { Transaction } from "sequelize";
+import type { Db } from "../../mixins/db.mixin";
+import { DriverTokensRepo } from "./driver-tokens.repo";
 import { DriversRepo } from "./drivers.repo";
 import { MatchingRepo } from "./matching.repo";
 import { RideMirrorRepo } from "./ride-mirror.repo";
 
 /**
- * Dispatch's SQL, one repo file per part: `drivers` (drivers.repo.ts),
+ * Dispatch's SQL, one repo file per table group: `drivers` (drivers.repo.ts),
  * `dispatch_rides`, dispatch's mirror of each ride (ride-mirror.repo.ts),
  * matching and `dispatch_offers` (matching.repo.ts), and the driver API's
  * tokens (driver-tokens.repo.ts). Every claim is a conditional update, so
  * any number of dispatch instances can run: the database decides who gets a
  * driver. Functions taking a transaction run inside the caller's.
  *
- * `DispatchRepo` is the service's one handle: transactions, the database's
- * clock, and the part repos, which all run on its connection.
+ * `DispatchRepo` is the service's one handle: the part repos, transactions
+ * and the database's clock, all on the DB mixin's `Db`.
  */
-
-/** How the part repos run a statement (inside the caller's transaction when given one). */
-export type Query = <T extends object>(sql: string, bind?: unknown[], t?: Transaction) => Promise<T[]>;
-
 export class DispatchRepo {
 	readonly drivers: DriversRepo;
 	readonly mirror: RideMirrorRepo;
 	readonly matching: MatchingRepo;
+	readonly tokens: DriverTokensRepo;
 
-	constructor(private readonly sequelize: Sequelize) {
-		const q: Query = (sql, bind, t) => this.q(sql, bind, t);
-		this.drivers = new DriversRepo(q);
-		this.mirror = new RideMirrorRepo(q);
-		this.matching = new MatchingRepo(q);
+	constructor(private readonly db: Db) {
+		this.drivers = new DriversRepo(db);
+		this.mirror = new RideMirrorRepo(db);
+		this.matching = new MatchingRepo(db);
+		this.tokens = new DriverTokensRepo(db);
 	}
 
-	async q<T extends object>(sql: string, bind: unknown[] = [], t?: Transaction): Promise<T[]> {
-		return this.sequelize.query<T>(sql, { bind, type: QueryTypes.SELECT, transaction: t });
+	tx<T>(fn: (t: Transaction) => Promise<T>): Promise<T> {
+		return this.db.tx(fn);
 	}
 
-	async tx<T>(fn: (t: Transaction) => Promise<T>): Promise<T> {
-		return this.sequelize.transaction((t) => fn(t));
-	}
-
-	async dbNow(): Promise<Date> {
-		return (await this.q<{ now: Date }>("SELECT now() AS now"))[0].now;
+	now(): Promise<Date> {
+		return this.db.now();
 	}
 }

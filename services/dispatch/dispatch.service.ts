@@ -1,52 +1,68 @@
-import type { Context, ServiceSchema } from "moleculer";
+import type { Context, Service, ServiceSchema } from "moleculer";
 import * as contract from "../../contracts/dispatch";
+import { DRIVER_TOKEN_EVENTS } from "../../contracts/driver";
 import { ORDER_EVENTS, type OrderCreatedEvent, type StatusChangedEvent } from "../../contracts/orders";
-import { CoalescedPass } from "../../lib/coalesced-pass";
-import { StatementBatcher } from "../../lib/statement-batcher";
+import { serviceEnv } from "../../lib/settings";
 import { DbMixin, type DbThis } from "../../mixins/db.mixin";
 import { migrations } from "./migrations";
-import { readDispatchSettings } from "./dispatch.settings";
+import { DRIVER_OFFERS_POLL_MS, DRIVER_TOKEN_CACHE_MS, readDispatchSettings, type DispatchSettings } from "./dispatch.settings";
 import { DispatchMetrics } from "./dispatch.metrics";
 import { DispatchRepo } from "./dispatch.repo";
 import { shortError } from "./dispatch-rules";
 import { toDriverView } from "./dispatch-views";
-import { demandIndexes, driverIndexMethods, modeIndexes } from "./driver-index";
-import { rideMirrorMethods } from "./ride-mirror";
-import { matchingMethods } from "./matching";
-import { driverMoveMethods } from "./driver-moves";
-import type { DispatchLocal, DispatchMethods, DispatchThis } from "./dispatch.types";
-import { serviceEnv } from "../../lib/settings";
-import { driverApiActions, driverApiEvents } from "./driver-auth";
+import type { DispatchLog } from "./dispatch.types";
+import { DriverIndex } from "./driver-index";
+import { RideMirror } from "./ride-mirror";
+import { Matcher } from "./matching";
+import { DriverMoves } from "./driver-moves";
+import { DriverApi } from "./driver-api";
+import { DriverApiMixin, type DriverApiHost } from "./driver-api.mixin";
+import { DriverTokens } from "./driver-tokens";
+import { OfferWaits } from "./offer-waits";
+import { OrdersClient } from "./orders-client";
 
 /**
  * Dispatch: the drivers, their offers, matching rides to the nearest
- * available driver, and following each ride until it ends.
+ * available driver, and following each ride until it ends. This file maps
+ * actions and events onto the parts; each part is a class built in
+ * `created()` from the settings, the repo and the parts below it:
  *
- * - Driver apps reach the `access: "driver"` actions (driver-auth.ts) through
- *   the gateway's `/driver/*` route with a driver token; the driver comes only
- *   from the token. The simulated fleet (services/fleet) drives its drivers
- *   through the same driver actions. The `internal` actions are for
- *   operators (REPL examples on each) and other services, never mapped on a
- *   gateway route.
- * - The parts: driver-moves.ts (the driver actions), matching.ts (offers,
- *   expiries, timeouts, location events), ride-mirror.ts (dispatch's view of
- *   each ride following the order's truth, and the reconciliation sweep),
- *   driver-index.ts (the per-instance nearest-driver and demand cache),
- *   dispatch.metrics.ts; all SQL is in the repo files (dispatch.repo.ts and
- *   the part repos it holds: drivers, ride-mirror, matching; driver-tokens).
+ *     DriverIndex ← RideMirror ← Matcher ← DriverMoves ← DriverApi (+ DriverTokens, OfferWaits)
+ *
+ * Calls go one way only; a part that finds work for one above it calls an
+ * injected callback (`onWork`: there is matching work), never the part.
+ *
+ * - Driver apps reach the `access: "driver"` actions (driver-api.mixin.ts)
+ *   through the gateway's `/driver/*` route with a driver token; the driver
+ *   comes only from the token. The simulated fleet (services/fleet) drives
+ *   its drivers through the same driver actions. The `internal` actions are
+ *   for operators (REPL examples on each) and other services, never mapped on
+ *   a gateway route.
  * - Claims are conditional updates in PostgreSQL, so any number of dispatch
  *   instances can run. All progress (offers, deadlines, phases) is in
  *   tables, so a restarted or another instance carries on with any ride.
  */
 
-type Settings = Record<string, never>;
+interface DispatchLocal extends DriverApiHost {
+	repo: DispatchRepo;
+	metrics: DispatchMetrics;
+	index: DriverIndex;
+	mirror: RideMirror;
+	matcher: Matcher;
+	moves: DriverMoves;
+	timers: NodeJS.Timeout[];
+	stopping: boolean;
+	refreshRunning: Promise<unknown> | null;
+}
+
+type This = Service<DispatchSettings> & DispatchLocal & DbThis;
 
 /** Operator and service actions: callable across nodes, never published on a gateway route. */
 const INTERNAL = { access: "internal", visibility: "public" } as const;
 
-const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & DbThis> = {
+const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, DispatchLocal & DbThis> = {
 	name: "dispatch",
-	mixins: [DbMixin({ service: "dispatch", migrations })],
+	mixins: [DbMixin({ service: "dispatch", migrations }), DriverApiMixin],
 
 	actions: {
 		/**
@@ -56,8 +72,8 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		register: {
 			...INTERNAL,
 			params: contract.registerParams,
-			handler(this: DispatchThis, ctx: Context<contract.RegisterParams>): Promise<contract.DriverView> {
-				return this.registerDriver(ctx.params);
+			handler(this: This, ctx: Context<contract.RegisterParams>): Promise<contract.DriverView> {
+				return this.moves.register(ctx.params);
 			},
 		},
 
@@ -69,8 +85,8 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		goOnline: {
 			...INTERNAL,
 			params: contract.driverLocationParams,
-			handler(this: DispatchThis, ctx: Context<contract.DriverLocationParams>): Promise<contract.DriverView> {
-				return this.goOnline(ctx.params.driverId, ctx.params.location);
+			handler(this: This, ctx: Context<contract.DriverLocationParams>): Promise<contract.DriverView> {
+				return this.moves.goOnline(ctx.params.driverId, ctx.params.location);
 			},
 		},
 
@@ -82,8 +98,8 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		goOffline: {
 			...INTERNAL,
 			params: contract.driverIdParams,
-			handler(this: DispatchThis, ctx: Context<contract.DriverIdParams>): Promise<contract.DriverView> {
-				return this.goOffline(ctx.params.driverId);
+			handler(this: This, ctx: Context<contract.DriverIdParams>): Promise<contract.DriverView> {
+				return this.moves.goOffline(ctx.params.driverId);
 			},
 		},
 
@@ -96,8 +112,8 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		reportLocation: {
 			...INTERNAL,
 			params: contract.driverLocationParams,
-			async handler(this: DispatchThis, ctx: Context<contract.DriverLocationParams>): Promise<contract.DriverView> {
-				return toDriverView(await this.setDriverLocation(ctx.params.driverId, ctx.params.location));
+			async handler(this: This, ctx: Context<contract.DriverLocationParams>): Promise<contract.DriverView> {
+				return toDriverView(await this.moves.setLocation(ctx.params.driverId, ctx.params.location));
 			},
 		},
 
@@ -109,8 +125,8 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		acceptOffer: {
 			...INTERNAL,
 			params: contract.offerAnswerParams,
-			handler(this: DispatchThis, ctx: Context<contract.OfferAnswerParams>): Promise<contract.DriverJob> {
-				return this.acceptOffer(ctx);
+			handler(this: This, ctx: Context<contract.OfferAnswerParams>): Promise<contract.DriverJob> {
+				return this.moves.accept(ctx.params.driverId, ctx.params.orderId, ctx);
 			},
 		},
 
@@ -122,8 +138,8 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		declineOffer: {
 			...INTERNAL,
 			params: contract.offerAnswerParams,
-			handler(this: DispatchThis, ctx: Context<contract.OfferAnswerParams>): Promise<contract.DriverView> {
-				return this.declineOffer(ctx.params.driverId, ctx.params.orderId);
+			handler(this: This, ctx: Context<contract.OfferAnswerParams>): Promise<contract.DriverView> {
+				return this.moves.decline(ctx.params.driverId, ctx.params.orderId);
 			},
 		},
 
@@ -134,8 +150,8 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		arrive: {
 			...INTERNAL,
 			params: contract.rideStepParams,
-			handler(this: DispatchThis, ctx: Context<contract.RideStepParams>): Promise<contract.DriverJob> {
-				return this.moveRide(ctx, "accepted", "arrived");
+			handler(this: This, ctx: Context<contract.RideStepParams>): Promise<contract.DriverJob> {
+				return this.moves.moveRide(ctx.params, "accepted", "arrived", undefined, ctx);
 			},
 		},
 
@@ -151,8 +167,8 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		startRide: {
 			...INTERNAL,
 			params: contract.startRideParams,
-			handler(this: DispatchThis, ctx: Context<contract.StartRideParams>): Promise<contract.DriverJob> {
-				return this.moveRide(ctx, "arrived", "started", ctx.params.otp);
+			handler(this: This, ctx: Context<contract.StartRideParams>): Promise<contract.DriverJob> {
+				return this.moves.moveRide(ctx.params, "arrived", "started", ctx.params.otp, ctx);
 			},
 		},
 
@@ -164,8 +180,8 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		dropRide: {
 			...INTERNAL,
 			params: contract.rideStepParams,
-			handler(this: DispatchThis, ctx: Context<contract.RideStepParams>): Promise<contract.DriverJob> {
-				return this.moveRide(ctx, "started", "dropped");
+			handler(this: This, ctx: Context<contract.RideStepParams>): Promise<contract.DriverJob> {
+				return this.moves.moveRide(ctx.params, "started", "dropped", undefined, ctx);
 			},
 		},
 
@@ -178,8 +194,8 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		dropOut: {
 			...INTERNAL,
 			params: contract.dropOutParams,
-			handler(this: DispatchThis, ctx: Context<contract.DropOutParams>): Promise<contract.DriverView> {
-				return this.dropOut(ctx);
+			handler(this: This, ctx: Context<contract.DropOutParams>): Promise<contract.DriverView> {
+				return this.moves.dropOut(ctx.params, ctx.params.reason, ctx);
 			},
 		},
 
@@ -190,8 +206,8 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		driver: {
 			...INTERNAL,
 			params: contract.driverIdParams,
-			handler(this: DispatchThis, ctx: Context<contract.DriverIdParams>): Promise<contract.DriverJob> {
-				return this.driverJob(ctx.params.driverId);
+			handler(this: This, ctx: Context<contract.DriverIdParams>): Promise<contract.DriverJob> {
+				return this.moves.driverJob(ctx.params.driverId);
 			},
 		},
 
@@ -202,7 +218,7 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		listDrivers: {
 			...INTERNAL,
 			params: contract.listDriversParams,
-			async handler(this: DispatchThis, ctx: Context<contract.ListDriversParams>): Promise<contract.DriverView[]> {
+			async handler(this: This, ctx: Context<contract.ListDriversParams>): Promise<contract.DriverView[]> {
 				return (await this.repo.drivers.listDrivers(ctx.params)).map(toDriverView);
 			},
 		},
@@ -215,8 +231,8 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		nearestDrivers: {
 			...INTERNAL,
 			params: contract.nearestDriversParams,
-			handler(this: DispatchThis, ctx: Context<contract.NearestDriversParams>): contract.NearbyDriver[] {
-				return this.nearestDrivers(ctx.params);
+			handler(this: This, ctx: Context<contract.NearestDriversParams>): contract.NearbyDriver[] {
+				return this.index.nearest(ctx.params);
 			},
 		},
 
@@ -231,8 +247,8 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		supplyDemand: {
 			...INTERNAL,
 			params: contract.supplyDemandParams,
-			handler(this: DispatchThis, ctx: Context<contract.SupplyDemandParams>): contract.SupplyDemandReply {
-				return this.supplyDemandAt(ctx.params.point, ctx.params.mode ?? "test");
+			handler(this: This, ctx: Context<contract.SupplyDemandParams>): contract.SupplyDemandReply {
+				return this.index.supplyDemandAt(ctx.params.point, ctx.params.mode ?? "test");
 			},
 		},
 
@@ -243,8 +259,8 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		ride: {
 			...INTERNAL,
 			params: contract.rideParams,
-			handler(this: DispatchThis, ctx: Context<contract.RideParams>): Promise<contract.RideView> {
-				return this.rideView(ctx.params.orderId);
+			handler(this: This, ctx: Context<contract.RideParams>): Promise<contract.RideView> {
+				return this.matcher.rideView(ctx.params.orderId);
 			},
 		},
 
@@ -255,142 +271,128 @@ const DispatchService: ServiceSchema<Settings, DispatchMethods, DispatchLocal & 
 		 */
 		simulatedWork: {
 			...INTERNAL,
-			handler(this: DispatchThis): Promise<contract.SimulatedWork> {
-				return this.simulatedWork();
+			handler(this: This): Promise<contract.SimulatedWork> {
+				return this.matcher.simulatedWork();
 			},
 		},
 
 		/** Operators and tests: run one matching/expiry/location pass, one sweep and one index refresh now. REPL: `call dispatch.runOnce` */
 		runOnce: {
 			...INTERNAL,
-			async handler(this: DispatchThis) {
-				await this.tick();
-				await this.sweep();
-				await Promise.all([this.refreshIndex(), this.refreshDemand()]);
+			async handler(this: This) {
+				await this.matcher.tick();
+				await this.mirror.sweep();
+				await Promise.all([this.index.refresh(), this.index.refreshDemand()]);
 				return { ok: true };
 			},
 		},
-
-		// The driver API (`/driver/*` on the gateway, access "driver") and its tokens: driver-auth.ts.
-		...driverApiActions,
 	},
 
 	events: {
-		...driverApiEvents,
-		/** A new ride: mirror it from the event's snapshot and start matching it now (the sweep also finds rides whose event was lost). */
+		/** A new ride: mirror it from the event's snapshot and match it now (the sweep also finds rides whose event was lost). */
 		[ORDER_EVENTS.created]: {
-			async handler(this: DispatchThis, ctx: Context<OrderCreatedEvent>) {
-				try {
-					await this.mirrorNewRide(ctx.params);
-					this.kick();
-				} catch (err) {
-					this.trouble(`orders.created ${ctx.params.orderId}: ${shortError(err)} (the sweep will pick it up)`);
-				}
+			async handler(this: This, ctx: Context<OrderCreatedEvent>) {
+				await this.mirror.mirrorNewRide(ctx.params).catch((err: unknown) => trouble(this, `orders.created ${ctx.params.orderId}: ${shortError(err)} (the sweep will pick it up)`));
 			},
 		},
 		/** The order moved (a cancel frees the driver); ignored when dispatch already knows that status. */
 		[ORDER_EVENTS.statusChanged]: {
-			async handler(this: DispatchThis, ctx: Context<Pick<StatusChangedEvent, "orderId" | "to">>) {
-				try {
-					const ride = await this.repo.mirror.ride(ctx.params.orderId);
-					if (ride && (ride.order_status === ctx.params.to || ride.state === "closed")) return;
-					await this.reconcileOrder(ctx.params.orderId);
-				} catch (err) {
-					this.trouble(`orders.statusChanged ${ctx.params.orderId}: ${shortError(err)} (the sweep will reconcile it)`);
-				}
+			async handler(this: This, ctx: Context<Pick<StatusChangedEvent, "orderId" | "to">>) {
+				await this.mirror.orderMoved(ctx.params.orderId, ctx.params.to).catch((err: unknown) => trouble(this, `orders.statusChanged ${ctx.params.orderId}: ${shortError(err)} (the sweep will reconcile it)`));
 			},
 		},
 		/** Another instance (or this one) changed a driver: keep the index fresh. */
 		[contract.DISPATCH_EVENTS.driverChanged]: {
-			handler(this: DispatchThis, ctx: Context<contract.DriverChangedEvent>) {
-				this.applyDriverChange(ctx.params);
+			handler(this: This, ctx: Context<contract.DriverChangedEvent>) {
+				this.index.apply(ctx.params);
 			},
 		},
 	},
 
-	methods: {
-		...driverIndexMethods,
-		...rideMirrorMethods,
-		...matchingMethods,
-		...driverMoveMethods,
+	created(this: This) {
+		this.settings = { ...this.settings, ...readDispatchSettings(serviceEnv(this)) };
+		const settings = this.settings;
+		const broker = this.broker;
+		const log: DispatchLog = { info: (m) => this.logger.info(m), debug: (m) => this.logger.debug(m), trouble: (m) => trouble(this, m) };
+		const stopping = () => this.stopping;
+		const onWork = () => this.matcher.kick();
+		const repo = (this.repo = new DispatchRepo(this.db));
+		const metrics = (this.metrics = new DispatchMetrics(broker));
+		const orders = new OrdersClient(broker);
+		const announce = (event: string, payload: object) => broker.broadcast(event, payload).catch((err: unknown) => log.debug(`${event} broadcast: ${shortError(err)}`));
 
-		/** Warnings, except while the broker is stopping (peers going away then is expected). */
-		trouble(this: DispatchThis, message: string) {
-			if (this.stopping || !this.broker.started) this.logger.debug(message);
-			else this.logger.warn(message);
-		},
-
-		/** Drivers by status and type, from the table (the index only knows available drivers). */
-		async updateDriverGauges(this: DispatchThis) {
-			this.metrics.driverCounts(await this.repo.drivers.driverCounts());
-		},
-	},
-
-	created(this: DispatchThis) {
-		this.cfg = readDispatchSettings(serviceEnv(this));
-		this.repo = new DispatchRepo(this.sequelize);
-		this.metrics = new DispatchMetrics(this.broker);
-		this.available = modeIndexes<null>(this.cfg.h3Resolution);
-		this.demand = demandIndexes(this.cfg.h3Resolution);
-		this.driverRevs = new Map();
+		this.index = new DriverIndex({ settings, repo, onWork, log, announce: (change) => void announce(contract.DISPATCH_EVENTS.driverChanged, change) });
+		const fleetRuns = () => broker.registry.getServiceList({ onlyAvailable: true }).some((svc: { name: string }) => svc.name === "fleet");
+		this.mirror = new RideMirror({ settings, repo, orders, index: this.index, onWork, fleetRuns, stopping, log });
+		const announceOffer = (event: contract.OfferCreatedEvent) => void announce(contract.DISPATCH_EVENTS.offerCreated, event);
+		this.matcher = new Matcher({ settings, repo, index: this.index, mirror: this.mirror, orders, metrics, announceOffer, stopping, log });
+		this.moves = new DriverMoves({ settings, repo, index: this.index, mirror: this.mirror, matcher: this.matcher, orders, metrics, log });
+		this.offerWaits = new OfferWaits();
+		this.driverApi = new DriverApi({ moves: this.moves, tokens: repo.tokens, waits: this.offerWaits, pollMs: DRIVER_OFFERS_POLL_MS, stopping });
+		this.driverTokens = new DriverTokens({
+			repo: repo.tokens,
+			register: (p) => this.moves.register(p),
+			announceChanged: (event) => broker.broadcast(DRIVER_TOKEN_EVENTS.changed, event),
+			cacheMs: DRIVER_TOKEN_CACHE_MS,
+		});
 		this.timers = [];
-		this.ticker = new CoalescedPass(() => this.tickSteps(), () => this.stopping);
-		this.matcher = new CoalescedPass(() => this.matchPass(), () => this.stopping);
-		// Up to 4 statements out at once: the pool is shared with the process's other services.
-		const firstLook = { retryMatchMs: this.cfg.retryMatchMs, dispatchTimeoutMs: this.cfg.dispatchTimeoutMs, radiusM: this.cfg.searchRadiusM };
-		this.newRides = new StatementBatcher((rides) => this.repo.mirror.insertNewRides(rides, firstLook), (r) => r.orderId, { maxBatch: 200, maxInFlight: 4 });
-		this.sweepRunning = null;
-		this.refreshRunning = null;
-		this.refreshedUpTo = null;
 		this.stopping = false;
-		this.startedAt = Date.now();
-		this.fleetWarnedAt = 0;
+		this.refreshRunning = null;
 	},
 
-	async started(this: DispatchThis) {
-		await this.rebuildIndex();
-		await this.refreshDemand();
+	async started(this: This) {
+		const { settings, index, mirror, matcher, metrics } = this;
+		await index.rebuild();
+		await index.refreshDemand();
 		const every = (ms: number, fn: () => Promise<unknown>) => {
 			const timer = setInterval(() => {
-				if (!this.stopping) fn().catch((err: unknown) => this.trouble(shortError(err)));
+				if (!this.stopping) fn().catch((err: unknown) => trouble(this, shortError(err)));
 			}, ms);
 			timer.unref();
 			this.timers.push(timer);
 		};
-		every(this.cfg.tickMs, () => this.tick());
+		every(settings.tickMs, () => matcher.tick());
 		// Jitter the sweep per instance so several instances do not sweep in lockstep.
 		const firstSweep = setTimeout(() => {
 			if (this.stopping) return;
-			void this.sweep();
-			every(this.cfg.sweepMs, () => this.sweep());
-		}, Math.floor(Math.random() * Math.min(this.cfg.sweepMs, 2000)));
+			void mirror.sweep();
+			every(settings.sweepMs, () => mirror.sweep());
+		}, Math.floor(Math.random() * Math.min(settings.sweepMs, 2000)));
 		firstSweep.unref();
 		this.timers.push(firstSweep);
-		every(this.cfg.indexRefreshMs, async () => {
+		every(settings.indexRefreshMs, async () => {
 			if (this.refreshRunning) return;
-			this.refreshRunning = Promise.all([this.refreshIndex(), this.refreshDemand()]).then(() => undefined);
+			this.refreshRunning = Promise.all([index.refresh(), index.refreshDemand()]);
 			try {
 				await this.refreshRunning;
 			} finally {
 				this.refreshRunning = null;
 			}
 		});
-		if (this.metrics.enabled) {
-			await this.updateDriverGauges().catch((err: unknown) => this.trouble(`Driver gauges: ${shortError(err)}`));
-			every(this.cfg.indexRefreshMs, () => this.updateDriverGauges());
+		if (metrics.enabled) {
+			// Drivers by status and type, from the table (the index only knows available drivers).
+			const gauges = async () => metrics.driverCounts(await this.repo.drivers.driverCounts());
+			await gauges().catch((err: unknown) => trouble(this, `Driver gauges: ${shortError(err)}`));
+			every(settings.indexRefreshMs, gauges);
 		}
 		this.logger.info(
-			`Dispatch ready (fleet ${this.cfg.fleetMode}, offer timeout ${this.cfg.offerTimeoutMs} ms, dispatch timeout ${this.cfg.dispatchTimeoutMs} ms, location every ${this.cfg.locationIntervalMs} ms)`,
+			`Dispatch ready (fleet ${settings.fleetMode}, offer timeout ${settings.offerTimeoutMs} ms, dispatch timeout ${settings.dispatchTimeoutMs} ms, location every ${settings.locationIntervalMs} ms)`,
 		);
 	},
 
-	async stopped(this: DispatchThis) {
+	async stopped(this: This) {
 		this.stopping = true;
 		for (const timer of this.timers) clearTimeout(timer);
 		this.timers = [];
 		// Let running passes finish before the pool closes (the DB mixin's stopped runs after this).
-		await Promise.allSettled([this.ticker.current, this.matcher.current, this.sweepRunning, this.refreshRunning].filter(Boolean));
+		await Promise.allSettled([...this.matcher.current, this.mirror.current, this.refreshRunning].filter(Boolean));
 	},
 };
+
+/** Warnings, except while the broker is stopping (peers going away then is expected). */
+function trouble(svc: This, message: string): void {
+	if (svc.stopping || !svc.broker.started) svc.logger.debug(message);
+	else svc.logger.warn(message);
+}
 
 export default DispatchService;

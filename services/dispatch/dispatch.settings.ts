@@ -45,6 +45,11 @@ export interface DispatchSettings extends TravelSettings {
 	candidatesPerAttempt: number;
 }
 
+/** How long an instance keeps a resolved driver token (a revocation clears it at once on every instance; the TTL bounds a lost event). */
+export const DRIVER_TOKEN_CACHE_MS = 5_000;
+/** The longest a driver's `/driver/offers` long-poll sleeps before it reads the driver's job again. */
+export const DRIVER_OFFERS_POLL_MS = 500;
+
 const atLeast = (env: Env, name: string, fallback: number, min: number): number => envNumber(env, name, fallback, (n) => n >= min, `at least ${min}`);
 const intWithin = (env: Env, name: string, fallback: number, min: number, max: number): number =>
 	envNumber(env, name, fallback, (n) => Number.isInteger(n) && n >= min && n <= max, `an integer ${min}..${max}`);

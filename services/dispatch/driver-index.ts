@@ -1,11 +1,19 @@
+import type { Transaction } from "sequelize";
 import { SERVICE_TYPES } from "../../contracts/common";
-import { DISPATCH_EVENTS, DRIVER_MODES, type SupplyDemandReply } from "../../contracts/dispatch";
+import { DRIVER_MODES, type SupplyDemandReply } from "../../contracts/dispatch";
 import { haversineMeters } from "../../lib/geo";
-import { cappedDemand, changeMode, etaSeconds, orderMode, shortError } from "./dispatch-rules";
+import type { ServiceType } from "../../contracts/common";
+import type { DriverChangedEvent, DriverMode, NearbyDriver, NearestDriversParams } from "../../contracts/dispatch";
+import type { InternalOrder } from "../../contracts/orders";
+import type { LatLng } from "../../lib/geo";
+import { cappedDemand, etaSeconds, shortError } from "./dispatch-rules";
 import { pickupOf, toDriverChange } from "./dispatch-views";
+import type { DispatchSettings } from "./dispatch.settings";
+import type { DemandItem, DispatchLog, ModeIndexes, WorkSignal } from "./dispatch.types";
+import type { DriverRow, DriversRepo } from "./drivers.repo";
+import type { MatchingRepo } from "./matching.repo";
+import type { DemandRow, RideMirrorRepo, RideRow } from "./ride-mirror.repo";
 import { CellIndex } from "./spatial-index";
-import type { DemandItem, DispatchPart, ModeIndexes } from "./dispatch.types";
-import type { DemandRow } from "./ride-mirror.repo";
 
 /**
  * The driver index: each instance's in-memory H3 cache of the available
@@ -69,132 +77,173 @@ export async function syncDemand(
 	for (const [index, gone] of before) for (const id of gone) index.remove(id);
 }
 
-export const driverIndexMethods: DispatchPart<
-	"publishDrivers" | "wakeRides" | "applyDriverChange" | "rebuildIndex" | "refreshIndex" | "refreshDemand" | "setDemand" | "supplyDemandAt" | "nearestDrivers" | "hasCandidate" | "candidates"
-> = {
+export interface DriverIndexDeps {
+	settings: Pick<DispatchSettings, "h3Resolution" | "searchRadiusM" | "supplyRadiusM" | "speedsKmh" | "roadFactor" | "demandPerPartner" | "candidatesPerAttempt">;
+	repo: {
+		drivers: Pick<DriversRepo, "indexDrivers" | "driversChangedSince" | "availableInBox">;
+		mirror: Pick<RideMirrorRepo, "demandRides">;
+		matching: Pick<MatchingRepo, "wakeSearches">;
+		now(): Promise<Date>;
+	};
+	/** Tells the other instances (`dispatch.driverChanged`); this instance applies its own changes first. */
+	announce: (change: DriverChangedEvent) => void;
+	/** Searching rides became due because a driver came near. */
+	onWork: WorkSignal;
+	log: DispatchLog;
+}
+
+/** The order fields the demand index follows. */
+export type DemandOrder = Pick<InternalOrder, "orderId" | "partnerId" | "serviceType" | "pickup" | "mode">;
+
+export class DriverIndex {
+	/** Available drivers by mode and type. */
+	private readonly available: ModeIndexes<null>;
+	/** Searching rides by mode and type, grouped by partner. */
+	private readonly demand: ModeIndexes<DemandItem>;
+	/** Each driver's newest revision applied: an older change is ignored. */
+	private readonly driverRevs = new Map<string, number>();
+	/** Database time of the last read; the next refresh re-reads drivers changed since (with overlap). */
+	private refreshedUpTo: Date | null = null;
+
+	constructor(private readonly deps: DriverIndexDeps) {
+		this.available = modeIndexes<null>(deps.settings.h3Resolution);
+		this.demand = demandIndexes(deps.settings.h3Resolution);
+	}
+
 	/**
 	 * Applies driver changes to this instance's index and tells the other
 	 * instances. A driver that became available, or moved, wakes the
 	 * searching rides that just came within its reach (from the demand
 	 * index; a driver far from every ride causes no database work).
 	 */
-	publishDrivers(rows) {
+	publish(rows: DriverRow[]): void {
+		const radiusM = this.deps.settings.searchRadiusM;
 		const wake = new Set<string>();
 		for (const row of rows) {
 			const change = toDriverChange(row);
 			const before = this.available[row.mode]?.[row.service_type]?.pointOf(row.id);
-			this.applyDriverChange(change);
+			this.apply(change);
 			if (row.status === "available" && row.lat !== null && row.lng !== null) {
 				const demand = this.demand[row.mode]?.[row.service_type];
-				demand?.forEachWithin({ lat: row.lat, lng: row.lng }, this.cfg.searchRadiusM, (orderId) => {
+				demand?.forEachWithin({ lat: row.lat, lng: row.lng }, radiusM, (orderId) => {
 					const pickup = demand.pointOf(orderId);
 					// Already within reach before this change: that ride has had its chance at this driver.
-					if (before && pickup && haversineMeters(before, pickup) <= this.cfg.searchRadiusM) return;
+					if (before && pickup && haversineMeters(before, pickup) <= radiusM) return;
 					wake.add(orderId);
 				});
 			}
-			this.broker.broadcast(DISPATCH_EVENTS.driverChanged, change).catch((err: unknown) => this.logger.debug(`driverChanged broadcast: ${shortError(err)}`));
+			this.deps.announce(change);
 		}
 		if (wake.size > 0) this.wakeRides([...wake]);
-	},
+	}
 
-	/** Rides a driver event may serve: due now (in the database, so any instance may match them), and a tick here. */
-	wakeRides(orderIds) {
-		this.repo.matching.wakeSearches(orderIds).then(
+	/** Rides a driver event may serve: due now (in the database, so any instance may match them), and matching work here. */
+	private wakeRides(orderIds: string[]): void {
+		this.deps.repo.matching.wakeSearches(orderIds).then(
 			(n) => {
-				if (n > 0) this.kick();
+				if (n > 0) this.deps.onWork();
 			},
-			(err: unknown) => this.trouble(`Waking ${orderIds.length} ride(s): ${shortError(err)} (their backoff still runs)`),
+			(err: unknown) => this.deps.log.trouble(`Waking ${orderIds.length} ride(s): ${shortError(err)} (their backoff still runs)`),
 		);
-	},
+	}
 
-	applyDriverChange(change) {
+	/** A driver change from this or another instance; older revisions are ignored. */
+	apply(change: DriverChangedEvent): void {
 		const known = this.driverRevs.get(change.id);
 		if (known !== undefined && known >= change.rev) return;
 		this.driverRevs.set(change.id, change.rev);
-		const mode = changeMode(change);
-		for (const m of DRIVER_MODES) if (m !== mode) this.available[m][change.serviceType]?.remove(change.id);
-		const index = this.available[mode]?.[change.serviceType];
+		for (const m of DRIVER_MODES) if (m !== change.mode) this.available[m][change.serviceType]?.remove(change.id);
+		const index = this.available[change.mode]?.[change.serviceType];
 		if (!index) return;
 		if (change.status === "available" && change.lat !== null && change.lng !== null) index.upsert(change.id, { lat: change.lat, lng: change.lng }, null);
 		else index.remove(change.id);
-	},
+	}
 
-	async rebuildIndex() {
-		const now = await this.repo.dbNow();
-		const rows = await this.repo.drivers.indexDrivers();
+	/** A driver the database says is not available after all (this index was behind). */
+	forget(mode: DriverMode, serviceType: ServiceType, driverId: string): void {
+		this.available[mode][serviceType].remove(driverId);
+	}
+
+	async rebuild(): Promise<void> {
+		const now = await this.deps.repo.now();
+		const rows = await this.deps.repo.drivers.indexDrivers();
 		for (const mode of DRIVER_MODES) for (const type of SERVICE_TYPES) this.available[mode][type].clear();
 		this.driverRevs.clear();
-		for (const row of rows) this.applyDriverChange(toDriverChange(row));
+		for (const row of rows) this.apply(toDriverChange(row));
 		this.refreshedUpTo = now;
 		const { test, live } = this.available;
-		this.logger.info(`Driver index built: live ${live.scooty.size} scooty, ${live.cab.size} cab; test ${test.scooty.size} scooty, ${test.cab.size} cab available`);
-	},
+		this.deps.log.info(`Driver index built: live ${live.scooty.size} scooty, ${live.cab.size} cab; test ${test.scooty.size} scooty, ${test.cab.size} cab available`);
+	}
 
-	/** Re-reads drivers changed since the last refresh (with overlap for late commits): catches missed broadcasts. */
-	async refreshIndex() {
-		const now = await this.repo.dbNow();
-		const rows = await this.repo.drivers.driversChangedSince(this.refreshedUpTo ?? new Date(0));
-		for (const row of rows) this.applyDriverChange(toDriverChange(row));
+	/** Re-reads drivers changed since the last read (with overlap for late commits): catches missed broadcasts. */
+	async refresh(): Promise<void> {
+		const now = await this.deps.repo.now();
+		const rows = await this.deps.repo.drivers.driversChangedSince(this.refreshedUpTo ?? new Date(0));
+		for (const row of rows) this.apply(toDriverChange(row));
 		this.refreshedUpTo = now;
-	},
+	}
 
 	/** Re-reads the searching rides (catches changes other instances made), bringing the index in line in slices. */
-	async refreshDemand() {
+	async refreshDemand(): Promise<void> {
 		const before = demandIds(this.demand);
-		const rows = await this.repo.mirror.demandRides();
+		const rows = await this.deps.repo.mirror.demandRides();
 		await syncDemand(this.demand, rows, before, () => new Promise<void>((resolve) => setImmediate(resolve)));
-	},
+	}
 
 	/** This instance's demand index follows a ride it just changed: searching rides count, others do not. */
-	setDemand(order, searching) {
-		const index = this.demand[orderMode(order)][order.serviceType];
+	setDemand(order: DemandOrder, searching: boolean): void {
+		const index = this.demand[order.mode][order.serviceType];
 		if (!index) return;
 		if (searching) index.upsert(order.orderId, order.pickup, { partnerId: order.partnerId });
 		else index.remove(order.orderId);
-	},
+	}
 
 	/** Pricing's input: per type, the nearest available driver's ETA and the supply and demand of one mode around the point. */
-	supplyDemandAt(point, mode) {
+	supplyDemandAt(point: LatLng, mode: DriverMode): SupplyDemandReply {
+		const s = this.deps.settings;
 		const out = {} as SupplyDemandReply;
 		const available = this.available[mode];
 		for (const type of SERVICE_TYPES) {
-			const nearest = available[type].nearest(point, { limit: 1, radiusM: this.cfg.searchRadiusM });
-			const perPartner = this.demand[mode][type].countGroupsWithin(point, this.cfg.supplyRadiusM);
+			const nearest = available[type].nearest(point, { limit: 1, radiusM: s.searchRadiusM });
+			const perPartner = this.demand[mode][type].countGroupsWithin(point, s.supplyRadiusM);
 			out[type] = {
-				eta: nearest[0] ? etaSeconds(nearest[0].distanceM, this.cfg.speedsKmh[type], this.cfg.roadFactor) : null,
-				available: available[type].countWithin(point, this.cfg.supplyRadiusM),
-				demand: cappedDemand(perPartner.values(), this.cfg.demandPerPartner),
+				eta: nearest[0] ? etaSeconds(nearest[0].distanceM, s.speedsKmh[type], s.roadFactor) : null,
+				available: available[type].countWithin(point, s.supplyRadiusM),
+				demand: cappedDemand(perPartner.values(), s.demandPerPartner),
 			};
 		}
 		return out;
-	},
+	}
 
-	nearestDrivers({ point, serviceType, mode, limit, radiusM }) {
-		const found = this.available[mode ?? "test"][serviceType].nearest(point, { limit: limit ?? 5, radiusM: radiusM ?? this.cfg.searchRadiusM });
+	nearest({ point, serviceType, mode, limit, radiusM }: NearestDriversParams): NearbyDriver[] {
+		const s = this.deps.settings;
+		const found = this.available[mode ?? "test"][serviceType].nearest(point, { limit: limit ?? 5, radiusM: radiusM ?? s.searchRadiusM });
 		return found.map((n) => ({
 			driverId: n.id,
 			distanceM: Math.round(n.distanceM),
-			eta: etaSeconds(n.distanceM, this.cfg.speedsKmh[serviceType], this.cfg.roadFactor),
+			eta: etaSeconds(n.distanceM, s.speedsKmh[serviceType], s.roadFactor),
 			location: n.point,
 		}));
-	},
+	}
 
 	/** Whether some available driver not excluded from the ride is within the search radius. */
-	hasCandidate(ride) {
+	hasCandidate(ride: RideRow): boolean {
 		const excluded = new Set(ride.excluded_driver_ids);
-		return this.available[ride.mode][ride.service_type].nearest(pickupOf(ride), { limit: 1, radiusM: this.cfg.searchRadiusM, accept: (id) => !excluded.has(id) }).length > 0;
-	},
+		const found = this.available[ride.mode][ride.service_type].nearest(pickupOf(ride), { limit: 1, radiusM: this.deps.settings.searchRadiusM, accept: (id) => !excluded.has(id) });
+		return found.length > 0;
+	}
 
 	/** Nearest available candidates: the index first; the database when the index has nobody (it may be behind). */
-	async candidates(pickup, serviceType, mode, excluded, t) {
-		const fromIndex = this.available[mode][serviceType].nearest(pickup, {
-			limit: this.cfg.candidatesPerAttempt,
-			radiusM: this.cfg.searchRadiusM,
-			accept: (id) => !excluded.has(id),
-		});
+	async candidates(pickup: LatLng, serviceType: ServiceType, mode: DriverMode, excluded: Set<string>, t: Transaction): Promise<Array<{ driverId: string }>> {
+		const { searchRadiusM, candidatesPerAttempt } = this.deps.settings;
+		const fromIndex = this.available[mode][serviceType].nearest(pickup, { limit: candidatesPerAttempt, radiusM: searchRadiusM, accept: (id) => !excluded.has(id) });
 		if (fromIndex.length > 0) return fromIndex.map((n) => ({ driverId: n.id }));
-		const rows = await this.repo.drivers.availableInBox(pickup, serviceType, mode, this.cfg.searchRadiusM, [...excluded], this.cfg.candidatesPerAttempt, t);
-		return rows.filter((r) => haversineMeters(pickup, r) <= this.cfg.searchRadiusM).map((r) => ({ driverId: r.id }));
-	},
-};
+		const rows = await this.deps.repo.drivers.availableInBox(pickup, serviceType, mode, searchRadiusM, [...excluded], candidatesPerAttempt, t);
+		return rows.filter((r) => haversineMeters(pickup, r) <= searchRadiusM).map((r) => ({ driverId: r.id }));
+	}
+
+	/** Available drivers counted by mode and type (the start-up log, tests). */
+	size(mode: DriverMode, serviceType: ServiceType): number {
+		return this.available[mode][serviceType].size;
+	}
+}

@@ -1,82 +1,99 @@
-import type { DriverJob } from "../../contracts/dispatch";
+import type { Context } from "moleculer";
+import type { DriverJob, DriverView, RegisterParams, ReportedLocation } from "../../contracts/dispatch";
 import type { InternalOrder } from "../../contracts/orders";
 import { ApiError } from "../../lib/errors";
 import { newId } from "../../lib/ids";
 import { bearingDegrees, haversineMeters } from "../../lib/geo";
 import { errorType, etaBetween, isDefinitiveRefusal, legTarget } from "./dispatch-rules";
 import { dropOf, locationOf, pickupOf, rideJob, toDriverView } from "./dispatch-views";
-import type { DispatchPart } from "./dispatch.types";
+import type { DispatchMetrics } from "./dispatch.metrics";
+import type { DispatchRepo } from "./dispatch.repo";
+import type { DispatchSettings } from "./dispatch.settings";
+import type { DispatchLog, DriverMoveFrom, DriverMoveTo } from "./dispatch.types";
+import type { DriverIndex } from "./driver-index";
+import type { DriverRow } from "./drivers.repo";
+import type { Matcher } from "./matching";
+import type { OrdersClient } from "./orders-client";
+import type { RideMirror } from "./ride-mirror";
+import type { RideRow } from "./ride-mirror.repo";
 
 /**
  * Driver moves: what a driver (app, REPL or the simulated fleet) does —
  * register, go online/offline, report its location, accept or decline an
  * offer, arrive, start with the rider's OTP, drop, drop out. Ride steps go
  * through `orders.transition`; on a definitive refusal dispatch takes the
- * order's truth.
+ * order's truth. `ctx` is the request a move is made for (its trace and
+ * timeouts reach orders).
  */
 
 const driverNotFound = (): ApiError => new ApiError(404, "DRIVER_NOT_FOUND", "Driver not found");
 const conflict = (message: string): ApiError => new ApiError(409, "CONFLICT", message);
 const NOT_ON_RIDE = "The driver is not on this ride";
 
-export const driverMoveMethods: DispatchPart<
-	| "loadDriver"
-	| "registerDriver"
-	| "goOnline"
-	| "goOffline"
-	| "setDriverLocation"
-	| "acceptOffer"
-	| "declineOffer"
-	| "requireOnRide"
-	| "moveRide"
-	| "dropOut"
-	| "etaFor"
-	| "driverJob"
-> = {
-	async loadDriver(driverId, t) {
-		const row = await this.repo.drivers.driver(driverId, t);
+export interface DriverMovesDeps {
+	settings: Pick<DispatchSettings, "transitionLeaseMs" | "speedsKmh" | "roadFactor">;
+	repo: Pick<DispatchRepo, "drivers" | "mirror" | "matching" | "tx">;
+	index: Pick<DriverIndex, "publish">;
+	mirror: Pick<RideMirror, "applyOrder" | "afterRefusal" | "reconcile">;
+	matcher: Pick<Matcher, "endOffer" | "kick">;
+	orders: Pick<OrdersClient, "transition" | "get">;
+	metrics: Pick<DispatchMetrics, "offerEnded" | "matched" | "wrongOtp">;
+	log: DispatchLog;
+}
+
+/** A ride step: who, which ride, and optionally where the driver is now. */
+export interface RideStep {
+	driverId: string;
+	orderId: string;
+	location?: ReportedLocation;
+}
+
+export class DriverMoves {
+	constructor(private readonly deps: DriverMovesDeps) {}
+
+	async loadDriver(driverId: string): Promise<DriverRow> {
+		const row = await this.deps.repo.drivers.driver(driverId);
 		if (!row) throw driverNotFound();
 		return row;
-	},
+	}
 
 	/** Idempotent by phone: a known phone answers that driver unchanged. A driver is `live` unless registered as `test` (the simulated fleet, test driver apps). */
-	async registerDriver(p) {
-		const inserted = await this.repo.drivers.insertDriver(newId("drv"), { ...p, mode: p.mode ?? (p.simulated ? "test" : "live") });
+	async register(p: RegisterParams): Promise<DriverView> {
+		const drivers = this.deps.repo.drivers;
+		const inserted = await drivers.insertDriver(newId("drv"), { ...p, mode: p.mode ?? (p.simulated ? "test" : "live") });
 		if (inserted) return toDriverView(inserted);
-		const existing = await this.repo.drivers.driverByPhone(p.phone);
+		const existing = await drivers.driverByPhone(p.phone);
 		if (!existing) throw conflict("Driver registration raced; try again");
 		return toDriverView(existing);
-	},
+	}
 
-	async goOnline(driverId, location) {
-		const row = await this.repo.drivers.setDriverLocation(driverId, location, true);
+	async goOnline(driverId: string, location: ReportedLocation): Promise<DriverView> {
+		const row = await this.deps.repo.drivers.setDriverLocation(driverId, location, true);
 		if (!row) throw driverNotFound();
-		this.publishDrivers([row]);
-		this.kick();
+		this.deps.index.publish([row]);
+		this.deps.matcher.kick();
 		return toDriverView(row);
-	},
+	}
 
 	/** A pending offer is declined first; a driver on a ride must drop it (or drop out) first. */
-	async goOffline(driverId) {
+	async goOffline(driverId: string): Promise<DriverView> {
 		for (let attempt = 0; attempt < 5; attempt++) {
 			const driver = await this.loadDriver(driverId);
-			if (driver.status === "on_trip") {
-				throw new ApiError(409, "DRIVER_NOT_AVAILABLE", "The driver is on a ride: drop it or drop out first");
-			}
+			if (driver.status === "on_trip") throw new ApiError(409, "DRIVER_NOT_AVAILABLE", "The driver is on a ride: drop it or drop out first");
 			if (driver.status === "offered" && driver.order_id) {
-				await this.endOffer(driverId, driver.order_id, "declined");
+				await this.deps.matcher.endOffer(driverId, driver.order_id, "declined");
 				continue;
 			}
-			const row = await this.repo.drivers.setDriverOffline(driverId);
+			const row = await this.deps.repo.drivers.setDriverOffline(driverId);
 			if (row) {
-				this.publishDrivers([row]);
+				this.deps.index.publish([row]);
 				return toDriverView(row);
 			}
 		}
 		throw conflict("The driver's state keeps changing; try again");
-	},
+	}
 
-	async setDriverLocation(driverId, location) {
+	async setLocation(driverId: string, location: ReportedLocation): Promise<DriverRow> {
 		let heading = location.heading;
 		if (heading === undefined) {
 			// No heading given: face the way the driver moved (kept when it barely moved).
@@ -85,25 +102,21 @@ export const driverMoveMethods: DispatchPart<
 				heading = Math.round(bearingDegrees({ lat: prev.lat, lng: prev.lng }, location)) % 360;
 			}
 		}
-		const row = await this.repo.drivers.setDriverLocation(driverId, { lat: location.lat, lng: location.lng, heading }, false);
+		const row = await this.deps.repo.drivers.setDriverLocation(driverId, { lat: location.lat, lng: location.lng, heading }, false);
 		if (!row) throw driverNotFound();
-		this.publishDrivers([row]);
+		this.deps.index.publish([row]);
 		return row;
-	},
+	}
 
-	/**
-	 * Only an open (pending, unexpired) offer can be accepted; the ride becomes
-	 * `accepted` with this driver through `orders.transition`.
-	 */
-	async acceptOffer(ctx) {
-		const { driverId, orderId } = ctx.params;
-		const repo = this.repo;
+	/** Only an open (pending, unexpired) offer can be accepted; the ride becomes `accepted` with this driver through `orders.transition`. */
+	async accept(driverId: string, orderId: string, ctx?: Context): Promise<DriverJob> {
+		const { repo, settings, index, mirror, orders, metrics } = this.deps;
 		const claimed = await repo.tx(async (t) => {
 			const ride = await repo.mirror.lockRide(orderId, t);
 			if (!ride || !(await repo.matching.acceptOffer(orderId, driverId, t))) return null;
 			const driver = await repo.drivers.startTrip(driverId, orderId, t);
 			if (!driver) return null;
-			await repo.mirror.startTransition(orderId, "accepting", this.cfg.transitionLeaseMs, t, driver);
+			await repo.mirror.startTransition(orderId, "accepting", settings.transitionLeaseMs, t, driver);
 			return { driver, ride };
 		});
 		if (!claimed) {
@@ -111,59 +124,52 @@ export const driverMoveMethods: DispatchPart<
 			const driver = await this.loadDriver(driverId);
 			throw conflict(driver.order_id === orderId && driver.status === "on_trip" ? "Offer already accepted" : "No open offer for this driver and ride (expired, declined or cancelled)");
 		}
-		this.publishDrivers([claimed.driver]);
 		const { driver, ride } = claimed;
-		this.metrics.offerEnded("accepted", ride.service_type);
+		index.publish([driver]);
+		metrics.offerEnded("accepted", ride.service_type);
 		let order: InternalOrder;
 		try {
-			order = await this.transition(
-				{
-					orderId,
-					from: "searching",
-					to: "accepted",
-					driver: { id: driver.id, name: driver.name, phone: driver.phone, vehicleNumber: driver.vehicle_number },
-					location: locationOf(driver) ?? undefined,
-					eta: this.etaFor(driver, ride, "accepted"),
-				},
-				ctx,
-			);
+			const info = { id: driver.id, name: driver.name, phone: driver.phone, vehicleNumber: driver.vehicle_number };
+			order = await orders.transition({ orderId, from: "searching", to: "accepted", driver: info, location: locationOf(driver) ?? undefined, eta: this.etaFor(driver, ride, "accepted") }, ctx);
 		} catch (err) {
 			if (isDefinitiveRefusal(err)) {
 				// Somebody moved first (cancel, no_driver_found): the ride is not this driver's.
-				await this.afterRefusal(orderId, err);
+				await mirror.afterRefusal(orderId, err);
 				throw conflict("The ride is no longer available");
 			}
 			// No answer: the transition may or may not have happened. The lease
 			// runs out and the sweep settles it with the order's truth.
 			throw err;
 		}
-		this.metrics.matched(ride.service_type, order.createdAt);
-		await this.applyOrder(order, { abandonInFlight: true });
+		metrics.matched(ride.service_type, order.createdAt);
+		await mirror.applyOrder(order, { abandonInFlight: true });
 		return { driver: toDriverView(await this.loadDriver(driverId)), offer: null, ride: rideJob(ride, order.status) };
-	},
+	}
 
-	async declineOffer(driverId, orderId) {
-		const declined = await this.endOffer(driverId, orderId, "declined");
+	async decline(driverId: string, orderId: string): Promise<DriverView> {
+		const declined = await this.deps.matcher.endOffer(driverId, orderId, "declined");
 		if (!declined) {
 			await this.loadDriver(driverId);
 			throw conflict("No open offer for this driver and ride");
 		}
 		return toDriverView(await this.loadDriver(driverId));
-	},
+	}
 
-	async requireOnRide(driverId, orderId, location) {
-		let driver = location ? await this.setDriverLocation(driverId, location) : await this.loadDriver(driverId);
+	/** The driver holds the ride (an accept still being recorded is settled first). */
+	private async requireOnRide({ driverId, orderId, location }: RideStep): Promise<{ driver: DriverRow; ride: RideRow }> {
+		const mirrorRepo = this.deps.repo.mirror;
+		let driver = location ? await this.setLocation(driverId, location) : await this.loadDriver(driverId);
 		if (driver.status !== "on_trip" || driver.order_id !== orderId) throw conflict(NOT_ON_RIDE);
-		const ride = await this.repo.mirror.ride(orderId);
+		const ride = await mirrorRepo.ride(orderId);
 		if (!ride) throw conflict(NOT_ON_RIDE);
 		if (ride.state !== "accepting") return { driver, ride };
 		// The accept is still being recorded (or was lost): settle it before moving on.
-		await this.reconcileOrder(orderId, { abandonInFlight: Date.now() > new Date(ride.lease_until ?? 0).getTime() });
+		await this.deps.mirror.reconcile(orderId, { abandonInFlight: Date.now() > new Date(ride.lease_until ?? 0).getTime() });
 		driver = await this.loadDriver(driverId);
-		const settled = await this.repo.mirror.ride(orderId);
+		const settled = await mirrorRepo.ride(orderId);
 		if (!settled || settled.state !== "assigned" || driver.order_id !== orderId) throw conflict(NOT_ON_RIDE);
 		return { driver, ride: settled };
-	},
+	}
 
 	/**
 	 * A driver action that moves its ride one step (arrive, start, drop):
@@ -171,80 +177,79 @@ export const driverMoveMethods: DispatchPart<
 	 * dispatch takes the order's truth; a wrong OTP (only `started` carries
 	 * one) is counted on the driver instead.
 	 */
-	async moveRide(ctx, from, to, otp) {
-		const { driverId, orderId } = ctx.params;
-		const { driver, ride } = await this.requireOnRide(driverId, orderId, ctx.params.location);
+	async moveRide(step: RideStep, from: DriverMoveFrom, to: DriverMoveTo, otp?: string, ctx?: Context): Promise<DriverJob> {
+		const { driverId, orderId } = step;
+		const { driver, ride } = await this.requireOnRide(step);
 		// At the pickup or the drop the driver is there (eta 0); once started, the eta is to the drop.
 		const eta = to === "started" ? this.etaFor(driver, ride, to) : 0;
 		let order: InternalOrder;
 		try {
-			order = await this.transition({ orderId, from, to, otp, location: locationOf(driver) ?? undefined, eta }, ctx);
+			order = await this.deps.orders.transition({ orderId, from, to, otp, location: locationOf(driver) ?? undefined, eta }, ctx);
 		} catch (err) {
 			if (otp !== undefined && errorType(err) === "INVALID_OTP") {
-				await this.repo.drivers.countWrongOtp(driverId);
-				this.logger.info(`Wrong OTP from driver ${driverId} for ${orderId}`);
-				this.metrics.wrongOtp(ride.service_type);
+				await this.deps.repo.drivers.countWrongOtp(driverId);
+				this.deps.log.info(`Wrong OTP from driver ${driverId} for ${orderId}`);
+				this.deps.metrics.wrongOtp(ride.service_type);
 			} else if (isDefinitiveRefusal(err)) {
-				await this.afterRefusal(orderId, err);
+				await this.deps.mirror.afterRefusal(orderId, err);
 			}
 			throw err;
 		}
-		await this.applyOrder(order);
+		await this.deps.mirror.applyOrder(order);
 		return { driver: toDriverView(await this.loadDriver(driverId)), offer: null, ride: rideJob(ride, order.status) };
-	},
+	}
 
 	/** `accepted`/`arrived` → `searching` (no webhook): dispatch offers the ride to another driver. */
-	async dropOut(ctx) {
-		const { driverId, orderId, reason } = ctx.params;
-		const { ride } = await this.requireOnRide(driverId, orderId, ctx.params.location);
+	async dropOut(step: RideStep, reason: string | undefined, ctx?: Context): Promise<DriverView> {
+		const { driverId, orderId } = step;
+		const { orders, mirror } = this.deps;
+		const { ride } = await this.requireOnRide(step);
 		let from = ride.order_status;
 		let order: InternalOrder | undefined;
 		for (let attempt = 0; attempt < 2 && !order; attempt++) {
-			if (from !== "accepted" && from !== "arrived") {
-				throw new ApiError(409, "INVALID_TRANSITION", `A driver can only drop out before the ride started (it is ${from})`);
-			}
+			if (from !== "accepted" && from !== "arrived") throw new ApiError(409, "INVALID_TRANSITION", `A driver can only drop out before the ride started (it is ${from})`);
 			try {
 				// `driver.id`: orders applies the drop-out only while this driver is still the ride's driver.
-				order = await this.transition({ orderId, from, to: "searching", driver: { id: driverId }, reason: reason ?? "driver dropped out" }, ctx);
+				order = await orders.transition({ orderId, from, to: "searching", driver: { id: driverId }, reason: reason ?? "driver dropped out" }, ctx);
 			} catch (err) {
 				if (errorType(err) !== "CONFLICT") {
-					if (isDefinitiveRefusal(err)) await this.afterRefusal(orderId, err);
+					if (isDefinitiveRefusal(err)) await mirror.afterRefusal(orderId, err);
 					throw err;
 				}
 				// Our view was behind (e.g. arrived a moment ago): ask orders and try once more.
-				const current = await this.getOrder(orderId, ctx);
+				const current = await orders.get(orderId, ctx);
 				if (!current || current.driver?.id !== driverId) {
-					if (current) await this.applyOrder(current);
+					if (current) await mirror.applyOrder(current);
 					throw conflict("The driver is no longer on this ride");
 				}
 				from = current.status;
 			}
 		}
 		if (!order) throw conflict("The ride kept changing; try again");
-		await this.applyOrder(order, { abandonInFlight: true });
-		this.kick();
+		await mirror.applyOrder(order, { abandonInFlight: true });
+		this.deps.matcher.kick();
 		return toDriverView(await this.loadDriver(driverId));
-	},
+	}
 
 	/** Seconds from the driver to where it is heading in `status`. */
-	etaFor(driver, ride, status) {
+	private etaFor(driver: DriverRow, ride: RideRow, status: string): number | undefined {
 		const target = legTarget(status, pickupOf(ride), dropOf(ride));
 		const from = status === "started" ? pickupOf(ride) : driver.lat !== null && driver.lng !== null ? { lat: driver.lat, lng: driver.lng } : null;
 		if (!target || !from) return undefined;
-		return etaBetween(from, target, ride.service_type, this.cfg.speedsKmh, this.cfg.roadFactor);
-	},
+		return etaBetween(from, target, ride.service_type, this.deps.settings.speedsKmh, this.deps.settings.roadFactor);
+	}
 
 	/** A driver and its current job (pending offer or ride), as a driver app shows it. */
-	async driverJob(driverId) {
+	async driverJob(driverId: string): Promise<DriverJob> {
 		const driver = await this.loadDriver(driverId);
 		const job: DriverJob = { driver: toDriverView(driver), offer: null, ride: null };
 		if (driver.status === "offered") {
-			const r = await this.repo.matching.openOfferOf(driver.id);
+			const r = await this.deps.repo.matching.openOfferOf(driver.id);
 			if (r) job.offer = { orderId: r.order_id, expiresAt: new Date(r.expires_at).toISOString(), pickup: pickupOf(r), drop: dropOf(r), distanceM: r.distance_m, eta: r.eta };
 		} else if (driver.status === "on_trip" && driver.order_id) {
-			const r = await this.repo.mirror.ride(driver.order_id);
+			const r = await this.deps.repo.mirror.ride(driver.order_id);
 			if (r) job.ride = rideJob(r);
 		}
 		return job;
-	},
-};
+	}
+}

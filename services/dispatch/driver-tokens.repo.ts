@@ -1,4 +1,4 @@
-import { QueryTypes, type Sequelize } from "sequelize";
+import type { Db } from "../../mixins/db.mixin";
 
 /**
  * The driver API's SQL: `driver_tokens` (only SHA-256 hashes of tokens) and
@@ -15,28 +15,24 @@ export interface DriverTokenRow {
 }
 
 export class DriverTokensRepo {
-	constructor(private readonly sequelize: Sequelize) {}
-
-	private q<T extends object>(sql: string, bind: unknown[] = []): Promise<T[]> {
-		return this.sequelize.query<T>(sql, { bind, type: QueryTypes.SELECT });
-	}
+	constructor(private readonly db: Db) {}
 
 	async insert(id: string, driverId: string, tokenHash: string): Promise<void> {
-		await this.q("INSERT INTO driver_tokens (id, driver_id, token_hash) VALUES ($1, $2, $3) RETURNING id", [id, driverId, tokenHash]);
+		await this.db.rows("INSERT INTO driver_tokens (id, driver_id, token_hash) VALUES ($1, $2, $3) RETURNING id", [id, driverId, tokenHash]);
 	}
 
 	/** The driver of a live (unrevoked) token. */
 	async driverOf(tokenHash: string): Promise<string | undefined> {
-		return (await this.q<{ driver_id: string }>("SELECT driver_id FROM driver_tokens WHERE token_hash = $1 AND revoked_at IS NULL", [tokenHash]))[0]?.driver_id;
+		return (await this.db.rows<{ driver_id: string }>("SELECT driver_id FROM driver_tokens WHERE token_hash = $1 AND revoked_at IS NULL", [tokenHash]))[0]?.driver_id;
 	}
 
 	/** Revokes every live token of the driver; the number revoked. */
 	async revokeAll(driverId: string): Promise<number> {
-		return (await this.q<{ id: string }>("UPDATE driver_tokens SET revoked_at = now() WHERE driver_id = $1 AND revoked_at IS NULL RETURNING id", [driverId])).length;
+		return (await this.db.rows<{ id: string }>("UPDATE driver_tokens SET revoked_at = now() WHERE driver_id = $1 AND revoked_at IS NULL RETURNING id", [driverId])).length;
 	}
 
 	async list(): Promise<DriverTokenRow[]> {
-		return this.q<DriverTokenRow>(
+		return this.db.rows<DriverTokenRow>(
 			`SELECT t.id, t.driver_id, d.name AS driver_name, t.created_at, t.revoked_at
 			 FROM driver_tokens t JOIN drivers d ON d.id = t.driver_id ORDER BY t.created_at DESC LIMIT 1000`,
 		);
@@ -44,6 +40,6 @@ export class DriverTokensRepo {
 
 	/** Whether the ride was ever offered to this driver (any offer state). */
 	async wasOffered(driverId: string, orderId: string): Promise<boolean> {
-		return (await this.q("SELECT 1 AS one FROM dispatch_offers WHERE driver_id = $1 AND order_id = $2 LIMIT 1", [driverId, orderId])).length > 0;
+		return (await this.db.rows("SELECT 1 AS one FROM dispatch_offers WHERE driver_id = $1 AND order_id = $2 LIMIT 1", [driverId, orderId])).length > 0;
 	}
 }

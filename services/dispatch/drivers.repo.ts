@@ -2,7 +2,7 @@ import type { Transaction } from "sequelize";
 import type { ServiceType } from "../../contracts/common";
 import type { DriverMode, DriverStatus, ListDriversParams } from "../../contracts/dispatch";
 import type { LatLng } from "../../lib/geo";
-import type { Query } from "./dispatch.repo";
+import type { Db } from "../../mixins/db.mixin";
 
 /**
  * Dispatch's SQL on `drivers`: registration, position and status, the
@@ -38,10 +38,10 @@ const FREE_DRIVER = "status = 'available', order_id = NULL, rev = rev + 1, updat
 const BUMP = "rev = rev + 1, updated_at = clock_timestamp()";
 
 export class DriversRepo {
-	constructor(private readonly q: Query) {}
+	constructor(private readonly db: Db) {}
 
 	async insertDriver(id: string, p: { name: string; phone: string; vehicleNumber: string; serviceType: ServiceType; simulated?: boolean; mode: DriverMode }): Promise<DriverRow | undefined> {
-		const rows = await this.q<DriverRow>(
+		const rows = await this.db.rows<DriverRow>(
 			`INSERT INTO drivers (id, name, phone, vehicle_number, service_type, simulated, mode)
 			 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (phone) DO NOTHING RETURNING *`,
 			[id, p.name, p.phone, p.vehicleNumber, p.serviceType, p.simulated ?? false, p.mode],
@@ -50,17 +50,17 @@ export class DriversRepo {
 	}
 
 	async driverByPhone(phone: string): Promise<DriverRow | undefined> {
-		return (await this.q<DriverRow>("SELECT * FROM drivers WHERE phone = $1", [phone]))[0];
+		return (await this.db.rows<DriverRow>("SELECT * FROM drivers WHERE phone = $1", [phone]))[0];
 	}
 
 	async driver(driverId: string, t?: Transaction): Promise<DriverRow | undefined> {
-		return (await this.q<DriverRow>("SELECT * FROM drivers WHERE id = $1", [driverId], t))[0];
+		return (await this.db.rows<DriverRow>("SELECT * FROM drivers WHERE id = $1", [driverId], t))[0];
 	}
 
 	/** Moves the driver; `online` also makes an offline driver available. */
 	async setDriverLocation(driverId: string, at: { lat: number; lng: number; heading?: number | null }, online: boolean): Promise<DriverRow | undefined> {
 		const status = online ? "status = CASE WHEN status = 'offline' THEN 'available' ELSE status END," : "";
-		const rows = await this.q<DriverRow>(
+		const rows = await this.db.rows<DriverRow>(
 			`UPDATE drivers SET ${status} lat = $2, lng = $3, heading = COALESCE($4, heading, 0), location_at = now(), ${BUMP}
 			 WHERE id = $1 RETURNING *`,
 			[driverId, at.lat, at.lng, at.heading ?? null],
@@ -69,7 +69,7 @@ export class DriversRepo {
 	}
 
 	async setDriverOffline(driverId: string): Promise<DriverRow | undefined> {
-		const rows = await this.q<DriverRow>(`UPDATE drivers SET status = 'offline', ${BUMP} WHERE id = $1 AND status IN ('available','offline') RETURNING *`, [driverId]);
+		const rows = await this.db.rows<DriverRow>(`UPDATE drivers SET status = 'offline', ${BUMP} WHERE id = $1 AND status IN ('available','offline') RETURNING *`, [driverId]);
 		return rows[0];
 	}
 
@@ -78,7 +78,7 @@ export class DriversRepo {
 	 * while it is `offered`, or all but `exceptDriverId` (who keeps the ride).
 	 */
 	async freeDrivers(orderId: string, t: Transaction, only: { offeredDriverId?: string; exceptDriverId?: string | null } = {}): Promise<DriverRow[]> {
-		return this.q<DriverRow>(
+		return this.db.rows<DriverRow>(
 			`UPDATE drivers SET ${FREE_DRIVER}
 			 WHERE order_id = $1 AND ($2::text IS NULL OR (id = $2 AND status = 'offered')) AND ($3::text IS NULL OR id <> $3) RETURNING *`,
 			[orderId, only.offeredDriverId ?? null, only.exceptDriverId ?? null],
@@ -88,7 +88,7 @@ export class DriversRepo {
 
 	/** Drivers holding a ride with no open offer or assignment behind it (a crash between steps). */
 	async freeOrphanDrivers(): Promise<DriverRow[]> {
-		return this.q<DriverRow>(
+		return this.db.rows<DriverRow>(
 			`UPDATE drivers d SET ${FREE_DRIVER}
 			 WHERE d.order_id IS NOT NULL AND d.updated_at < now() - interval '30 seconds'
 			 AND NOT EXISTS (SELECT 1 FROM dispatch_offers o WHERE o.order_id = d.order_id AND o.driver_id = d.id AND o.state = 'pending' AND d.status = 'offered')
@@ -99,7 +99,7 @@ export class DriversRepo {
 
 	/** Offers the ride to an available driver of the type and mode, unless another instance got there first. */
 	async claimDriver(driverId: string, orderId: string, serviceType: ServiceType, mode: DriverMode, t: Transaction): Promise<DriverRow | undefined> {
-		const rows = await this.q<DriverRow>(
+		const rows = await this.db.rows<DriverRow>(
 			`UPDATE drivers SET status = 'offered', order_id = $2, ${BUMP}
 			 WHERE id = (SELECT id FROM drivers WHERE id = $1 AND status = 'available' AND service_type = $3 AND mode = $4 FOR UPDATE SKIP LOCKED)
 			 RETURNING *`,
@@ -111,13 +111,13 @@ export class DriversRepo {
 
 	/** The offered driver takes the ride. */
 	async startTrip(driverId: string, orderId: string, t: Transaction): Promise<DriverRow | undefined> {
-		const rows = await this.q<DriverRow>(`UPDATE drivers SET status = 'on_trip', ${BUMP} WHERE id = $1 AND status = 'offered' AND order_id = $2 RETURNING *`, [driverId, orderId], t);
+		const rows = await this.db.rows<DriverRow>(`UPDATE drivers SET status = 'on_trip', ${BUMP} WHERE id = $1 AND status = 'offered' AND order_id = $2 RETURNING *`, [driverId, orderId], t);
 		return rows[0];
 	}
 
 	/** The order names this driver: hold it on the ride (nothing when it already is, or holds another ride). */
 	async holdForRide(driverId: string, orderId: string, t: Transaction): Promise<DriverRow[]> {
-		return this.q<DriverRow>(
+		return this.db.rows<DriverRow>(
 			`UPDATE drivers SET status = 'on_trip', order_id = $2, ${BUMP}
 			 WHERE id = $1 AND (order_id IS NULL OR order_id = $2) AND NOT (status = 'on_trip' AND order_id = $2) RETURNING *`,
 			[driverId, orderId],
@@ -126,11 +126,11 @@ export class DriversRepo {
 	}
 
 	async countWrongOtp(driverId: string): Promise<void> {
-		await this.q("UPDATE drivers SET wrong_otp_count = wrong_otp_count + 1 WHERE id = $1", [driverId]);
+		await this.db.rows("UPDATE drivers SET wrong_otp_count = wrong_otp_count + 1 WHERE id = $1", [driverId]);
 	}
 
 	async listDrivers(p: ListDriversParams): Promise<DriverRow[]> {
-		return this.q<DriverRow>(
+		return this.db.rows<DriverRow>(
 			`SELECT * FROM drivers
 			 WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR service_type = $2) AND ($3::boolean IS NULL OR simulated = $3)
 			 AND ($6::text IS NULL OR mode = $6)
@@ -140,17 +140,17 @@ export class DriversRepo {
 	}
 
 	async driverCounts(): Promise<Array<{ status: DriverStatus; service_type: ServiceType; n: number }>> {
-		return this.q("SELECT status, service_type, count(*)::int AS n FROM drivers GROUP BY status, service_type");
+		return this.db.rows("SELECT status, service_type, count(*)::int AS n FROM drivers GROUP BY status, service_type");
 	}
 
 	/** Every driver the index must know (offline ones it need not). */
 	async indexDrivers(): Promise<IndexRow[]> {
-		return this.q<IndexRow>("SELECT id, service_type, status, lat, lng, rev, mode FROM drivers WHERE status <> 'offline'");
+		return this.db.rows<IndexRow>("SELECT id, service_type, status, lat, lng, rev, mode FROM drivers WHERE status <> 'offline'");
 	}
 
 	/** Drivers changed since `since`, with overlap for late commits. */
 	async driversChangedSince(since: Date): Promise<IndexRow[]> {
-		return this.q<IndexRow>("SELECT id, service_type, status, lat, lng, rev, mode FROM drivers WHERE updated_at > $1::timestamptz - interval '10 seconds'", [since.toISOString()]);
+		return this.db.rows<IndexRow>("SELECT id, service_type, status, lat, lng, rev, mode FROM drivers WHERE updated_at > $1::timestamptz - interval '10 seconds'", [since.toISOString()]);
 	}
 
 	/** Available drivers of a type and mode in the box around `pickup`, roughly nearest first (when the index knows nobody). */
@@ -158,7 +158,7 @@ export class DriversRepo {
 		const dLat = radiusM / 111_320;
 		const cos = Math.max(0.01, Math.cos((pickup.lat * Math.PI) / 180));
 		const dLng = radiusM / (111_320 * cos);
-		return this.q(
+		return this.db.rows(
 			`SELECT id, lat, lng FROM drivers
 			 WHERE status = 'available' AND mode = $11 AND service_type = $1 AND lat BETWEEN $2 AND $3 AND lng BETWEEN $4 AND $5 AND NOT (id = ANY($6::text[]))
 			 ORDER BY (lat - $7) * (lat - $7) + ((lng - $8) * $9) * ((lng - $8) * $9) LIMIT $10`,

@@ -1,6 +1,6 @@
 import type { Transaction } from "sequelize";
 import type { SandboxScenario } from "../../contracts/dispatch";
-import type { Query } from "./dispatch.repo";
+import type { Db } from "../../mixins/db.mixin";
 import { EXCLUDE, MS, NO_DRIVER_NEAR, type RideRow } from "./ride-mirror.repo";
 
 /**
@@ -21,13 +21,13 @@ export interface OfferRow {
 }
 
 export class MatchingRepo {
-	constructor(private readonly q: Query) {}
+	constructor(private readonly db: Db) {}
 
 	// ---- searching rides ----
 
 	/** A searching ride due for matching, locked (SKIP LOCKED: another instance on it means skip), with its deadline state. */
 	async lockDueSearch(orderId: string, dispatchTimeoutMs: number, t: Transaction) {
-		const rows = await this.q<RideRow & { timed_out: boolean; pending_expiry: Date | null }>(
+		const rows = await this.db.rows<RideRow & { timed_out: boolean; pending_expiry: Date | null }>(
 			`SELECT r.*, (r.search_started_at + $2 ${MS} <= now()) AS timed_out,
 				(SELECT o.expires_at FROM dispatch_offers o WHERE o.order_id = r.order_id AND o.state = 'pending') AS pending_expiry
 			 FROM dispatch_rides r WHERE r.order_id = $1 AND r.state = 'searching' AND r.next_match_at <= now() FOR UPDATE SKIP LOCKED`,
@@ -38,7 +38,7 @@ export class MatchingRepo {
 	}
 
 	async matchAgainAt(orderId: string, at: Date, t: Transaction): Promise<void> {
-		await this.q("UPDATE dispatch_rides SET next_match_at = $2, updated_at = now() WHERE order_id = $1", [orderId, at], t);
+		await this.db.rows("UPDATE dispatch_rides SET next_match_at = $2, updated_at = now() WHERE order_id = $1", [orderId, at], t);
 	}
 
 	/**
@@ -49,7 +49,7 @@ export class MatchingRepo {
 	 * near, an offer ending) wakes it earlier (`wakeSearches`, `excludeAndRematch`).
 	 */
 	async matchAgainBackoff(orderId: string, minMs: number, maxMs: number, dispatchTimeoutMs: number, t: Transaction): Promise<void> {
-		await this.q(
+		await this.db.rows(
 			`UPDATE dispatch_rides SET next_match_at = LEAST(
 				now() + GREATEST($2::double precision, LEAST($3::double precision, EXTRACT(EPOCH FROM now() - search_started_at) * 1000)) ${MS},
 				search_started_at + $4 ${MS})
@@ -61,7 +61,7 @@ export class MatchingRepo {
 
 	/** Searching rides (of these) waiting out a backoff with no open offer are due now: a driver came within reach. Returns how many. */
 	async wakeSearches(orderIds: string[]): Promise<number> {
-		const rows = await this.q<{ order_id: string }>(
+		const rows = await this.db.rows<{ order_id: string }>(
 			`UPDATE dispatch_rides r SET next_match_at = now()
 			 WHERE r.order_id = ANY($1::text[]) AND r.state = 'searching' AND r.next_match_at > now()
 			 AND NOT EXISTS (SELECT 1 FROM dispatch_offers o WHERE o.order_id = r.order_id AND o.state = 'pending')
@@ -73,7 +73,7 @@ export class MatchingRepo {
 
 	/** The ride goes to the next driver, never to `driverId` again. */
 	async excludeAndRematch(orderId: string, driverId: string, t: Transaction): Promise<void> {
-		await this.q(`UPDATE dispatch_rides SET next_match_at = now(), updated_at = now(), ${EXCLUDE("$2")} WHERE order_id = $1`, [orderId, driverId], t);
+		await this.db.rows(`UPDATE dispatch_rides SET next_match_at = now(), updated_at = now(), ${EXCLUDE("$2")} WHERE order_id = $1`, [orderId, driverId], t);
 	}
 
 	/**
@@ -92,7 +92,7 @@ export class MatchingRepo {
 		limit: number,
 		b: { minMs: number; maxMs: number; dispatchTimeoutMs: number; radiusM: number },
 	): Promise<Array<{ order_id: string; backed_off: boolean }>> {
-		return this.q(
+		return this.db.rows(
 			`WITH due AS (
 				SELECT order_id, mode, service_type, pickup_lat, pickup_lng, excluded_driver_ids, search_started_at, sandbox, next_match_at
 				FROM dispatch_rides WHERE state = 'searching' AND next_match_at <= now()
@@ -124,7 +124,7 @@ export class MatchingRepo {
 	 * for 1 due); the CTE's at most 200 rows are joined by primary key.
 	 */
 	async claimDueLocations(intervalMs: number, liveIntervalMs: number) {
-		return this.q<RideRow & { d_lat: number | null; d_lng: number | null; d_heading: number | null }>(
+		return this.db.rows<RideRow & { d_lat: number | null; d_lng: number | null; d_heading: number | null }>(
 			`WITH due AS (
 				SELECT order_id FROM dispatch_rides WHERE state = 'assigned' AND next_location_at <= now()
 				ORDER BY next_location_at LIMIT 200 FOR UPDATE SKIP LOCKED
@@ -140,7 +140,7 @@ export class MatchingRepo {
 	// ---- offers ----
 
 	async insertOffer(o: { id: string; orderId: string; driverId: string; distanceM: number; eta: number; timeoutMs: number }, t: Transaction): Promise<Date> {
-		const rows = await this.q<{ expires_at: Date }>(
+		const rows = await this.db.rows<{ expires_at: Date }>(
 			`INSERT INTO dispatch_offers (id, order_id, driver_id, state, distance_m, eta, expires_at)
 			 VALUES ($1, $2, $3, 'pending', $4, $5, now() + $6 ${MS}) RETURNING expires_at`,
 			[o.id, o.orderId, o.driverId, o.distanceM, o.eta, o.timeoutMs],
@@ -151,7 +151,7 @@ export class MatchingRepo {
 
 	/** The driver's open (pending, unexpired) offer of the ride is accepted. */
 	async acceptOffer(orderId: string, driverId: string, t: Transaction): Promise<boolean> {
-		const rows = await this.q(
+		const rows = await this.db.rows(
 			`UPDATE dispatch_offers SET state = 'accepted', responded_at = now()
 			 WHERE order_id = $1 AND driver_id = $2 AND state = 'pending' AND expires_at > now() RETURNING id`,
 			[orderId, driverId],
@@ -162,13 +162,13 @@ export class MatchingRepo {
 
 	/** Ends the driver's pending offer of the ride as declined, expired or cancelled. */
 	async endOffer(orderId: string, driverId: string, how: "declined" | "expired" | "cancelled", t: Transaction): Promise<boolean> {
-		const rows = await this.q("UPDATE dispatch_offers SET state = $3, responded_at = now() WHERE order_id = $1 AND driver_id = $2 AND state = 'pending' RETURNING id", [orderId, driverId, how], t);
+		const rows = await this.db.rows("UPDATE dispatch_offers SET state = $3, responded_at = now() WHERE order_id = $1 AND driver_id = $2 AND state = 'pending' RETURNING id", [orderId, driverId, how], t);
 		return rows.length > 0;
 	}
 
 	/** Ends the ride's pending offers: `acceptedDriverId`'s as accepted, the others cancelled. */
 	async settleOffers(orderId: string, t: Transaction, acceptedDriverId: string | null = null): Promise<void> {
-		await this.q(
+		await this.db.rows(
 			`UPDATE dispatch_offers SET state = CASE WHEN driver_id = $2 THEN 'accepted' ELSE 'cancelled' END, responded_at = now()
 			 WHERE order_id = $1 AND state = 'pending'`,
 			[orderId, acceptedDriverId],
@@ -177,16 +177,16 @@ export class MatchingRepo {
 	}
 
 	async expiredOffers(): Promise<Array<{ order_id: string; driver_id: string }>> {
-		return this.q("SELECT order_id, driver_id FROM dispatch_offers WHERE state = 'pending' AND expires_at <= now() ORDER BY expires_at LIMIT 200");
+		return this.db.rows("SELECT order_id, driver_id FROM dispatch_offers WHERE state = 'pending' AND expires_at <= now() ORDER BY expires_at LIMIT 200");
 	}
 
 	async offersOfRide(orderId: string): Promise<OfferRow[]> {
-		return this.q<OfferRow>("SELECT * FROM dispatch_offers WHERE order_id = $1 ORDER BY created_at, id", [orderId]);
+		return this.db.rows<OfferRow>("SELECT * FROM dispatch_offers WHERE order_id = $1 ORDER BY created_at, id", [orderId]);
 	}
 
 	/** The driver's pending offer with its ride. */
 	async openOfferOf(driverId: string) {
-		const rows = await this.q<RideRow & { expires_at: Date; distance_m: number; eta: number }>(
+		const rows = await this.db.rows<RideRow & { expires_at: Date; distance_m: number; eta: number }>(
 			`SELECT r.*, o.expires_at, o.distance_m, o.eta FROM dispatch_offers o JOIN dispatch_rides r ON r.order_id = o.order_id
 			 WHERE o.driver_id = $1 AND o.state = 'pending'`,
 			[driverId],
@@ -197,7 +197,7 @@ export class MatchingRepo {
 	// ---- the simulated fleet's inbox ----
 
 	async simulatedOffers() {
-		return this.q<{ driver_id: string; order_id: string; created_at: Date; expires_at: Date; sandbox: SandboxScenario | null }>(
+		return this.db.rows<{ driver_id: string; order_id: string; created_at: Date; expires_at: Date; sandbox: SandboxScenario | null }>(
 			`SELECT o.driver_id, o.order_id, o.created_at, o.expires_at, r.sandbox
 			 FROM dispatch_offers o JOIN drivers d ON d.id = o.driver_id JOIN dispatch_rides r ON r.order_id = o.order_id
 			 WHERE o.state = 'pending' AND d.simulated AND o.expires_at > now()`,
@@ -205,7 +205,7 @@ export class MatchingRepo {
 	}
 
 	async simulatedRides(): Promise<RideRow[]> {
-		return this.q<RideRow>(
+		return this.db.rows<RideRow>(
 			`SELECT r.* FROM dispatch_rides r JOIN drivers d ON d.id = r.driver_id
 			 WHERE r.state = 'assigned' AND d.simulated AND d.status = 'on_trip' AND d.order_id = r.order_id`,
 		);
@@ -213,7 +213,7 @@ export class MatchingRepo {
 
 	/** Searching test-mode rides with no offer out, oldest first (the sandbox never serves live rides). */
 	async unofferedSearches(): Promise<RideRow[]> {
-		return this.q<RideRow>(
+		return this.db.rows<RideRow>(
 			`SELECT r.* FROM dispatch_rides r WHERE r.state = 'searching' AND r.mode = 'test'
 			 AND NOT EXISTS (SELECT 1 FROM dispatch_offers o WHERE o.order_id = r.order_id AND o.state = 'pending')
 			 ORDER BY r.created_at LIMIT 500`,

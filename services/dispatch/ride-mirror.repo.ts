@@ -2,7 +2,7 @@ import type { Transaction } from "sequelize";
 import type { ServiceType } from "../../contracts/common";
 import type { DriverMode, RidePhase, SandboxScenario } from "../../contracts/dispatch";
 import type { LatLng } from "../../lib/geo";
-import type { Query } from "./dispatch.repo";
+import type { Db } from "../../mixins/db.mixin";
 import type { DriverRow } from "./drivers.repo";
 
 /**
@@ -94,17 +94,29 @@ export interface FirstLook {
 	radiusM: number;
 }
 
+/** A new searching ride from its `orders.created` snapshot (`insertNewRides`). */
+export interface NewRide {
+	orderId: string;
+	partnerId: string;
+	mode: DriverMode;
+	serviceType: ServiceType;
+	pickup: LatLng;
+	drop: LatLng;
+	sandbox: SandboxScenario | null;
+	seen: { version: number; updatedAt: string };
+}
+
 export class RideMirrorRepo {
-	constructor(private readonly q: Query) {}
+	constructor(private readonly db: Db) {}
 
 	async ride(orderId: string): Promise<RideRow | undefined> {
-		return (await this.q<RideRow>("SELECT * FROM dispatch_rides WHERE order_id = $1", [orderId]))[0];
+		return (await this.db.rows<RideRow>("SELECT * FROM dispatch_rides WHERE order_id = $1", [orderId]))[0];
 	}
 
 	/** The ride's row, locked, and whether an in-flight transition's lease still runs. */
 	async lockRide(orderId: string, t: Transaction): Promise<(RideRow & { lease_active: boolean }) | undefined> {
 		const sql = "SELECT *, (lease_until IS NOT NULL AND lease_until > now()) AS lease_active FROM dispatch_rides WHERE order_id = $1 FOR UPDATE";
-		return (await this.q<RideRow & { lease_active: boolean }>(sql, [orderId], t))[0];
+		return (await this.db.rows<RideRow & { lease_active: boolean }>(sql, [orderId], t))[0];
 	}
 
 	/**
@@ -119,7 +131,7 @@ export class RideMirrorRepo {
 		r: { orderId: string; partnerId: string; mode: DriverMode; serviceType: ServiceType; pickup: LatLng; drop: LatLng; sandbox: SandboxScenario | null; seen?: { version: number; updatedAt: string }; closedAs?: string },
 		t?: Transaction,
 	): Promise<boolean> {
-		const rows = await this.q(
+		const rows = await this.db.rows(
 			`INSERT INTO dispatch_rides (order_id, partner_id, service_type, pickup_lat, pickup_lng, drop_lat, drop_lng, state, order_status, sandbox, mode, order_version, order_updated_at)
 			 VALUES ($1, $8, $2, $3, $4, $5, $6, CASE WHEN $12::text IS NULL THEN 'searching' ELSE 'closed' END, COALESCE($12::text, 'searching'), $7, $9, COALESCE($10::int, 0), $11::timestamptz)
 			 ON CONFLICT (order_id) DO NOTHING RETURNING order_id`,
@@ -136,14 +148,14 @@ export class RideMirrorRepo {
 	 * order: whether this statement inserted it.
 	 */
 	async insertNewRides(
-		rides: Array<{ orderId: string; partnerId: string; mode: DriverMode; serviceType: ServiceType; pickup: LatLng; drop: LatLng; sandbox: SandboxScenario | null; seen: { version: number; updatedAt: string } }>,
+		rides: NewRide[],
 		first: FirstLook,
 	): Promise<boolean[]> {
 		// A ride nobody could be offered now starts backed off (its first retry, as
 		// `dueSearches` would set it a moment later) instead of due: that saves
 		// the update of every lonely new ride. A driver who comes near wakes it
 		// (`wakeSearches`) like any backed-off ride.
-		const rows = await this.q<{ order_id: string }>(
+		const rows = await this.db.rows<{ order_id: string }>(
 			`INSERT INTO dispatch_rides (order_id, partner_id, service_type, pickup_lat, pickup_lng, drop_lat, drop_lng, state, order_status, sandbox, mode, order_version, order_updated_at, next_match_at)
 			 SELECT o, p, st, plat, plng, dlat, dlng, 'searching', 'searching', sb, m, v, u,
 			   CASE WHEN sb IS DISTINCT FROM 'no_driver_found' AND ${NO_DRIVER_NEAR({ mode: "m", serviceType: "st", lat: "plat", lng: "plng" }, "$14")}
@@ -174,7 +186,7 @@ export class RideMirrorRepo {
 
 	/** An accept (`accepting`) or no-driver (`ending`) transition goes to orders; the lease bounds how long it may be in flight. */
 	async startTransition(orderId: string, phase: "accepting" | "ending", leaseMs: number, t: Transaction, driver?: DriverRow): Promise<void> {
-		await this.q(
+		await this.db.rows(
 			`UPDATE dispatch_rides SET state = $2, lease_until = now() + $3 ${MS}, updated_at = now(),
 				driver_id = COALESCE($4, driver_id), origin_lat = CASE WHEN $4::text IS NULL THEN origin_lat ELSE $5 END,
 				origin_lng = CASE WHEN $4::text IS NULL THEN origin_lng ELSE $6 END
@@ -186,12 +198,12 @@ export class RideMirrorRepo {
 
 	/** The ride followed an order snapshot that changed nothing else. */
 	async sawOrder(seen: SeenOrder, t: Transaction): Promise<void> {
-		await this.q("UPDATE dispatch_rides SET order_version = $2, order_updated_at = $3 WHERE order_id = $1", seen, t);
+		await this.db.rows("UPDATE dispatch_rides SET order_version = $2, order_updated_at = $3 WHERE order_id = $1", seen, t);
 	}
 
 	/** Closes the ride (with the snapshot that ended it, when there is one: a vanished order has none). */
 	async closeRide(orderId: string, t: Transaction, seen?: { version: number; updatedAt: string; status: string }): Promise<void> {
-		await this.q(
+		await this.db.rows(
 			`UPDATE dispatch_rides SET state = 'closed', order_status = COALESCE($4, order_status), order_version = COALESCE($2, order_version),
 				order_updated_at = COALESCE($3::timestamptz, order_updated_at), lease_until = NULL, next_location_at = NULL, updated_at = now()
 			 WHERE order_id = $1`,
@@ -202,7 +214,7 @@ export class RideMirrorRepo {
 
 	/** Searching from scratch without the former driver (dropped out, or its accept did not happen). */
 	async searchAgain(seen: SeenOrder, formerDriverId: string | null, droppedOut: boolean, t: Transaction): Promise<void> {
-		await this.q(
+		await this.db.rows(
 			`UPDATE dispatch_rides SET state = 'searching', order_status = 'searching', order_version = $2, order_updated_at = $3,
 				driver_id = NULL, lease_until = NULL, next_location_at = NULL, origin_lat = NULL, origin_lng = NULL,
 				search_started_at = now(), next_match_at = now(), phase_since = now(), ${EXCLUDE("$4")},
@@ -215,7 +227,7 @@ export class RideMirrorRepo {
 
 	/** An unanswered no-driver call is given up: keep searching. */
 	async resumeSearch(seen: SeenOrder, t: Transaction): Promise<void> {
-		await this.q(
+		await this.db.rows(
 			`UPDATE dispatch_rides SET state = 'searching', order_status = 'searching', order_version = $2, order_updated_at = $3,
 				lease_until = NULL, next_match_at = now(), updated_at = now() WHERE order_id = $1`,
 			seen,
@@ -225,7 +237,7 @@ export class RideMirrorRepo {
 
 	/** The ride has a driver and a status; a new status restarts its phase clock and, while moving, the location cadence. */
 	async assignRide(seen: SeenOrder, a: { driverId: string | null; status: string; statusChanged: boolean; moving: boolean; locationIntervalMs: number; origin: LatLng | null }, t: Transaction): Promise<void> {
-		await this.q(
+		await this.db.rows(
 			`UPDATE dispatch_rides SET state = 'assigned', driver_id = $4, order_status = $5, order_version = $2, order_updated_at = $3,
 				lease_until = NULL,
 				phase_since = CASE WHEN $6 THEN now() ELSE phase_since END,
@@ -239,22 +251,22 @@ export class RideMirrorRepo {
 
 	/** Transitions in flight whose lease ran out. */
 	async staleTransitions(): Promise<Array<{ order_id: string }>> {
-		return this.q("SELECT order_id FROM dispatch_rides WHERE state IN ('accepting','ending') AND lease_until < now() LIMIT 100");
+		return this.db.rows("SELECT order_id FROM dispatch_rides WHERE state IN ('accepting','ending') AND lease_until < now() LIMIT 100");
 	}
 
 	/** The ids of the rides not closed (the sweep's pass starts from them). */
 	async openRideIds(): Promise<Array<{ order_id: string }>> {
-		return this.q("SELECT order_id FROM dispatch_rides WHERE state <> 'closed'");
+		return this.db.rows("SELECT order_id FROM dispatch_rides WHERE state <> 'closed'");
 	}
 
 	/** What the sweep compares, for one page of rides (those without a row are missing). */
 	async mirrorStates(orderIds: readonly string[]): Promise<Array<{ order_id: string; order_status: string; driver_id: string | null }>> {
-		return this.q("SELECT order_id, order_status, driver_id FROM dispatch_rides WHERE order_id = ANY($1::text[])", [orderIds]);
+		return this.db.rows("SELECT order_id, order_status, driver_id FROM dispatch_rides WHERE order_id = ANY($1::text[])", [orderIds]);
 	}
 
 	/** Rides that count as demand: those still searching (a cancelled or matched request is no demand). */
 	async demandRides() {
-		return this.q<DemandRow>(
+		return this.db.rows<DemandRow>(
 			"SELECT order_id, service_type, pickup_lat, pickup_lng, partner_id, mode FROM dispatch_rides WHERE state = 'searching'",
 		);
 	}

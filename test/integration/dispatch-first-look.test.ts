@@ -1,6 +1,6 @@
 import { Sequelize } from "sequelize";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
-import { runMigrations } from "../../mixins/db.mixin";
+import { Db, runMigrations } from "../../mixins/db.mixin";
 import { migrations } from "../../services/dispatch/migrations";
 import { DispatchRepo } from "../../services/dispatch/dispatch.repo";
 import type { FirstLook } from "../../services/dispatch/ride-mirror.repo";
@@ -26,12 +26,14 @@ const CENTRE: LatLng = { lat: 22.5726, lng: 88.3639 }; // Kolkata
 let db: TestDatabase;
 let seq: Sequelize;
 let repo: DispatchRepo;
+let sql: Db;
 
 beforeAll(async () => {
 	db = await createTestDatabase("firstlook");
 	seq = new Sequelize(db.url, { logging: false });
 	await runMigrations(seq, { service: "dispatch", migrations }, db.url);
-	repo = new DispatchRepo(seq);
+	sql = new Db(seq);
+	repo = new DispatchRepo(sql);
 });
 
 afterAll(async () => {
@@ -61,7 +63,7 @@ function ride(pickup: LatLng, mode: DriverMode, extra: { serviceType?: ServiceTy
 
 /** next_match_at − search_started_at, in ms (both set by the insert). */
 async function firstWaitMs(orderId: string): Promise<number> {
-	const rows = await repo.q<{ wait: string }>("SELECT (extract(epoch FROM next_match_at - search_started_at) * 1000)::text AS wait FROM dispatch_rides WHERE order_id = $1", [orderId]);
+	const rows = await sql.rows<{ wait: string }>("SELECT (extract(epoch FROM next_match_at - search_started_at) * 1000)::text AS wait FROM dispatch_rides WHERE order_id = $1", [orderId]);
 	return Math.round(Number(rows[0].wait));
 }
 

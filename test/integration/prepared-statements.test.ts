@@ -1,7 +1,7 @@
 import type { Sequelize } from "sequelize";
 import { QueryTypes } from "sequelize";
 import { connect, createTestDatabase, type TestDatabase } from "../helpers/db";
-import { acquireSequelize, preparedStatements, releaseSequelize, runMigrations } from "../../mixins/db.mixin";
+import { acquireSequelize, Db, preparedStatements, releaseSequelize, runMigrations } from "../../mixins/db.mixin";
 import { migrations } from "../../services/dispatch/migrations";
 import { DispatchRepo } from "../../services/dispatch/dispatch.repo";
 import { destinationPoint, type LatLng } from "../../lib/geo";
@@ -100,7 +100,7 @@ it("answers with the new column when a migration elsewhere adds one under a prep
 it("plans dispatch's batched new-ride insert once: PostgreSQL settles on a generic plan for it", async () => {
 	const { seq, db } = await pool();
 	await runMigrations(seq, { service: "dispatch", migrations }, db.url);
-	const repo = new DispatchRepo(seq);
+	const repo = new DispatchRepo(new Db(seq));
 	const pickup: LatLng = { lat: 12.9716, lng: 77.5946 };
 	const ride = () => ({
 		orderId: newId("ord"),

@@ -1,4 +1,4 @@
-import { etaSeconds, etaBetween, followOrder, isMovingStatus, legTarget, orderMode, sandboxScenario, type RideMirror } from "../../services/dispatch/dispatch-rules";
+import { etaSeconds, etaBetween, followOrder, isMovingStatus, legTarget, sandboxScenario, type RideMirror } from "../../services/dispatch/dispatch-rules";
 import { effectiveLocationIntervalMs, readDispatchSettings } from "../../services/dispatch/dispatch.settings";
 import { readFleetSettings } from "../../services/fleet/fleet.settings";
 import { destinationPoint, haversineMeters } from "../../lib/geo";
@@ -37,14 +37,6 @@ describe("dispatch rules", () => {
 		expect(sandboxScenario({ sandbox: { scenario: "no_driver_found" } }, "simulated", "test")).toBe("no_driver_found");
 		expect(sandboxScenario({ sandbox: { scenario: "no_driver_found" } }, "simulated", "live")).toBeNull();
 		expect(sandboxScenario({ sandbox: "fast" }, "live", "test")).toBeNull();
-	});
-
-	it("a ride's mode is its order's; an order without one (before key modes) is a test ride", () => {
-		expect(orderMode({ mode: "live" })).toBe("live");
-		expect(orderMode({ mode: "test" })).toBe("test");
-		expect(orderMode({})).toBe("test");
-		expect(orderMode({ mode: "prod" })).toBe("test");
-		expect(orderMode(null)).toBe("test");
 	});
 
 	describe("followOrder (dispatch's view follows the order)", () => {

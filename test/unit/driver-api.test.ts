@@ -1,5 +1,6 @@
 import { actionOf, parseArgs, UsageError } from "../../bin/driver";
-import { newDriverToken, newestLocation } from "../../services/dispatch/driver-auth";
+import { newestLocation } from "../../services/dispatch/driver-api";
+import { newDriverToken } from "../../services/dispatch/driver-tokens";
 import { driverAliases } from "../../services/gateway/driver-route";
 import { DRIVER_ROUTES } from "../../contracts/gateway";
 import { DRIVER_TOKEN_PREFIX } from "../../contracts/driver";

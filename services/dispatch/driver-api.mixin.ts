@@ -1,0 +1,184 @@
+import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
+import { DISPATCH_EVENTS, type DriverJob, type DriverView, type OfferCreatedEvent } from "../../contracts/dispatch";
+import * as driverApi from "../../contracts/driver";
+import { ApiError } from "../../lib/errors";
+import type { DriverApi } from "./driver-api";
+import type { DriverTokens } from "./driver-tokens";
+import type { OfferWaits } from "./offer-waits";
+
+/**
+ * The driver API as a Moleculer mixin of dispatch: the driver-facing actions
+ * (`access: "driver"`, reached only through the gateway's `/driver/*` routes
+ * with a driver token) and the token actions for operators and the gateway.
+ * Its parts are built by dispatch's `created()` and live on the service.
+ */
+
+/** What the mixin needs on the service. */
+export interface DriverApiHost {
+	driverApi: DriverApi;
+	driverTokens: DriverTokens;
+	offerWaits: OfferWaits;
+}
+
+type This = Service & DriverApiHost;
+
+const DRIVER = { access: "driver", visibility: "published" } as const;
+const INTERNAL = { access: "internal", visibility: "public" } as const;
+
+/** The driver the gateway resolved from the token (the access middleware already refused a call without it). */
+function driverIdOf(ctx: Context): string {
+	const id = (ctx.meta as { driverId?: unknown }).driverId;
+	if (typeof id !== "string" || id.length === 0) throw new ApiError(401, "UNAUTHORIZED", "Missing or invalid driver token");
+	return id;
+}
+
+const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string, never>, DriverApiHost>> = {
+	actions: {
+		// ---- driver-facing (the gateway's /driver/* routes) ----
+
+		/** POST /driver/online */
+		driverGoOnline: {
+			...DRIVER,
+			params: driverApi.driverOnlineParams,
+			handler(this: This, ctx: Context<driverApi.DriverOnlineParams>): Promise<DriverView> {
+				return this.driverApi.online(driverIdOf(ctx), ctx.params.location);
+			},
+		},
+		/** POST /driver/offline */
+		driverGoOffline: {
+			...DRIVER,
+			params: driverApi.driverOfflineParams,
+			handler(this: This, ctx: Context): Promise<DriverView> {
+				return this.driverApi.offline(driverIdOf(ctx));
+			},
+		},
+		/** POST /driver/location: a batch, the newest fix wins. */
+		driverReportLocations: {
+			...DRIVER,
+			params: driverApi.driverLocationsParams,
+			handler(this: This, ctx: Context<driverApi.DriverLocationsParams>): Promise<DriverView> {
+				return this.driverApi.locations(driverIdOf(ctx), ctx.params.locations);
+			},
+		},
+		/** GET or POST /driver/offers: the current offer or ride at once, else waits up to `waitSeconds` for an offer. */
+		driverOffers: {
+			...DRIVER,
+			params: driverApi.driverOffersParams,
+			handler(this: This, ctx: Context<driverApi.DriverOffersParams>): Promise<DriverJob> {
+				return this.driverApi.offers(driverIdOf(ctx), ctx.params.waitSeconds);
+			},
+		},
+		/** POST /driver/accept */
+		driverAccept: {
+			...DRIVER,
+			params: driverApi.driverOrderParams,
+			handler(this: This, ctx: Context<driverApi.DriverOrderParams>): Promise<DriverJob> {
+				return this.driverApi.accept(driverIdOf(ctx), ctx.params, ctx);
+			},
+		},
+		/** POST /driver/decline */
+		driverDecline: {
+			...DRIVER,
+			params: driverApi.driverOrderParams,
+			handler(this: This, ctx: Context<driverApi.DriverOrderParams>): Promise<DriverView> {
+				return this.driverApi.decline(driverIdOf(ctx), ctx.params);
+			},
+		},
+		/** POST /driver/arrived */
+		driverArrived: {
+			...DRIVER,
+			params: driverApi.driverOrderParams,
+			handler(this: This, ctx: Context<driverApi.DriverOrderParams>): Promise<DriverJob> {
+				return this.driverApi.arrived(driverIdOf(ctx), ctx.params, ctx);
+			},
+		},
+		/** POST /driver/start: with the rider's OTP (422 INVALID_OTP, 409 OTP_LOCKED after too many tries). */
+		driverStart: {
+			...DRIVER,
+			params: driverApi.driverStartParams,
+			handler(this: This, ctx: Context<driverApi.DriverStartParams>): Promise<DriverJob> {
+				return this.driverApi.start(driverIdOf(ctx), ctx.params, ctx);
+			},
+		},
+		/** POST /driver/drop */
+		driverDrop: {
+			...DRIVER,
+			params: driverApi.driverOrderParams,
+			handler(this: This, ctx: Context<driverApi.DriverOrderParams>): Promise<DriverJob> {
+				return this.driverApi.drop(driverIdOf(ctx), ctx.params, ctx);
+			},
+		},
+		/** POST /driver/cancel: the driver drops out before the ride started; the ride goes back to searching. */
+		driverCancel: {
+			...DRIVER,
+			params: driverApi.driverCancelParams,
+			handler(this: This, ctx: Context<driverApi.DriverCancelParams>): Promise<DriverView> {
+				return this.driverApi.cancel(driverIdOf(ctx), ctx.params, ctx);
+			},
+		},
+
+		// ---- tokens (operators, the gateway) ----
+
+		/**
+		 * Registers the driver (idempotent by phone) and issues a token, shown once.
+		 * REPL: `call dispatch.createDriverToken --name "Ravi K" --phone +919800000001 --vehicleNumber KA01AB1234 --serviceType cab`
+		 */
+		createDriverToken: {
+			...INTERNAL,
+			params: driverApi.createDriverTokenParams,
+			handler(this: This, ctx: Context<driverApi.CreateDriverTokenParams>): Promise<driverApi.DriverTokenCreated> {
+				return this.driverTokens.create(ctx.params);
+			},
+		},
+		/** Revokes every token of a driver, on every instance at once. REPL: `call dispatch.revokeDriverTokens --driverId drv_…` */
+		revokeDriverTokens: {
+			...INTERNAL,
+			params: driverApi.revokeDriverTokensParams,
+			handler(this: This, ctx: Context<driverApi.RevokeDriverTokensParams>): Promise<{ driverId: string; revoked: number }> {
+				return this.driverTokens.revokeAll(ctx.params.driverId);
+			},
+		},
+		/** Asks this instance to broadcast `dispatch.driverTokensChanged` (the CLI, after revoking in its own process). */
+		announceDriverTokens: {
+			...INTERNAL,
+			params: driverApi.revokeDriverTokensParams,
+			async handler(this: This, ctx: Context<driverApi.RevokeDriverTokensParams>): Promise<{ ok: true }> {
+				await this.broker.broadcast(driverApi.DRIVER_TOKEN_EVENTS.changed, { driverId: ctx.params.driverId } satisfies driverApi.DriverTokensChangedEvent);
+				return { ok: true };
+			},
+		},
+		/** Tokens, newest first (never the token itself). REPL: `call dispatch.listDriverTokens` */
+		listDriverTokens: {
+			...INTERNAL,
+			handler(this: This): Promise<driverApi.DriverTokenView[]> {
+				return this.driverTokens.list();
+			},
+		},
+		/** The gateway: a driver token → `{ driverId }`, or null (unknown or revoked). */
+		authenticateDriver: {
+			...INTERNAL,
+			params: driverApi.authenticateDriverParams,
+			handler(this: This, ctx: Context<driverApi.AuthenticateDriverParams>): Promise<driverApi.AuthenticatedDriver | null> {
+				return this.driverTokens.authenticate(ctx.params.token);
+			},
+		},
+	},
+
+	events: {
+		/** Some driver's tokens were revoked (on any instance): drop what this one resolved. */
+		[driverApi.DRIVER_TOKEN_EVENTS.changed]: {
+			handler(this: This) {
+				this.driverTokens.changed();
+			},
+		},
+		/** Wakes this instance's long-polls waiting for that driver (another instance may have made the offer). */
+		[DISPATCH_EVENTS.offerCreated]: {
+			handler(this: This, ctx: Context<OfferCreatedEvent>) {
+				if (!ctx.params.simulated) this.offerWaits.wake(ctx.params.driverId);
+			},
+		},
+	},
+};
+
+/** Typed against its host above; mixed in as any mixin is. */
+export const DriverApiMixin = driverApiSchema as Partial<ServiceSchema>;
