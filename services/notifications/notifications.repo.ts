@@ -1,8 +1,7 @@
 import type { Db } from "../../mixins/db.mixin";
 import type { DeliveryState, RideEventKind } from "../../contracts/notifications";
-import type { AttemptRecord, ClaimCaps, ClaimedRow, DeliveryStateRow, StateCountRow, SweepResult } from "./delivery-rows";
+import type { AttemptRecord, ClaimCaps, ClaimedRow, DeliveryStateRow, SnapshotPoint, StateCountRow, SweepResult } from "./delivery-rows";
 import type { HostBreakerState } from "./host-breaker";
-import type { SnapshotPoint } from "./safety-net";
 
 export type { AttemptRecord, ClaimCaps, ClaimedRow, DeliveryStateRow, StateCountRow, SweepResult } from "./delivery-rows";
 
