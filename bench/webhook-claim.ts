@@ -20,7 +20,7 @@
 import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { Sequelize, QueryTypes } from "sequelize";
-import { runMigrations } from "../mixins/db.mixin";
+import { Db, runMigrations } from "../mixins/db.mixin";
 import { migrations } from "../services/notifications/migrations";
 import { CLAIM_SQL, NotificationsRepo } from "../services/notifications/notifications.repo";
 import { createTestDatabase, TEST_NATS_URL } from "../test/helpers/db";
@@ -52,7 +52,7 @@ async function main(): Promise<void> {
 			 FROM n JOIN o ON o.k = n.g % $2::int`,
 			{ bind: [BACKLOG, RIDES] },
 		);
-		const repo = new NotificationsRepo(sequelize);
+		const repo = new NotificationsRepo(new Db(sequelize));
 		let ingested = 0;
 		for (;;) {
 			const n = await repo.ingest(0, 500, 120_000);

@@ -1,4 +1,4 @@
-import { Transporters } from "moleculer";
+import { Errors, Transporters } from "moleculer";
 
 /**
  * Moleculer's NATS transporter, with the packets a process sends during one
@@ -14,24 +14,44 @@ import { Transporters } from "moleculer";
  * phase: every request read in that phase leaves in one write. A packet
  * waits at most for the rest of that phase (nothing when idle); the order of
  * packets is kept.
+ *
+ * Failing fast, as the stock transporter does: its `send` publishes at once,
+ * so a publish that throws (a closed connection, a packet over the server's
+ * `max_payload`) fails the `send`, and moleculer's transit rejects the call
+ * or emit that sent it. Here `send` settles when its packet is published: it
+ * rejects with the publish's error, and the caller's call rejects with it
+ * instead of waiting out the request timeout.
  */
 
 const NatsTransporter = Transporters.NATS;
+/** Moleculer's error for a packet sent while disconnected (its constructor takes no argument; the typings inherit one). */
+const BrokerDisconnectedError = Errors.BrokerDisconnectedError as unknown as new () => Errors.BrokerDisconnectedError;
 
 type NatsClient = { publish(topic: string, data: Buffer): void } | null;
 
+interface QueuedPacket {
+	topic: string;
+	data: Buffer;
+	resolve: () => void;
+	reject: (err: unknown) => void;
+}
+
 export class CoalescingNatsTransporter extends NatsTransporter {
-	private queued: Array<[topic: string, data: Buffer]> = [];
+	private queued: QueuedPacket[] = [];
 	private flushScheduled = false;
 
+	/** Resolves once the packet is published; rejects with the error of a publish that threw. */
 	send(topic: string, data: Buffer): Promise<void> {
 		if (!this.client) return Promise.resolve();
-		this.queued.push([topic, data]);
+		const sent = new Promise<void>((resolve, reject) => this.queued.push({ topic, data, resolve, reject }));
+		// Moleculer drops the promise of some sends (an event published to several groups):
+		// their failure is logged by publishQueued, not left as an unhandled rejection.
+		sent.catch(() => undefined);
 		if (!this.flushScheduled) {
 			this.flushScheduled = true;
 			setImmediate(() => this.publishQueued());
 		}
-		return Promise.resolve();
+		return sent;
 	}
 
 	/** Publishes what is queued, in order; the nats client then writes it in one go. */
@@ -41,14 +61,22 @@ export class CoalescingNatsTransporter extends NatsTransporter {
 		if (queued.length === 0) return;
 		this.queued = [];
 		const client = this.client as NatsClient;
-		if (!client) return;
 		for (let i = 0; i < queued.length; i++) {
-			try {
-				client.publish(queued[i][0], queued[i][1]);
-			} catch (err) {
-				// A closing connection: like a packet sent while disconnected, it is gone, and its caller times out.
-				this.logger.warn(`NATS publish failed: ${(err as Error)?.message ?? err}`);
+			const packet = queued[i];
+			if (!client) {
+				// Disconnected between the send and this turn: nothing to publish on.
+				packet.reject(new BrokerDisconnectedError());
+				continue;
 			}
+			try {
+				client.publish(packet.topic, packet.data);
+			} catch (err) {
+				// This packet only (a closing connection, a payload over max_payload): the rest of the batch goes on.
+				this.logger.warn(`NATS publish failed: ${(err as Error)?.message ?? err}`);
+				packet.reject(err);
+				continue;
+			}
+			packet.resolve();
 		}
 	}
 

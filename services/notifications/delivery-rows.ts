@@ -68,3 +68,12 @@ export interface SweepResult {
 	moved: boolean;
 	events: Array<{ event_id: string; order_id: string; sequence: number }>;
 }
+
+/** Where the database is at one look. */
+export interface SnapshotPoint {
+	/** Largest visible ride_events position. */
+	maxPosition: number;
+	/** pg_current_snapshot(): the oldest running transaction id and the next one to be handed out. */
+	xmin: bigint;
+	xmax: bigint;
+}

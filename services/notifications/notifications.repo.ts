@@ -1,8 +1,7 @@
-import { QueryTypes, type Sequelize } from "sequelize";
+import type { Db } from "../../mixins/db.mixin";
 import type { DeliveryState, RideEventKind } from "../../contracts/notifications";
-import type { AttemptRecord, ClaimCaps, ClaimedRow, DeliveryStateRow, StateCountRow, SweepResult } from "./delivery-rows";
+import type { AttemptRecord, ClaimCaps, ClaimedRow, DeliveryStateRow, SnapshotPoint, StateCountRow, SweepResult } from "./delivery-rows";
 import type { HostBreakerState } from "./host-breaker";
-import type { SnapshotPoint } from "./safety-net";
 
 export type { AttemptRecord, ClaimCaps, ClaimedRow, DeliveryStateRow, StateCountRow, SweepResult } from "./delivery-rows";
 
@@ -312,14 +311,10 @@ function position(rows: Array<{ max_position: string }>): number {
 }
 
 export class NotificationsRepo {
-	constructor(private readonly sequelize: Sequelize) {}
-
-	private select<T extends object>(sql: string, bind: unknown[] = []): Promise<T[]> {
-		return this.sequelize.query<T>(sql, { bind, type: QueryTypes.SELECT });
-	}
+	constructor(private readonly db: Db) {}
 
 	private async eventIds(sql: string, bind: unknown[]): Promise<string[]> {
-		const rows = await this.select<{ event_id: string }>(sql, bind);
+		const rows = await this.db.rows<{ event_id: string }>(sql, bind);
 		return rows.map((r) => r.event_id);
 	}
 
@@ -334,46 +329,46 @@ export class NotificationsRepo {
 	}
 
 	async maxPosition(): Promise<number> {
-		return position(await this.select(MAX_POSITION_SQL));
+		return position(await this.db.rows(MAX_POSITION_SQL));
 	}
 
 	/** Start-up seed of the ingest window: the largest position ingested more than `windowMs` ago. */
 	async seedPosition(windowMs: number): Promise<number> {
-		return position(await this.select(SEED_POSITION_SQL, [windowMs]));
+		return position(await this.db.rows(SEED_POSITION_SQL, [windowMs]));
 	}
 
 	async settleLocations(locationTtlMs: number): Promise<void> {
-		await this.sequelize.query(SETTLE_LOCATIONS_SQL, { bind: [locationTtlMs] });
+		await this.db.run(SETTLE_LOCATIONS_SQL, [locationTtlMs]);
 	}
 
 	/** CLAIM_SQL: leases up to `statusLimit` status and `locationLimit` location events to `owner`, committed when it returns. */
 	claim(statusLimit: number, locationLimit: number, leaseToken: string, owner: string, leaseMs: number, locationTtlMs: number, caps: ClaimCaps): Promise<ClaimedRow[]> {
-		return this.select<ClaimedRow>(CLAIM_SQL, [statusLimit, locationLimit, leaseToken, owner, leaseMs, locationTtlMs, caps.partnerCap, caps.hostCap]);
+		return this.db.rows<ClaimedRow>(CLAIM_SQL, [statusLimit, locationLimit, leaseToken, owner, leaseMs, locationTtlMs, caps.partnerCap, caps.hostCap]);
 	}
 
 	/** A try of `host` failed: `decide` (host-breaker.ts) turns the locked state into the new one. Returns the decision. */
 	hostFailed<T extends { failures: number; opens: number; openForMs: number | null }>(host: string, decide: (state: HostBreakerState) => T): Promise<T> {
-		return this.sequelize.transaction(async (transaction) => {
-			await this.sequelize.query(HOST_ENSURE_SQL, { bind: [host], transaction });
-			const [state] = await this.sequelize.query<HostBreakerState>(HOST_READ_SQL, { bind: [host], type: QueryTypes.SELECT, transaction });
+		return this.db.tx(async (t) => {
+			await this.db.run(HOST_ENSURE_SQL, [host], t);
+			const state = await this.db.row<HostBreakerState>(HOST_READ_SQL, [host], t);
 			const next = decide(state ?? { failures: 0, opens: 0, phase: "closed" });
-			await this.sequelize.query(HOST_FAILED_SQL, { bind: [host, next.failures, next.opens, next.openForMs], transaction });
+			await this.db.run(HOST_FAILED_SQL, [host, next.failures, next.opens, next.openForMs], t);
 			return next;
 		});
 	}
 
 	async snapshotPoint(): Promise<SnapshotPoint> {
-		const [row] = await this.select<{ max_position: string; xmin: string; xmax: string }>(SNAPSHOT_POINT_SQL);
+		const [row] = await this.db.rows<{ max_position: string; xmin: string; xmax: string }>(SNAPSHOT_POINT_SQL);
 		return { maxPosition: Number(row.max_position), xmin: BigInt(row.xmin), xmax: BigInt(row.xmax) };
 	}
 
 	async safetyNetCursor(): Promise<number> {
-		return position(await this.select(SAFETY_CURSOR_SQL));
+		return position(await this.db.rows(SAFETY_CURSOR_SQL));
 	}
 
 	/** SWEEP_LATE_SQL: ingests what is missing in positions (from, to] if the cursor is still at `from`. */
 	async sweepLate(from: number, to: number, locationTtlMs: number): Promise<SweepResult> {
-		const rows = await this.select<{ moved: number | null; event_id: string | null; order_id: string | null; sequence: number | null }>(SWEEP_LATE_SQL, [
+		const rows = await this.db.rows<{ moved: number | null; event_id: string | null; order_id: string | null; sequence: number | null }>(SWEEP_LATE_SQL, [
 			from,
 			to,
 			locationTtlMs,
@@ -405,11 +400,11 @@ export class NotificationsRepo {
 	}
 
 	async markDelivered(eventId: string, httpStatus: number | null, startedAt: string): Promise<void> {
-		await this.sequelize.query(MARK_DELIVERED_SQL, { bind: [eventId, httpStatus, startedAt] });
+		await this.db.run(MARK_DELIVERED_SQL, [eventId, httpStatus, startedAt]);
 	}
 
 	async release(eventId: string, leaseToken: string, delayMs: number): Promise<void> {
-		await this.sequelize.query(RELEASE_SQL, { bind: [eventId, leaseToken, delayMs] });
+		await this.db.run(RELEASE_SQL, [eventId, leaseToken, delayMs]);
 	}
 
 	/** Gives back every claim of `owner` still pending; the ids released. */
@@ -428,23 +423,23 @@ export class NotificationsRepo {
 	}
 
 	async delivery(eventId: string): Promise<{ state: DeliveryState; kind: RideEventKind } | undefined> {
-		return (await this.select<{ state: DeliveryState; kind: RideEventKind }>(DELIVERY_SQL, [eventId]))[0];
+		return this.db.row<{ state: DeliveryState; kind: RideEventKind }>(DELIVERY_SQL, [eventId]);
 	}
 
 	states(eventIds: string[]): Promise<DeliveryStateRow[]> {
-		return this.select<DeliveryStateRow>(STATES_SQL, [eventIds]);
+		return this.db.rows<DeliveryStateRow>(STATES_SQL, [eventIds]);
 	}
 
 	countsByState(): Promise<StateCountRow[]> {
-		return this.select<StateCountRow>(COUNTS_SQL);
+		return this.db.rows<StateCountRow>(COUNTS_SQL);
 	}
 
 	recentAttempts(): Promise<Array<{ outcome: string; n: number }>> {
-		return this.select(RECENT_ATTEMPTS_SQL);
+		return this.db.rows(RECENT_ATTEMPTS_SQL);
 	}
 
 	async pendingGauges(): Promise<{ pending: number; oldestAgeSeconds: number }> {
-		const row = (await this.select<{ pending: number; oldest_age_s: number }>(PENDING_GAUGES_SQL))[0];
+		const row = await this.db.row<{ pending: number; oldest_age_s: number }>(PENDING_GAUGES_SQL);
 		return { pending: row?.pending ?? 0, oldestAgeSeconds: row?.oldest_age_s ?? 0 };
 	}
 }

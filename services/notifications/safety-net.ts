@@ -1,5 +1,6 @@
 import type { Logger } from "moleculer";
 import type { DeliveryMetrics } from "./delivery-metrics";
+import type { SnapshotPoint } from "./delivery-rows";
 import type { NotificationsRepo } from "./notifications.repo";
 
 /**
@@ -26,14 +27,6 @@ import type { NotificationsRepo } from "./notifications.repo";
  * nothing is re-read per poll.
  */
 
-/** Where the database is at one look. */
-export interface SnapshotPoint {
-	/** Largest visible ride_events position. */
-	maxPosition: number;
-	/** pg_current_snapshot(): the oldest running transaction id and the next one to be handed out. */
-	xmin: bigint;
-	xmax: bigint;
-}
 
 /** Pure: fed one SnapshotPoint per look, says up to which position every ride event is final. */
 export class FinalityCheckpoints {

@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
-import { QueryTypes, type Sequelize, type Transaction } from "sequelize";
+import type { Transaction } from "sequelize";
 import { ORDERS_RETRY_AFTER_SECONDS } from "../../contracts/orders";
 import { ApiError } from "../../lib/errors";
+import type { Db } from "../../mixins/db.mixin";
 import type { KeyMode } from "../../contracts/partners";
 import { judgeClaim, type StoredClaim } from "./idempotency";
 
@@ -34,7 +35,7 @@ export function keyTakenOver(): ApiError {
 
 export class IdempotencyRepo {
 	constructor(
-		private readonly sequelize: Sequelize,
+		private readonly db: Db,
 		/** A running claim older than this is from a dead call and may be taken over. */
 		private readonly runningTimeoutMs: number,
 	) {}
@@ -51,7 +52,7 @@ export class IdempotencyRepo {
 			// One statement: the claim, or (when the key is taken) the row that holds it.
 			// A row committed after this statement's snapshot conflicts but is not read:
 			// no row comes back, and the next attempt reads it.
-			const rows = await this.sequelize.query<StoredClaim & { claimed: boolean; claim_token: string; db_now: Date }>(
+			const rows = await this.db.rows<StoredClaim & { claimed: boolean; claim_token: string; db_now: Date }>(
 				`WITH ins AS (
 				   INSERT INTO idempotency_keys (partner_id, key, request_hash, state, claim_token, mode) VALUES ($1, $2, $3, 'running', $4, $5)
 				   ON CONFLICT (partner_id, mode, key) DO NOTHING RETURNING claim_token
@@ -61,7 +62,7 @@ export class IdempotencyRepo {
 				 UNION ALL
 				 SELECT false, request_hash, state, response_status, response_body, created_at, claim_token, now()
 				 FROM idempotency_keys WHERE partner_id = $1 AND key = $2 AND mode = $5 AND NOT EXISTS (SELECT 1 FROM ins)`,
-				{ bind: [partnerId, key, hash, token, mode], type: QueryTypes.SELECT },
+				[partnerId, key, hash, token, mode],
 			);
 			const existing = rows[0];
 			if (existing?.claimed) return { kind: "claimed", claim: { partnerId, mode, key, token } };
@@ -76,11 +77,11 @@ export class IdempotencyRepo {
 					throw keyStillRunning();
 				case "takeover": {
 					// Compare-and-swap on the old token: of several takers, one wins.
-					const taken = await this.sequelize.query<{ claim_token: string }>(
+					const taken = await this.db.rows<{ claim_token: string }>(
 						`UPDATE idempotency_keys SET request_hash = $3, state = 'running', claim_token = $5,
 						        response_status = NULL, response_body = NULL, created_at = now()
 						 WHERE partner_id = $1 AND key = $2 AND claim_token = $4 AND mode = $6 RETURNING claim_token`,
-						{ bind: [partnerId, key, hash, existing.claim_token, token, mode], type: QueryTypes.SELECT },
+						[partnerId, key, hash, existing.claim_token, token, mode],
 					);
 					if (taken.length > 0) return { kind: "claimed", claim: { partnerId, mode, key, token } };
 				}
@@ -91,23 +92,27 @@ export class IdempotencyRepo {
 
 	/** Stores the response of a claim this call still holds; throws when another call took the key over meanwhile. */
 	async finish(claim: IdempotencyClaim, status: number, body: unknown, transaction?: Transaction): Promise<void> {
-		const rows = await this.sequelize.query<{ key: string }>(
+		const rows = await this.db.rows<{ key: string }>(
 			`UPDATE idempotency_keys SET state = 'done', response_status = $4, response_body = $5::jsonb
 			 WHERE partner_id = $1 AND key = $2 AND claim_token = $3 AND state = 'running' AND mode = $6 RETURNING key`,
-			{ bind: [claim.partnerId, claim.key, claim.token, status, JSON.stringify(body), claim.mode], type: QueryTypes.SELECT, transaction },
+			[claim.partnerId, claim.key, claim.token, status, JSON.stringify(body), claim.mode],
+			transaction,
 		);
 		if (rows.length === 0) throw keyTakenOver();
 	}
 
 	/** Frees the key of a call that failed: nothing to replay, so a retry may run. */
 	async release(claim: IdempotencyClaim): Promise<void> {
-		await this.sequelize.query("DELETE FROM idempotency_keys WHERE partner_id = $1 AND key = $2 AND claim_token = $3 AND state = 'running' AND mode = $4", {
-			bind: [claim.partnerId, claim.key, claim.token, claim.mode],
-		});
+		await this.db.run("DELETE FROM idempotency_keys WHERE partner_id = $1 AND key = $2 AND claim_token = $3 AND state = 'running' AND mode = $4", [
+			claim.partnerId,
+			claim.key,
+			claim.token,
+			claim.mode,
+		]);
 	}
 
 	/** Keys are replayed for 24 h; older ones are only dead weight. */
 	async deleteExpired(): Promise<void> {
-		await this.sequelize.query("DELETE FROM idempotency_keys WHERE created_at < now() - interval '24 hours'");
+		await this.db.run("DELETE FROM idempotency_keys WHERE created_at < now() - interval '24 hours'");
 	}
 }

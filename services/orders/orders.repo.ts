@@ -1,8 +1,8 @@
-import { QueryTypes, type Sequelize, type Transaction } from "sequelize";
+import type { Transaction } from "sequelize";
 import { ACTIVE_STATUSES, MOVING_STATUSES, type ActiveStatus, type DriverInfo, type RideStatus, type WebhookStatus, type RideEventPayload } from "../../contracts/orders";
 import type { DriverLocation } from "../../contracts/common";
 import type { KeyMode } from "../../contracts/partners";
-import { isUniqueViolation } from "../../mixins/db.mixin";
+import { isUniqueViolation, type Db } from "../../mixins/db.mixin";
 import { newId } from "../../lib/ids";
 import { emitsEvent } from "./ride-state";
 import { buildEventPayload, type OrderRow } from "./order-view";
@@ -84,7 +84,7 @@ export interface InsertOutcome {
 const jsonOrNull = (value: unknown) => (value === undefined || value === null ? null : JSON.stringify(value));
 
 export class OrdersRepo {
-	constructor(private readonly sequelize: Sequelize) {}
+	constructor(private readonly db: Db) {}
 
 	/**
 	 * The order; with a partner scope, a foreign order, or one of the key's
@@ -92,19 +92,20 @@ export class OrdersRepo {
 	 * part of the key).
 	 */
 	async findOrder(orderId: string, scope?: PartnerScope): Promise<OrderRow | null> {
-		const rows = await this.sequelize.query<OrderRow>(
+		const row = await this.db.row<OrderRow>(
 			scope === undefined ? "SELECT * FROM orders WHERE id = $1" : "SELECT * FROM orders WHERE id = $1 AND partner_id = $2 AND mode = $3",
-			{ bind: scope === undefined ? [orderId] : [orderId, scope.partnerId, scope.mode], type: QueryTypes.SELECT },
+			scope === undefined ? [orderId] : [orderId, scope.partnerId, scope.mode],
 		);
-		return rows[0] ?? null;
+		return row ?? null;
 	}
 
 	async findActiveForRider(riderId: string, scope: PartnerScope): Promise<OrderRow | null> {
-		const rows = await this.sequelize.query<OrderRow>(
-			`SELECT * FROM orders WHERE rider_id = $1 AND partner_id = $2 AND mode = $3 AND status IN (${ACTIVE_SQL})`,
-			{ bind: [riderId, scope.partnerId, scope.mode], type: QueryTypes.SELECT },
-		);
-		return rows[0] ?? null;
+		const row = await this.db.row<OrderRow>(`SELECT * FROM orders WHERE rider_id = $1 AND partner_id = $2 AND mode = $3 AND status IN (${ACTIVE_SQL})`, [
+			riderId,
+			scope.partnerId,
+			scope.mode,
+		]);
+		return row ?? null;
 	}
 
 	/** Active rides, oldest first by (created_at, id), after the keyset `after` when given. */
@@ -119,12 +120,12 @@ export class OrdersRepo {
 
 	/** One keyset page of active rides with `columns` and the row's cursor key (`key_at`). */
 	private async activePage<T extends object>(columns: string, statuses: readonly ActiveStatus[], limit: number, after?: ActiveKey): Promise<Array<T & { key_at: string }>> {
-		return this.sequelize.query<T & { key_at: string }>(
+		return this.db.rows<T & { key_at: string }>(
 			`SELECT ${columns}, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS key_at
 			 FROM orders WHERE status IN (${ACTIVE_SQL}) AND status = ANY($1::text[])
 			 AND ($3::timestamptz IS NULL OR (created_at, id) > ($3::timestamptz, $4::text))
 			 ORDER BY created_at, id LIMIT $2`,
-			{ bind: [statuses, limit, after?.createdAt ?? null, after?.id ?? null], type: QueryTypes.SELECT },
+			[statuses, limit, after?.createdAt ?? null, after?.id ?? null],
 		);
 	}
 
@@ -135,20 +136,17 @@ export class OrdersRepo {
 	 * any instance never exceed the limit.
 	 */
 	async reserveOtpTry(orderId: string, maxTries: number): Promise<number | null> {
-		const rows = await this.sequelize.query<{ otp_tries: number }>(
+		const row = await this.db.row<{ otp_tries: number }>(
 			"UPDATE orders SET otp_tries = otp_tries + 1 WHERE id = $1 AND status = 'arrived' AND otp_tries < $2 RETURNING otp_tries",
-			{ bind: [orderId, maxTries], type: QueryTypes.SELECT },
+			[orderId, maxTries],
 		);
-		return rows[0]?.otp_tries ?? null;
+		return row?.otp_tries ?? null;
 	}
 
 	/** Operators: gives an arrived ride's driver a fresh set of OTP tries; the order, or null when it is not arrived. */
 	async unlockOtp(orderId: string): Promise<OrderRow | null> {
-		const rows = await this.sequelize.query<OrderRow>("UPDATE orders SET otp_tries = 0 WHERE id = $1 AND status = 'arrived' RETURNING *", {
-			bind: [orderId],
-			type: QueryTypes.SELECT,
-		});
-		return rows[0] ?? null;
+		const row = await this.db.row<OrderRow>("UPDATE orders SET otp_tries = 0 WHERE id = $1 AND status = 'arrived' RETURNING *", [orderId]);
+		return row ?? null;
 	}
 
 	/**
@@ -188,14 +186,11 @@ export class OrdersRepo {
 		const values = "$1::text, $2::text, $3::text, 'searching', $4::text, $5::jsonb, $6::jsonb, $7::int, $8::text, $9::jsonb, $10::int, $11::int, $12::text, $13::text, $14::text, $15::jsonb, $16::text";
 		try {
 			if (!claim) {
-				const rows = await this.sequelize.query<OrderRow>(
-					`INSERT INTO orders (${INSERT_COLUMNS}) VALUES (${values}) ${ON_ACTIVE_CONFLICT} RETURNING *`,
-					{ bind, type: QueryTypes.SELECT },
-				);
-				return { row: rows[0] ?? null, claimLost: false };
+				const row = await this.db.row<OrderRow>(`INSERT INTO orders (${INSERT_COLUMNS}) VALUES (${values}) ${ON_ACTIVE_CONFLICT} RETURNING *`, bind);
+				return { row: row ?? null, claimLost: false };
 			}
 			bind.push(claim.partnerId, claim.key, claim.token, JSON.stringify(answer ?? {}));
-			const rows = await this.sequelize.query<OrderRow & { claim_held: number }>(
+			const rows = await this.db.rows<OrderRow & { claim_held: number }>(
 				`WITH claim AS (
 				   SELECT 1 FROM idempotency_keys
 				   WHERE partner_id = $17 AND key = $18 AND claim_token = $19 AND state = 'running' AND mode = $16
@@ -209,7 +204,7 @@ export class OrdersRepo {
 				   RETURNING 1
 				 )
 				 SELECT ins.*, held.n AS claim_held FROM (SELECT count(*)::int AS n FROM claim) held LEFT JOIN ins ON true`,
-				{ bind, type: QueryTypes.SELECT },
+				bind,
 			);
 			const { claim_held: held, ...row } = rows[0];
 			if (held === 0) return { row: null, claimLost: true };
@@ -232,7 +227,7 @@ export class OrdersRepo {
 	async insertOrders(orders: NewOrder[]): Promise<Array<OrderRow | null>> {
 		if (orders.length === 1) return [(await this.insertOrder(orders[0], null)).row];
 		const col = <T>(f: (o: NewOrder) => T) => orders.map(f);
-		const rows = await this.sequelize.query<OrderRow>(
+		const rows = await this.db.rows<OrderRow>(
 			`INSERT INTO orders (${INSERT_COLUMNS})
 			 SELECT id, partner_id, rider_id, 'searching', service_type, pickup::jsonb, dropoff::jsonb, fare_paise, currency, fare_breakdown::jsonb,
 			        distance, duration, quote_id, otp, webhook_url, metadata::jsonb, mode
@@ -240,27 +235,24 @@ export class OrdersRepo {
 			             $10::int[], $11::int[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[])
 			   AS n(id, partner_id, rider_id, service_type, pickup, dropoff, fare_paise, currency, fare_breakdown, distance, duration, quote_id, otp, webhook_url, metadata, mode)
 			 ${ON_ACTIVE_CONFLICT} RETURNING *`,
-			{
-				bind: [
-					col((o) => o.id),
-					col((o) => o.partnerId),
-					col((o) => o.riderId),
-					col((o) => o.serviceType),
-					col((o) => JSON.stringify(o.pickup)),
-					col((o) => JSON.stringify(o.drop)),
-					col((o) => o.farePaise),
-					col((o) => o.currency),
-					col((o) => (o.fareBreakdown ? JSON.stringify(o.fareBreakdown) : null)),
-					col((o) => o.distance),
-					col((o) => o.duration),
-					col((o) => o.quoteId),
-					col((o) => o.otp),
-					col((o) => o.webhookURL),
-					col((o) => (o.metadata !== undefined ? JSON.stringify(o.metadata) : null)),
-					col((o) => o.mode),
-				],
-				type: QueryTypes.SELECT,
-			},
+			[
+				col((o) => o.id),
+				col((o) => o.partnerId),
+				col((o) => o.riderId),
+				col((o) => o.serviceType),
+				col((o) => JSON.stringify(o.pickup)),
+				col((o) => JSON.stringify(o.drop)),
+				col((o) => o.farePaise),
+				col((o) => o.currency),
+				col((o) => (o.fareBreakdown ? JSON.stringify(o.fareBreakdown) : null)),
+				col((o) => o.distance),
+				col((o) => o.duration),
+				col((o) => o.quoteId),
+				col((o) => o.otp),
+				col((o) => o.webhookURL),
+				col((o) => (o.metadata !== undefined ? JSON.stringify(o.metadata) : null)),
+				col((o) => o.mode),
+			],
 		);
 		const byId = new Map(rows.map((r) => [r.id, r]));
 		return orders.map((o) => byId.get(o.id) ?? null);
@@ -292,30 +284,25 @@ export class OrdersRepo {
 			bind.push(expectDriverId);
 			where += ` AND driver->>'id' = $${bind.length}`;
 		}
-		return this.sequelize.transaction(async (transaction) => {
-			const rows = await this.sequelize.query<OrderRow>(`UPDATE orders SET ${sets.join(", ")} WHERE ${where} RETURNING *`, {
-				bind,
-				type: QueryTypes.SELECT,
-				transaction,
-			});
-			const row = rows[0];
+		return this.db.tx(async (t) => {
+			const row = await this.db.row<OrderRow>(`UPDATE orders SET ${sets.join(", ")} WHERE ${where} RETURNING *`, bind, t);
 			if (!row) return null;
 			if (!withEvent) return { row, eventId: null };
-			return { row, eventId: await this.appendEvent(row, "status", to, transaction) };
+			return { row, eventId: await this.appendEvent(row, "status", to, t) };
 		});
 	}
 
 	/** The driver's position on a moving ride plus its `location_updated` event; null when the ride is not moving. */
 	async recordLocation(orderId: string, location: DriverLocation, eta: number | null): Promise<MoveResult | null> {
-		return this.sequelize.transaction(async (transaction) => {
-			const rows = await this.sequelize.query<OrderRow>(
+		return this.db.tx(async (t) => {
+			const row = await this.db.row<OrderRow>(
 				`UPDATE orders SET driver_location = $2::jsonb, eta = $3, version = version + 1, updated_at = clock_timestamp()
 				 WHERE id = $1 AND status IN (${MOVING_SQL}) RETURNING *`,
-				{ bind: [orderId, JSON.stringify(location), eta], type: QueryTypes.SELECT, transaction },
+				[orderId, JSON.stringify(location), eta],
+				t,
 			);
-			const row = rows[0];
 			if (!row) return null;
-			return { row, eventId: await this.appendEvent(row, "location", "location_updated", transaction) };
+			return { row, eventId: await this.appendEvent(row, "location", "location_updated", t) };
 		});
 	}
 
@@ -323,28 +310,29 @@ export class OrdersRepo {
 	private async appendEvent(row: OrderRow, kind: "status" | "location", status: WebhookStatus, transaction: Transaction): Promise<string> {
 		const eventId = newId("evt");
 		const payload = buildEventPayload({ eventId, row, status, sequence: row.version, occurredAt: row.updated_at });
-		await this.sequelize.query(
+		await this.db.run(
 			`INSERT INTO ride_events (id, order_id, partner_id, sequence, kind, status, webhook_url, payload, occurred_at)
 			 VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9)`,
-			{ bind: [eventId, row.id, row.partner_id, row.version, kind, status, row.webhook_url, JSON.stringify(payload), row.updated_at], transaction },
+			[eventId, row.id, row.partner_id, row.version, kind, status, row.webhook_url, JSON.stringify(payload), row.updated_at],
+			transaction,
 		);
 		return eventId;
 	}
 
 	/** Up to `limit` of the ride's webhook events after sequence `afterSequence`, in sequence order (the (order_id, sequence) key serves it). */
 	async listEvents(orderId: string, afterSequence: number, limit: number): Promise<RideEventRow[]> {
-		return this.sequelize.query<RideEventRow>(
+		return this.db.rows<RideEventRow>(
 			"SELECT id, sequence, status, occurred_at, payload FROM ride_events WHERE order_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3",
-			{ bind: [orderId, afterSequence, limit], type: QueryTypes.SELECT },
+			[orderId, afterSequence, limit],
 		);
 	}
 
 	/** Stores the ride's feedback; false when it already has some (`feedback.order_id` is the key: once per ride). */
 	async insertFeedback(orderId: string, partnerId: string, rating: number, comment: string | null, tags: string[]): Promise<boolean> {
-		const inserted = await this.sequelize.query<{ order_id: string }>(
+		const inserted = await this.db.rows<{ order_id: string }>(
 			`INSERT INTO feedback (order_id, partner_id, rating, comment, tags) VALUES ($1, $2, $3, $4, $5::text[])
 			 ON CONFLICT (order_id) DO NOTHING RETURNING order_id`,
-			{ bind: [orderId, partnerId, rating, comment, tags], type: QueryTypes.SELECT },
+			[orderId, partnerId, rating, comment, tags],
 		);
 		return inserted.length > 0;
 	}

@@ -401,8 +401,8 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		Object.assign(this.settings, readOrdersSettings(serviceEnv(this)));
 		this.webhookPolicy = { allowPrivate: this.settings.webhookAllowPrivate, resolveAll: webhookDnsResolver(serviceEnv(this)) };
 		// The DB mixin's created() ran first: the pool is there.
-		this.orders = new OrdersRepo(this.sequelize);
-		this.keys = new IdempotencyRepo(this.sequelize, this.settings.idempotencyRunningTimeoutMs);
+		this.orders = new OrdersRepo(this.db);
+		this.keys = new IdempotencyRepo(this.db, this.settings.idempotencyRunningTimeoutMs);
 		// Up to 4 statements out at once: the pool is shared with the process's other services.
 		this.newOrders = new StatementBatcher((orders) => this.orders.insertOrders(orders), (o) => `${o.riderId}\u0000${o.mode}`, { maxBatch: 100, maxInFlight: 4 });
 	},

@@ -1,4 +1,4 @@
-import { QueryTypes, type Sequelize, type Transaction } from "sequelize";
+import type { Db } from "../../mixins/db.mixin";
 import type { ApiKeySummary, AuthenticatedPartner, KeyMode, PartnerSummary, WebhookSecretEntry } from "../../contracts/partners";
 
 /**
@@ -65,24 +65,16 @@ export interface KeyState {
 export type RevokeOutcome = { found: false } | { found: true; partnerId: string; revokedKeyIds: string[]; partnerRevoked: boolean };
 
 export class PartnersRepo {
-	constructor(private readonly sequelize: Sequelize) {}
-
-	private select<R extends object>(sql: string, bind: unknown[], transaction?: Transaction): Promise<R[]> {
-		return this.sequelize.query<R>(sql, { bind, type: QueryTypes.SELECT, transaction });
-	}
-
-	private async exec(sql: string, bind: unknown[], transaction?: Transaction): Promise<void> {
-		await this.sequelize.query(sql, { bind, transaction });
-	}
+	constructor(private readonly db: Db) {}
 
 	/** The new partner's id, or null when that API key is already taken (nothing is written then). */
 	async insertPartner(p: { partnerId: string; name: string; keyId: string; keyHash: string; label: string; mode: KeyMode; webhookSecret: string }): Promise<string | null> {
 		try {
-			return await this.sequelize.transaction(async (t) => {
-				await this.exec(INSERT_PARTNER_SQL, [p.partnerId, p.name], t);
-				const [key] = await this.select<{ id: string }>(INSERT_KEY_SQL, [p.keyId, p.partnerId, p.keyHash, p.label, p.mode], t);
+			return await this.db.tx(async (t) => {
+				await this.db.run(INSERT_PARTNER_SQL, [p.partnerId, p.name], t);
+				const [key] = await this.db.rows<{ id: string }>(INSERT_KEY_SQL, [p.keyId, p.partnerId, p.keyHash, p.label, p.mode], t);
 				if (!key) throw new KeyTaken();
-				await this.exec(INSERT_SECRET_SQL, [p.partnerId, p.webhookSecret], t);
+				await this.db.run(INSERT_SECRET_SQL, [p.partnerId, p.webhookSecret], t);
 				return p.partnerId;
 			});
 		} catch (err) {
@@ -93,45 +85,45 @@ export class PartnersRepo {
 
 	/** The enabled partner holding this unrevoked key, or null. */
 	async findByKeyHash(keyHash: string): Promise<AuthenticatedPartner | null> {
-		const [row] = await this.select<PartnerRow & { mode: KeyMode }>(BY_KEY_HASH_SQL, [keyHash]);
+		const [row] = await this.db.rows<PartnerRow & { mode: KeyMode }>(BY_KEY_HASH_SQL, [keyHash]);
 		return row ? { partnerId: row.id, name: row.name, mode: row.mode } : null;
 	}
 
 	/** Any key with this hash, revoked or not: bootstrap must see what an operator revoked. */
 	async keyState(keyHash: string): Promise<KeyState | null> {
-		const [row] = await this.select<{ partner_id: string; revoked_at: Date | null; disabled_at: Date | null; mode: KeyMode }>(KEY_STATE_SQL, [keyHash]);
+		const [row] = await this.db.rows<{ partner_id: string; revoked_at: Date | null; disabled_at: Date | null; mode: KeyMode }>(KEY_STATE_SQL, [keyHash]);
 		return row ? { partnerId: row.partner_id, revoked: row.revoked_at !== null || row.disabled_at !== null, mode: row.mode } : null;
 	}
 
 	/** Bootstrap's BOOTSTRAP_PARTNER_MODE: the key's mode, kept in step. True when it changed. */
 	async setKeyMode(keyHash: string, mode: KeyMode): Promise<boolean> {
-		const rows = await this.select<{ id: string }>("UPDATE api_keys SET mode = $2 WHERE key_hash = $1 AND mode <> $2 RETURNING id", [keyHash, mode]);
+		const rows = await this.db.rows<{ id: string }>("UPDATE api_keys SET mode = $2 WHERE key_hash = $1 AND mode <> $2 RETURNING id", [keyHash, mode]);
 		return rows.length > 0;
 	}
 
 	async touchKey(keyHash: string): Promise<void> {
-		await this.exec(TOUCH_KEY_SQL, [keyHash]);
+		await this.db.run(TOUCH_KEY_SQL, [keyHash]);
 	}
 
 	/** The partner's secrets that sign now, current first; empty for an unknown partner. */
 	async signingSecrets(partnerId: string): Promise<WebhookSecretEntry[]> {
-		const rows = await this.select<{ secret: string; valid_until: Iso | null }>(SECRETS_SQL, [partnerId]);
+		const rows = await this.db.rows<{ secret: string; valid_until: Iso | null }>(SECRETS_SQL, [partnerId]);
 		return rows.map((r) => ({ secret: r.secret, validUntil: isoOrNull(r.valid_until) }));
 	}
 
 	async list(): Promise<PartnerSummary[]> {
-		const rows = await this.select<PartnerRow>(LIST_SQL, []);
+		const rows = await this.db.rows<PartnerRow>(LIST_SQL, []);
 		return rows.map((r) => ({ partnerId: r.id, name: r.name, createdAt: r.created_at, disabled: r.disabled_at !== null }));
 	}
 
 	/** "missing", "revoked" or "active". */
 	async partnerState(partnerId: string): Promise<"missing" | "revoked" | "active"> {
-		const [row] = await this.select<{ disabled_at: Date | null }>(PARTNER_SQL, [partnerId]);
+		const [row] = await this.db.rows<{ disabled_at: Date | null }>(PARTNER_SQL, [partnerId]);
 		return !row ? "missing" : row.disabled_at ? "revoked" : "active";
 	}
 
 	async listKeys(partnerId: string | undefined): Promise<ApiKeySummary[]> {
-		const rows = await this.select<KeyRow>(LIST_KEYS_SQL, [partnerId ?? null]);
+		const rows = await this.db.rows<KeyRow>(LIST_KEYS_SQL, [partnerId ?? null]);
 		return rows.map((r) => ({
 			keyId: r.id,
 			partnerId: r.partner_id,
@@ -145,43 +137,43 @@ export class PartnersRepo {
 
 	/** One more key for an active partner: "created", or why not. */
 	async insertKey(partnerId: string, keyId: string, keyHash: string, label: string, mode: KeyMode): Promise<"created" | "missing" | "revoked" | "taken"> {
-		return this.sequelize.transaction(async (t) => {
+		return this.db.tx(async (t) => {
 			// Locked, so a concurrent revocation of the partner cannot miss this key.
-			const [partner] = await this.select<{ disabled_at: Date | null }>(LOCK_PARTNER_SQL, [partnerId], t);
+			const [partner] = await this.db.rows<{ disabled_at: Date | null }>(LOCK_PARTNER_SQL, [partnerId], t);
 			if (!partner) return "missing";
 			if (partner.disabled_at) return "revoked";
-			const [key] = await this.select<{ id: string }>(INSERT_KEY_SQL, [keyId, partnerId, keyHash, label, mode], t);
+			const [key] = await this.db.rows<{ id: string }>(INSERT_KEY_SQL, [keyId, partnerId, keyHash, label, mode], t);
 			return key ? "created" : "taken";
 		});
 	}
 
 	async revokeKey(keyId: string): Promise<RevokeOutcome> {
-		const [owner] = await this.select<{ partner_id: string }>(KEY_PARTNER_SQL, [keyId]);
+		const [owner] = await this.db.rows<{ partner_id: string }>(KEY_PARTNER_SQL, [keyId]);
 		if (!owner) return { found: false };
-		const revoked = await this.select<{ id: string }>(REVOKE_KEY_SQL, [keyId]);
+		const revoked = await this.db.rows<{ id: string }>(REVOKE_KEY_SQL, [keyId]);
 		const state = await this.partnerState(owner.partner_id);
 		return { found: true, partnerId: owner.partner_id, revokedKeyIds: revoked.map((r) => r.id), partnerRevoked: state === "revoked" };
 	}
 
 	/** The partner and every key of it. */
 	async revokePartner(partnerId: string): Promise<RevokeOutcome> {
-		return this.sequelize.transaction(async (t) => {
-			const [partner] = await this.select<{ id: string }>(LOCK_PARTNER_SQL, [partnerId], t);
+		return this.db.tx(async (t) => {
+			const [partner] = await this.db.rows<{ id: string }>(LOCK_PARTNER_SQL, [partnerId], t);
 			if (!partner) return { found: false } as const;
-			await this.exec(REVOKE_PARTNER_SQL, [partnerId], t);
-			const keys = await this.select<{ id: string }>(REVOKE_PARTNER_KEYS_SQL, [partnerId], t);
+			await this.db.run(REVOKE_PARTNER_SQL, [partnerId], t);
+			const keys = await this.db.rows<{ id: string }>(REVOKE_PARTNER_KEYS_SQL, [partnerId], t);
 			return { found: true, partnerId, revokedKeyIds: keys.map((k) => k.id), partnerRevoked: true } as const;
 		});
 	}
 
 	/** A new current secret; the previous ones end within `graceSeconds`. Null for an unknown partner. */
 	async rotateWebhookSecret(partnerId: string, webhookSecret: string, graceSeconds: number): Promise<{ previousValidUntil: string } | null> {
-		return this.sequelize.transaction(async (t) => {
+		return this.db.tx(async (t) => {
 			// Serialises rotations of one partner (one current secret, the partial unique index).
-			const [partner] = await this.select<{ id: string }>(LOCK_PARTNER_SQL, [partnerId], t);
+			const [partner] = await this.db.rows<{ id: string }>(LOCK_PARTNER_SQL, [partnerId], t);
 			if (!partner) return null;
-			const ended = await this.select<{ valid_until: Iso }>(END_SECRETS_SQL, [partnerId, graceSeconds], t);
-			await this.exec(INSERT_SECRET_SQL, [partnerId, webhookSecret], t);
+			const ended = await this.db.rows<{ valid_until: Iso }>(END_SECRETS_SQL, [partnerId, graceSeconds], t);
+			await this.db.run(INSERT_SECRET_SQL, [partnerId, webhookSecret], t);
 			const latest = ended.map((r) => new Date(r.valid_until).getTime()).reduce((a, b) => Math.max(a, b), Date.now());
 			return { previousValidUntil: new Date(latest).toISOString() };
 		});
@@ -189,7 +181,7 @@ export class PartnersRepo {
 
 	/** Bootstrap's BOOTSTRAP_WEBHOOK_SECRET: replaces the current secret in place (dev and tests, no grace). True when it changed. */
 	async setCurrentSecret(partnerId: string, webhookSecret: string): Promise<boolean> {
-		const rows = await this.select<{ partner_id: string }>(SET_CURRENT_SECRET_SQL, [partnerId, webhookSecret]);
+		const rows = await this.db.rows<{ partner_id: string }>(SET_CURRENT_SECRET_SQL, [partnerId, webhookSecret]);
 		return rows.length > 0;
 	}
 }

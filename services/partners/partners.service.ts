@@ -288,7 +288,7 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 		this.authCache = new AuthCache(this.cfg.authCacheMs);
 		this.touches = new OncePer(TOUCH_EVERY_MS);
 		// The DB mixin's `created` ran first and acquired the pool.
-		this.repo = new PartnersRepo(this.sequelize);
+		this.repo = new PartnersRepo(this.db);
 	},
 
 	async started(this: PartnersThis) {

@@ -1,4 +1,4 @@
-import { QueryTypes, type Sequelize } from "sequelize";
+import type { Db } from "../../mixins/db.mixin";
 
 /**
  * Every statement of pricing. Pricing owns one table, `pricing_secrets`:
@@ -12,16 +12,16 @@ const INSERT_SECRET_SQL = "INSERT INTO pricing_secrets (name, secret) VALUES ($1
 const SELECT_SECRET_SQL = "SELECT secret FROM pricing_secrets WHERE name = $1";
 
 export class PricingRepo {
-	constructor(private readonly sequelize: Sequelize) {}
+	constructor(private readonly db: Db) {}
 
 	/**
 	 * The secret stored under `name`, storing `candidate` first when there is
 	 * none yet. Every instance on one database ends up with the same secret.
 	 */
 	async ensureSecret(name: string, candidate: string): Promise<string> {
-		await this.sequelize.query(INSERT_SECRET_SQL, { bind: [name, candidate] });
-		const rows = await this.sequelize.query<{ secret: string }>(SELECT_SECRET_SQL, { bind: [name], type: QueryTypes.SELECT });
-		if (!rows[0]) throw new Error(`pricing_secrets has no secret named "${name}"`);
-		return rows[0].secret;
+		await this.db.run(INSERT_SECRET_SQL, [name, candidate]);
+		const row = await this.db.row<{ secret: string }>(SELECT_SECRET_SQL, [name]);
+		if (!row) throw new Error(`pricing_secrets has no secret named "${name}"`);
+		return row.secret;
 	}
 }

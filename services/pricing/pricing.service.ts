@@ -232,7 +232,7 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 		this.lastSupplyWarning = 0;
 		this.keyring = undefined;
 		// The DB mixin's `created` ran first and acquired the pool.
-		this.repo = new PricingRepo(this.sequelize);
+		this.repo = new PricingRepo(this.db);
 	},
 
 	async started(this: PricingThis) {

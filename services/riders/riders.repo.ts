@@ -1,4 +1,4 @@
-import { QueryTypes, type Sequelize } from "sequelize";
+import type { Db } from "../../mixins/db.mixin";
 import type { Rider } from "../../contracts/riders";
 import { newId } from "../../lib/ids";
 
@@ -32,7 +32,7 @@ function toRider(r: RiderRow): Rider {
 }
 
 export class RidersRepo {
-	constructor(private readonly sequelize: Sequelize) {}
+	constructor(private readonly db: Db) {}
 
 	/**
 	 * Inserts the rider or updates their name, and their email unless `email`
@@ -41,14 +41,14 @@ export class RidersRepo {
 	 * converge on one row, with no read-then-write race.
 	 */
 	async upsert(partnerId: string, phone: string, name: string, email: string | null): Promise<Rider> {
-		const rows = await this.sequelize.query<RiderRow>(
+		const rows = await this.db.rows<RiderRow>(
 			`INSERT INTO riders (id, partner_id, phone, name, email) VALUES ($1, $2, $3, $4, $5)
 			 ON CONFLICT (partner_id, phone) DO UPDATE
 			   SET name = EXCLUDED.name,
 			       email = COALESCE(EXCLUDED.email, riders.email),
 			       updated_at = now()
 			 RETURNING ${RIDER_COLUMNS}`,
-			{ bind: [newId("rdr"), partnerId, phone, name, email], type: QueryTypes.SELECT },
+			[newId("rdr"), partnerId, phone, name, email],
 		);
 		return toRider(rows[0]);
 	}
@@ -64,7 +64,7 @@ export class RidersRepo {
 			const [i] = items;
 			return [await this.upsert(i.partnerId, i.phone, i.name, i.email)];
 		}
-		const rows = await this.sequelize.query<RiderRow>(
+		const rows = await this.db.rows<RiderRow>(
 			`INSERT INTO riders (id, partner_id, phone, name, email)
 			 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
 			 ON CONFLICT (partner_id, phone) DO UPDATE
@@ -72,10 +72,7 @@ export class RidersRepo {
 			       email = COALESCE(EXCLUDED.email, riders.email),
 			       updated_at = now()
 			 RETURNING ${RIDER_COLUMNS}`,
-			{
-				bind: [items.map(() => newId("rdr")), items.map((i) => i.partnerId), items.map((i) => i.phone), items.map((i) => i.name), items.map((i) => i.email)],
-				type: QueryTypes.SELECT,
-			},
+			[items.map(() => newId("rdr")), items.map((i) => i.partnerId), items.map((i) => i.phone), items.map((i) => i.name), items.map((i) => i.email)],
 		);
 		const byKey = new Map(rows.map((r) => [riderKey(r.partner_id, r.phone), r]));
 		return items.map((i) => {
@@ -87,10 +84,7 @@ export class RidersRepo {
 
 	/** The rider, or null if unknown (or, when `partnerId` is given, another partner's). */
 	async find(riderId: string, partnerId?: string): Promise<Rider | null> {
-		const rows = await this.sequelize.query<RiderRow>(
-			`SELECT ${RIDER_COLUMNS} FROM riders WHERE id = $1 AND ($2::text IS NULL OR partner_id = $2)`,
-			{ bind: [riderId, partnerId ?? null], type: QueryTypes.SELECT },
-		);
-		return rows[0] ? toRider(rows[0]) : null;
+		const row = await this.db.row<RiderRow>(`SELECT ${RIDER_COLUMNS} FROM riders WHERE id = $1 AND ($2::text IS NULL OR partner_id = $2)`, [riderId, partnerId ?? null]);
+		return row ? toRider(row) : null;
 	}
 }

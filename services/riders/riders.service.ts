@@ -52,7 +52,7 @@ const RidersService: ServiceSchema<ServiceSettingSchema, Record<string, never>, 
 
 	created(this: RidersThis) {
 		// The DB mixin's created() ran first: the pool is there.
-		this.repo = new RidersRepo(this.sequelize);
+		this.repo = new RidersRepo(this.db);
 		// Up to 4 statements out at once (the pool is shared with the other services of the process).
 		this.upserts = new StatementBatcher((items) => this.repo.upsertMany(items), (i) => riderKey(i.partnerId, i.phone), { maxBatch: 100, maxInFlight: 4 });
 	},

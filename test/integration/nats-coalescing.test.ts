@@ -1,4 +1,4 @@
-import { ServiceBroker, type Context } from "moleculer";
+import { Errors, ServiceBroker, type Context } from "moleculer";
 import { CoalescingNatsTransporter } from "../../lib/coalescing-nats-transporter";
 import { TEST_NATS_URL } from "../helpers/db";
 import { uniqueNamespace } from "../helpers/node";
@@ -9,7 +9,9 @@ import { waitFor } from "../helpers/wait";
  * moleculer.config.ts) between two brokers on the real NATS: calls made in
  * separate macrotasks of one loop turn leave in one socket write instead of
  * one each, every call gets its own answer, a sender's events arrive in the
- * order sent, and an event sent just before stopping is not lost.
+ * order sent, an event sent just before stopping is not lost, and a call
+ * whose request NATS refuses (over the server's max_payload) fails at once
+ * with the client's error instead of waiting out the request timeout.
  */
 
 let namespace: string;
@@ -17,8 +19,13 @@ let caller: ServiceBroker;
 let callee: ServiceBroker;
 const received: number[] = [];
 
-function broker(nodeID: string): ServiceBroker {
-	return new ServiceBroker({ namespace, nodeID, transporter: new CoalescingNatsTransporter({ url: TEST_NATS_URL }), logger: false, requestTimeout: 10_000 });
+function broker(nodeID: string, requestTimeout = 10_000): ServiceBroker {
+	return new ServiceBroker({ namespace, nodeID, transporter: new CoalescingNatsTransporter({ url: TEST_NATS_URL }), logger: false, requestTimeout });
+}
+
+/** The broker's nats client: the server's INFO (max_payload) is on it. */
+function natsClient(b: ServiceBroker): { info?: { max_payload: number } } {
+	return (b.transit!.tx as unknown as { client: { info?: { max_payload: number } } }).client;
 }
 
 /** Counts the socket writes of a broker's NATS connection (the nats client's transport, an internal of nats.js). */
@@ -84,4 +91,28 @@ it("keeps a sender's events in order, and publishes one sent just before the bro
 	await last.stop();
 	await waitFor("the last event", () => received.length === 1, 10_000, 50);
 	expect(received).toEqual([42]);
+});
+
+it("rejects a call whose request is over the server's max_payload with the publish error, not a request timeout", async () => {
+	// A call left to its timeout (20 s here) rejects with RequestTimeoutError: the assertion is on
+	// what the call rejects with, not on how long it took.
+	const big = broker(`${namespace}-big`, 20_000);
+	await big.start();
+	try {
+		await big.waitForServices(["echo"], 20_000);
+		const maxPayload = natsClient(big).info?.max_payload;
+		expect(maxPayload).toBeGreaterThan(0);
+		const call = big.call("echo.back", { n: 1, pad: "x".repeat(maxPayload! + 1) });
+		const err = await call.then(
+			() => undefined,
+			(e: unknown) => e as Error & { code?: string },
+		);
+		expect(err).toBeInstanceOf(Error);
+		expect(err).not.toBeInstanceOf(Errors.RequestTimeoutError);
+		expect(err?.code).toBe("MAX_PAYLOAD_EXCEEDED");
+		// Only that packet was refused: the connection carries the next call.
+		await expect(big.call("echo.back", { n: 2 })).resolves.toEqual({ n: 2 });
+	} finally {
+		await big.stop();
+	}
 });

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { QueryTypes, Sequelize } from "sequelize";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 import { newOrderFixture } from "../helpers/order-rows";
-import { runMigrations } from "../../mixins/db.mixin";
+import { Db, runMigrations } from "../../mixins/db.mixin";
 import { migrations } from "../../services/orders/migrations";
 import { OrdersRepo, type NewOrder } from "../../services/orders/orders.repo";
 import { IdempotencyRepo, type IdempotencyClaim } from "../../services/orders/idempotency.repo";
@@ -30,8 +30,9 @@ beforeAll(async () => {
 	db = await createTestDatabase("ordinsert");
 	seq = new Sequelize(db.url, { logging: (sql) => statements.push(sql), pool: { max: 20 } });
 	await runMigrations(seq, { service: "orders", migrations }, db.url);
-	orders = new OrdersRepo(seq);
-	keys = new IdempotencyRepo(seq, 60_000);
+	const sql = new Db(seq);
+	orders = new OrdersRepo(sql);
+	keys = new IdempotencyRepo(sql, 60_000);
 });
 
 afterAll(async () => {

@@ -1,6 +1,6 @@
 import { Sequelize } from "sequelize";
 import type { Client } from "pg";
-import { runMigrations } from "../../mixins/db.mixin";
+import { Db, runMigrations } from "../../mixins/db.mixin";
 import { migrations } from "../../services/notifications/migrations";
 import { NotificationsRepo, type AttemptRecord } from "../../services/notifications/notifications.repo";
 import { connect, createTestDatabase, type TestDatabase } from "../helpers/db";
@@ -28,7 +28,7 @@ beforeAll(async () => {
 	sequelize = new Sequelize(db.url, { dialect: "postgres", logging: false, pool: { max: 2 } });
 	await runMigrations(sequelize, { service: "notifications", migrations }, db.url);
 	pg = await connect(db.url);
-	repo = new NotificationsRepo(sequelize);
+	repo = new NotificationsRepo(new Db(sequelize));
 });
 
 afterAll(async () => {
