@@ -113,6 +113,26 @@ export function serviceEnv(service: { settings?: unknown }): Env {
 	return (service.settings as { $env?: Env } | undefined)?.$env ?? process.env;
 }
 
+/**
+ * The one place a service's configuration lives: `this.settings` (Moleculer's
+ * own), typed by the service's `<Name>Settings` and filled in `created()` by
+ * `useServiceSettings(this, read<Name>Settings)` from
+ * services/<name>/<name>.settings.ts. No `this.cfg` / `this.config` copies.
+ *
+ * - A mixin's settings (moleculer-web's `routes`, `port`, `onError`…) sit in
+ *   the same object: the service's own knobs are merged in flat beside them,
+ *   and must not reuse a name the mixin reads unless they mean the same thing
+ *   (the gateway's `port` is moleculer-web's `port`, on purpose).
+ * - Never published: Moleculer copies the public settings when the service is
+ *   constructed, before `created()`, leaving out `$secureSettings`
+ *   (`startNode` always sets it, for `$env`). What is merged here, secrets
+ *   included, stays in this process.
+ */
+export function useServiceSettings<S extends object>(service: { settings: object }, read: (env: Env) => S): S {
+	// Bad settings stop the start-up here, with a message that names the setting.
+	return Object.assign(service.settings, read(serviceEnv(service)));
+}
+
 /** "12.97,77.59;28.61,77.20" → points. */
 export function parseCities(value: string | undefined): Point[] {
 	if (!value) return DEFAULT_CITIES;

@@ -32,7 +32,7 @@ export interface DriverRequest extends IncomingMessage {
 }
 
 export interface DriverGatewayParts {
-	config: { trustProxyHops: number; bodyLimitBytes: number };
+	settings: { trustProxyHops: number; bodyLimitBytes: number };
 	limiter: PartnerLimiter;
 	authThrottle: AuthFailureThrottle;
 	resolveAlias(url: string, method?: string): unknown;
@@ -56,7 +56,7 @@ export async function prepareDriverRequest(this: DriverGatewayParts, req: Driver
 	if (!bearer.ok) {
 		throw unauthorized(bearer.reason === "missing" ? "Missing driver token: send Authorization: Bearer <token>" : "Malformed Authorization header: expected Bearer <token>");
 	}
-	const address = clientAddress(req.socket?.remoteAddress, req.headers["x-forwarded-for"], this.config.trustProxyHops);
+	const address = clientAddress(req.socket?.remoteAddress, req.headers["x-forwarded-for"], this.settings.trustProxyHops);
 	const gate = await this.authThrottle.check(address, bearer.apiKey);
 	if (!gate.allowed) {
 		throw new GatewayError(429, "RATE_LIMITED", `Too many failed authentications from this address; retry in ${gate.retryAfterSeconds} s`, { retryAfter: gate.retryAfterSeconds });
@@ -77,7 +77,7 @@ export async function prepareDriverRequest(this: DriverGatewayParts, req: Driver
 	if (!decision.allowed) {
 		throw new GatewayError(429, "RATE_LIMITED", `Rate limit of ${decision.limit} requests per minute exceeded; retry in ${decision.retryAfterSeconds} s`, { retryAfter: decision.retryAfterSeconds });
 	}
-	req.body = await readJsonBody(req, this.config.bodyLimitBytes);
+	req.body = await readJsonBody(req, this.settings.bodyLimitBytes);
 	req.$driverPipeline = true;
 }
 

@@ -25,7 +25,7 @@ import { NotificationsRepo } from "./notifications.repo";
 import { readNotificationsSettings, type NotificationsSettings } from "./notifications.settings";
 import { OutageWarnings } from "./outage-warnings";
 import { createWebhookClient, type WebhookClient } from "./webhook-client";
-import { serviceEnv } from "../../lib/settings";
+import { serviceEnv, useServiceSettings } from "../../lib/settings";
 import { webhookDnsResolver } from "../../lib/dns-resolver";
 
 /**
@@ -160,7 +160,7 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 	},
 
 	created(this: NotificationsThis) {
-		Object.assign(this.settings, readNotificationsSettings(serviceEnv(this)));
+		useServiceSettings(this, readNotificationsSettings);
 		this.instanceId = `${this.broker.nodeID}/${randomUUID().slice(0, 8)}`;
 		this.repo = new NotificationsRepo(this.sequelize);
 		this.client = createWebhookClient({ allowPrivate: this.settings.allowPrivate, timeoutMs: this.settings.timeoutMs, resolveAll: webhookDnsResolver(serviceEnv(this)) });

@@ -56,7 +56,7 @@ import { callService } from "./remote-calls";
 import { decodeActiveCursor, decodeEventsCursor, encodeActiveCursor, encodeEventsCursor, type ActiveKey } from "./cursor";
 import { otpTryAllowed } from "./otp";
 import { modeOf, otpReadable } from "./modes";
-import { serviceEnv } from "../../lib/settings";
+import { serviceEnv, useServiceSettings } from "../../lib/settings";
 
 /**
  * Orders: the rides, their state machine (ride-state.ts) and the
@@ -397,8 +397,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 	},
 
 	created(this: OrdersThis) {
-		// Bad settings stop the start-up here, with a message that names the setting.
-		Object.assign(this.settings, readOrdersSettings(serviceEnv(this)));
+		useServiceSettings(this, readOrdersSettings);
 		this.webhookPolicy = { allowPrivate: this.settings.webhookAllowPrivate, resolveAll: webhookDnsResolver(serviceEnv(this)) };
 		// The DB mixin's created() ran first: the pool is there.
 		this.orders = new OrdersRepo(this.sequelize);

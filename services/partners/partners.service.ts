@@ -1,4 +1,4 @@
-import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
+import type { Context, Service, ServiceSchema } from "moleculer";
 import { DbMixin, type DbThis } from "../../mixins/db.mixin";
 import { ApiError, validationError } from "../../lib/errors";
 import { newId } from "../../lib/ids";
@@ -40,7 +40,7 @@ import { AuthCache, OncePer } from "../../lib/auth-cache";
 import { readPartnersSettings, WEBHOOK_SECRET_RULE, type PartnersSettings } from "./partners.settings";
 import { PartnersRepo, type RevokeOutcome } from "./partners.repo";
 import { migrations } from "./migrations";
-import { serviceEnv } from "../../lib/settings";
+import { useServiceSettings } from "../../lib/settings";
 
 /**
  * Partners: who may call the API (several API keys per partner, each
@@ -61,13 +61,12 @@ interface PartnersMethods {
 }
 
 interface PartnersLocal {
-	cfg: PartnersSettings;
 	repo: PartnersRepo;
 	authCache: AuthCache<AuthenticatedPartner>;
 	touches: OncePer;
 }
 
-type PartnersThis = Service & PartnersMethods & PartnersLocal & DbThis;
+type PartnersThis = Service<PartnersSettings> & PartnersMethods & PartnersLocal & DbThis;
 
 const INTERNAL = { access: "internal", visibility: "public" } as const;
 
@@ -95,7 +94,7 @@ function keyFor(mode: KeyMode, given: string | undefined): string {
 	return given;
 }
 
-const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, PartnersLocal & DbThis> = {
+const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, PartnersLocal & DbThis> = {
 	name: "partners",
 	mixins: [DbMixin({ service: "partners", migrations })],
 
@@ -260,7 +259,7 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 		 * key or partner an operator revoked stays revoked (a warning says so).
 		 */
 		async bootstrap(this: PartnersThis): Promise<void> {
-			const { bootstrapPartnerKey: key, bootstrapWebhookSecret: secret, bootstrapPartnerMode: mode } = this.cfg;
+			const { bootstrapPartnerKey: key, bootstrapWebhookSecret: secret, bootstrapPartnerMode: mode } = this.settings;
 			if (!key) return;
 			const state = await this.repo.keyState(hashApiKey(key));
 			if (state?.revoked) {
@@ -283,9 +282,8 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 	},
 
 	created(this: PartnersThis) {
-		// Bad settings stop the start-up here, with a message that names the setting.
-		this.cfg = readPartnersSettings(serviceEnv(this));
-		this.authCache = new AuthCache(this.cfg.authCacheMs);
+		useServiceSettings(this, readPartnersSettings);
+		this.authCache = new AuthCache(this.settings.authCacheMs);
 		this.touches = new OncePer(TOUCH_EVERY_MS);
 		// The DB mixin's `created` ran first and acquired the pool.
 		this.repo = new PartnersRepo(this.sequelize);
