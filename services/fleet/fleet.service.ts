@@ -68,9 +68,6 @@ interface FleetMethods {
 
 type FleetThis = Service<FleetSettings> & FleetMethods & FleetLocal;
 
-/** Every action here is for drivers, operators and other services: callable across nodes, never published on the partner gateway. */
-const INTERNAL = { access: "internal", visibility: "public" } as const;
-
 /** A ride still searching after this long (real ms) with no driver in reach gets another spawned driver. */
 const RESPAWN_AFTER_MS = 10_000;
 /** When every spawn slot tried was busy (SIM_MAX_DRIVERS reached), try again after this long (real ms). */
@@ -97,7 +94,7 @@ const FleetService: ServiceSchema<FleetSettings, FleetMethods, FleetLocal> = {
 	actions: {
 		/** What the simulator is doing. REPL: `call fleet.status` */
 		status: {
-			...INTERNAL,
+			access: "internal",
 			handler(this: FleetThis) {
 				return {
 					mode: this.settings.fleetMode,
@@ -113,7 +110,7 @@ const FleetService: ServiceSchema<FleetSettings, FleetMethods, FleetLocal> = {
 
 		/** Seeds (again) now; idempotent: known drivers are not registered twice. REPL: `call fleet.seed` */
 		seed: {
-			...INTERNAL,
+			access: "internal",
 			async handler(this: FleetThis) {
 				if (this.settings.fleetMode !== "simulated") return { seeded: 0, mode: this.settings.fleetMode };
 				return { seeded: await this.seed(), mode: this.settings.fleetMode };

@@ -217,12 +217,11 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			},
 		},
 
-		// ---- internal actions (dispatch, the simulated fleet, operators); "public": never published on the gateway ----
+		// ---- internal actions (dispatch, the simulated fleet, operators); never published on the gateway (access middleware) ----
 
 		/** One order as services see it (no OTP). */
 		get: {
 			access: "internal",
-			visibility: "public",
 			params: getOrderParams,
 			handler(this: OrdersThis, ctx: Context<OrderIdParams>): InternalOrder {
 				return toInternalOrder(loadedOrder(ctx));
@@ -236,7 +235,6 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		 */
 		riderOtp: {
 			access: "internal",
-			visibility: "public",
 			params: riderOtpParams,
 			async handler(this: OrdersThis, ctx: Context<OrderIdParams>): Promise<RiderOtpResult> {
 				if (this.settings.fleetMode !== "simulated") {
@@ -256,7 +254,6 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		 */
 		transition: {
 			access: "internal",
-			visibility: "public",
 			params: transitionParams,
 			async handler(this: OrdersThis, ctx: Context<TransitionParams>): Promise<InternalOrder> {
 				let row = loadedOrder(ctx);
@@ -272,7 +269,6 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		/** The driver's position while the ride moves: updates the order and appends a location_updated event. */
 		recordLocation: {
 			access: "internal",
-			visibility: "public",
 			params: recordLocationParams,
 			async handler(this: OrdersThis, ctx: Context<RecordLocationParams>): Promise<InternalOrder> {
 				const p = ctx.params;
@@ -292,7 +288,6 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		/** One page of the active rides, whole (operators; dispatch's sweep reads listActiveStates), oldest first; `after` = the previous page's `nextCursor`. */
 		listActive: {
 			access: "internal",
-			visibility: "public",
 			params: listActiveParams,
 			async handler(this: OrdersThis, ctx: Context<ListActiveParams>): Promise<ListActiveResult> {
 				const page = activePageOf(ctx.params);
@@ -304,7 +299,6 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		/** orders.listActive's pages with each ride's id, status and driver id only (what dispatch's sweep compares). */
 		listActiveStates: {
 			access: "internal",
-			visibility: "public",
 			params: listActiveParams,
 			async handler(this: OrdersThis, ctx: Context<ListActiveParams>): Promise<ListActiveStatesResult> {
 				const page = activePageOf(ctx.params);
@@ -321,7 +315,6 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		 */
 		unlockOtp: {
 			access: "internal",
-			visibility: "public",
 			params: unlockOtpParams,
 			async handler(this: OrdersThis, ctx: Context<OrderIdParams>): Promise<InternalOrder> {
 				const row = await this.orders.unlockOtp(ctx.params.orderId);

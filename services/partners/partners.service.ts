@@ -68,8 +68,6 @@ interface PartnersLocal {
 
 type PartnersThis = Service<PartnersSettings> & PartnersMethods & PartnersLocal & DbThis;
 
-const INTERNAL = { access: "internal", visibility: "public" } as const;
-
 /** api_keys.last_used_at is written at most this often per key (per instance; the UPDATE skips fresher rows). */
 const TOUCH_EVERY_MS = 60_000;
 
@@ -101,7 +99,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 	actions: {
 		/** Creates a partner with one key labelled "initial"; the API key is returned only here. REPL: `call partners.create --name Acme` */
 		create: {
-			...INTERNAL,
+			access: "internal",
 			params: createPartnerParams,
 			async handler(this: PartnersThis, ctx: Context<CreatePartnerParams>): Promise<CreatedPartner> {
 				const mode = ctx.params.mode ?? DEFAULT_KEY_MODE;
@@ -118,7 +116,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 
 		/** Resolves an API key to its partner, or null (unknown, revoked key, revoked partner). Called by the gateway on every request. */
 		authenticate: {
-			...INTERNAL,
+			access: "internal",
 			params: authenticateParams,
 			async handler(this: PartnersThis, ctx: Context<AuthenticateParams>): Promise<AuthenticatedPartner | null> {
 				const hash = hashApiKey(ctx.params.apiKey);
@@ -141,7 +139,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 
 		/** The partner's webhook signing secrets (notifications signs every delivery with each one still valid). */
 		signingSecret: {
-			...INTERNAL,
+			access: "internal",
 			params: signingSecretParams,
 			async handler(this: PartnersThis, ctx: Context<SigningSecretParams>): Promise<PartnerSigning> {
 				const secrets = await this.repo.signingSecrets(ctx.params.partnerId);
@@ -153,7 +151,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 
 		/** Operators: every partner (never keys or secrets). REPL: `call partners.list` */
 		list: {
-			...INTERNAL,
+			access: "internal",
 			handler(this: PartnersThis): Promise<PartnerSummary[]> {
 				return this.repo.list();
 			},
@@ -161,7 +159,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 
 		/** Operators: keys with label, last use and revocation (never the keys). REPL: `call partners.listKeys --partnerId ptn_…` */
 		listKeys: {
-			...INTERNAL,
+			access: "internal",
 			params: listKeysParams,
 			handler(this: PartnersThis, ctx: Context<ListKeysParams>): Promise<ApiKeySummary[]> {
 				return this.repo.listKeys(ctx.params.partnerId);
@@ -170,7 +168,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 
 		/** Operators (rotate-key): one more key; the partner's other keys keep working until revoked. */
 		createKey: {
-			...INTERNAL,
+			access: "internal",
 			params: createKeyParams,
 			async handler(this: PartnersThis, ctx: Context<CreateKeyParams>): Promise<CreatedKey> {
 				const { partnerId, label } = ctx.params;
@@ -188,7 +186,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 
 		/** Operators: revokes one key (keyId) or a whole partner and all its keys (partnerId). Permanent. */
 		revokeKey: {
-			...INTERNAL,
+			access: "internal",
 			params: revokeKeyParams,
 			async handler(this: PartnersThis, ctx: Context<RevokeKeyParams>): Promise<RevokedKeys> {
 				const { keyId, partnerId } = ctx.params;
@@ -200,7 +198,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 
 		/** Operators: a new signing secret; the old one keeps signing too until the grace period ends. */
 		rotateWebhookSecret: {
-			...INTERNAL,
+			access: "internal",
 			params: rotateWebhookSecretParams,
 			async handler(this: PartnersThis, ctx: Context<RotateWebhookSecretParams>): Promise<RotatedWebhookSecret> {
 				const { partnerId } = ctx.params;
@@ -217,7 +215,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 
 		/** `npm run partner` changed the database from its private broker: tell every instance. */
 		announce: {
-			...INTERNAL,
+			access: "internal",
 			params: announceParams,
 			async handler(this: PartnersThis, ctx: Context<PartnersChangedEvent>): Promise<{ announced: true }> {
 				await this.broadcastChange(ctx.params.partnerId, ctx.params.what);

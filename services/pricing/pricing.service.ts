@@ -142,7 +142,6 @@ const PricingService: ServiceSchema<PricingSettings, PricingMethods, PricingLoca
 		/** create-order without a quoteId: the trip at the current price. Services only, never the gateway. */
 		quote: {
 			access: "internal",
-			visibility: "public",
 			params: quoteParams,
 			async handler(this: PricingThis, ctx: Context<QuoteParams>): Promise<PricedTrip> {
 				const { serviceType, pickup, drop } = ctx.params;
@@ -155,7 +154,6 @@ const PricingService: ServiceSchema<PricingSettings, PricingMethods, PricingLoca
 		/** Operators: the tariffs in force (major units). REPL: `call pricing.tariffs` */
 		tariffs: {
 			access: "internal",
-			visibility: "public",
 			handler(this: PricingThis): TariffsReply {
 				const tariffs = Object.fromEntries(SERVICE_TYPES.map((type) => [type, tariffView(this.settings.tariffs[type])])) as TariffsReply["tariffs"];
 				return { tariffs, surgeMax: this.settings.surgeMaxTenths / 10, quoteTtlSeconds: this.settings.quoteTtlSeconds, maxTripKm: this.settings.maxTripMetres / 1000 };
