@@ -96,7 +96,7 @@ export const AccessMiddleware: Middleware = {
 			return function checkDriver(this: unknown, ctx: Context) {
 				const driverId = (ctx.meta as { driverId?: unknown }).driverId;
 				if (typeof driverId !== "string" || !/^drv_[a-z0-9]{1,64}$/.test(driverId)) {
-					return Promise.reject(new ApiError(401, "UNAUTHORIZED", "Missing or invalid driver token"));
+					return Promise.reject(new ApiError("UNAUTHORIZED", "Missing or invalid driver token"));
 				}
 				return next.call(this as never, ctx);
 			};
@@ -104,7 +104,7 @@ export const AccessMiddleware: Middleware = {
 		return function checkPartner(this: unknown, ctx: Context) {
 			const meta = ctx.meta as PartnerMeta;
 			if (typeof meta.partnerId !== "string" || meta.partnerId.length === 0) {
-				return Promise.reject(new ApiError(401, "UNAUTHORIZED", "Missing or invalid API key"));
+				return Promise.reject(new ApiError("UNAUTHORIZED", "Missing or invalid API key"));
 			}
 			return next.call(this as never, ctx);
 		};

@@ -4,7 +4,8 @@ import { DRIVER_BASE_PATH, DRIVER_ROUTES } from "../../contracts/gateway";
 import type { AuthenticateDriverParams, AuthenticatedDriver } from "../../contracts/driver";
 import type { AuthFailureThrottle } from "./auth-throttle";
 import { clientAddress } from "./client-address";
-import { GatewayError, WrappedError } from "./errors";
+import { WrappedError } from "./errors";
+import { ApiError } from "../../lib/errors";
 import type { PartnerLimiter } from "./rate-limiter";
 import { parseBearer, readJsonBody } from "./request";
 
@@ -47,7 +48,7 @@ export function driverAliases(): Record<string, string> {
 	return aliases;
 }
 
-const unauthorized = (message: string) => new GatewayError(401, "UNAUTHORIZED", message);
+const unauthorized = (message: string) => new ApiError("UNAUTHORIZED", message);
 
 export async function prepareDriverRequest(this: DriverGatewayParts, req: DriverRequest, res: ServerResponse): Promise<void> {
 	if (!this.resolveAlias(req.parsedUrl, req.method)) return;
@@ -59,7 +60,7 @@ export async function prepareDriverRequest(this: DriverGatewayParts, req: Driver
 	const address = clientAddress(req.socket?.remoteAddress, req.headers["x-forwarded-for"], this.settings.trustProxyHops);
 	const gate = await this.authThrottle.check(address, bearer.apiKey);
 	if (!gate.allowed) {
-		throw new GatewayError(429, "RATE_LIMITED", `Too many failed authentications from this address; retry in ${gate.retryAfterSeconds} s`, { retryAfter: gate.retryAfterSeconds });
+		throw new ApiError("RATE_LIMITED", `Too many failed authentications from this address; retry in ${gate.retryAfterSeconds} s`, { retryAfter: gate.retryAfterSeconds });
 	}
 	const driver = await req.$ctx.call<AuthenticatedDriver | null, AuthenticateDriverParams>("dispatch.authenticateDriver", { token: bearer.apiKey });
 	if (!driver) {
@@ -75,7 +76,7 @@ export async function prepareDriverRequest(this: DriverGatewayParts, req: Driver
 		res.setHeader("X-RateLimit-Remaining", String(decision.remaining));
 	}
 	if (!decision.allowed) {
-		throw new GatewayError(429, "RATE_LIMITED", `Rate limit of ${decision.limit} requests per minute exceeded; retry in ${decision.retryAfterSeconds} s`, { retryAfter: decision.retryAfterSeconds });
+		throw new ApiError("RATE_LIMITED", `Rate limit of ${decision.limit} requests per minute exceeded; retry in ${decision.retryAfterSeconds} s`, { retryAfter: decision.retryAfterSeconds });
 	}
 	req.body = await readJsonBody(req, this.settings.bodyLimitBytes);
 	req.$driverPipeline = true;

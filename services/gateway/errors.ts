@@ -26,13 +26,6 @@ export interface ErrorMappingOptions {
 export const INTERNAL_ERROR_MESSAGE = "Internal server error";
 export const UNAVAILABLE_MESSAGE = "A service needed for this request is unavailable; retry later";
 
-/** An error the gateway raises before a service is called (auth, limits, body). */
-export class GatewayError extends Errors.MoleculerClientError {
-	constructor(status: number, code: string, message: string, data?: { details?: ErrorDetail[]; retryAfter?: number }) {
-		super(message, status, code, data);
-	}
-}
-
 /**
  * Carries a non-Moleculer error through moleculer-web's middleware chain,
  * which would otherwise rebuild it and lose its name (and with it the

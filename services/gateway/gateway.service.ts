@@ -3,7 +3,8 @@ import { Errors, type Context, type Service, type ServiceSchema, type ServiceSet
 import ApiGateway from "moleculer-web";
 import { UNAVAILABLE_RETRY_AFTER_SECONDS } from "../../contracts/constants";
 import { readGatewaySettings, type GatewaySettings } from "./gateway.settings";
-import { describeForLog, GatewayError, toErrorResponse, WrappedError } from "./errors";
+import { describeForLog, toErrorResponse, WrappedError } from "./errors";
+import { ApiError } from "../../lib/errors";
 import { buildOpenApiDocument, type OpenApiDocument } from "./openapi";
 import { renderDocsPage } from "./docs-page";
 import type Redis from "ioredis";
@@ -104,8 +105,8 @@ interface GatewayLocal {
 
 type GatewayThis = Service<GatewayServiceSettings> & GatewayMethods & GatewayLocal;
 
-function unauthorized(message: string): GatewayError {
-	return new GatewayError(401, "UNAUTHORIZED", message);
+function unauthorized(message: string): ApiError {
+	return new ApiError("UNAUTHORIZED", message);
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
@@ -261,7 +262,7 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 			const hash = keyHash(bearer.apiKey);
 			const gate = await this.authThrottle.check(address, bearer.apiKey, hash);
 			if (!gate.allowed) {
-				throw new GatewayError(429, "RATE_LIMITED", `Too many failed authentications from this address; retry in ${gate.retryAfterSeconds} s`, {
+				throw new ApiError("RATE_LIMITED", `Too many failed authentications from this address; retry in ${gate.retryAfterSeconds} s`, {
 					retryAfter: gate.retryAfterSeconds,
 				});
 			}
@@ -279,7 +280,7 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 				res.setHeader("X-RateLimit-Remaining", String(decision.remaining));
 			}
 			if (!decision.allowed) {
-				throw new GatewayError(429, "RATE_LIMITED", `Rate limit of ${decision.limit} requests per minute exceeded; retry in ${decision.retryAfterSeconds} s`, {
+				throw new ApiError("RATE_LIMITED", `Rate limit of ${decision.limit} requests per minute exceeded; retry in ${decision.retryAfterSeconds} s`, {
 					retryAfter: decision.retryAfterSeconds,
 				});
 			}
@@ -353,7 +354,7 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 
 		send404(this: GatewayThis, req: GatewayRequest, res: ServerResponse): void {
 			const path = String(req.parsedUrl ?? req.url ?? "").slice(0, 200);
-			this.renderError(req, res, new GatewayError(404, "NOT_FOUND", `No route for ${req.method} ${path}`));
+			this.renderError(req, res, new ApiError("NOT_FOUND", `No route for ${req.method} ${path}`));
 		},
 
 		/** Successful answers are JSON; a service may pick a 2xx status with `ctx.meta.$statusCode` (orders: 201). */

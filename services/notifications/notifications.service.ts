@@ -93,9 +93,9 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 					return { eventId, replayed: true, state: "pending" };
 				}
 				const current = await this.repo.delivery(eventId);
-				if (!current) throw new ApiError(404, "NOT_FOUND", "Unknown event (or not picked up for delivery yet)");
+				if (!current) throw new ApiError("NOT_FOUND", "Unknown event (or not picked up for delivery yet)");
 				if (current.kind === "location") {
-					throw new ApiError(409, "CONFLICT", "Location events are only worth their newest value and are not replayed");
+					throw new ApiError("CONFLICT", "Location events are only worth their newest value and are not replayed");
 				}
 				return { eventId, replayed: false, state: current.state };
 			},

@@ -22,7 +22,7 @@ export async function callService<R>(ctx: Context, logger: Logger, action: strin
 	} catch (err) {
 		if (UNAVAILABLE_ERRORS.has((err as Error)?.name)) {
 			logger.warn(`${action} is unavailable: ${(err as Error).name}`);
-			throw new ApiError(503, "SERVICE_UNAVAILABLE", "A required service is temporarily unavailable", { retryAfter: ORDERS_RETRY_AFTER_SECONDS });
+			throw new ApiError("SERVICE_UNAVAILABLE", "A required service is temporarily unavailable", { retryAfter: ORDERS_RETRY_AFTER_SECONDS });
 		}
 		throw err;
 	}

@@ -107,7 +107,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 				const webhookSecret = ctx.params.webhookSecret ?? newWebhookSecret();
 				checkWebhookSecret(webhookSecret);
 				const partnerId = await this.insertPartner(ctx.params.name, apiKey, webhookSecret, mode);
-				if (!partnerId) throw new ApiError(409, "CONFLICT", "That API key is already in use");
+				if (!partnerId) throw new ApiError("CONFLICT", "That API key is already in use");
 				// A miss for this key may be cached somewhere.
 				await this.broadcastChange(partnerId, "keys");
 				return { partnerId, apiKey, webhookSecret };
@@ -144,7 +144,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 			async handler(this: PartnersThis, ctx: Context<SigningSecretParams>): Promise<PartnerSigning> {
 				const secrets = await this.repo.signingSecrets(ctx.params.partnerId);
 				const current = secrets.find((s) => s.validUntil === null);
-				if (!current) throw new ApiError(404, "NOT_FOUND", "Unknown partner");
+				if (!current) throw new ApiError("NOT_FOUND", "Unknown partner");
 				return { partnerId: ctx.params.partnerId, webhookSecret: current.secret, webhookSecrets: secrets };
 			},
 		},
@@ -176,9 +176,9 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 				const apiKey = keyFor(mode, ctx.params.apiKey);
 				const keyId = newId("key");
 				const outcome = await this.repo.insertKey(partnerId, keyId, hashApiKey(apiKey), label, mode);
-				if (outcome === "missing") throw new ApiError(404, "NOT_FOUND", "Unknown partner");
-				if (outcome === "revoked") throw new ApiError(409, "CONFLICT", "That partner is revoked");
-				if (outcome === "taken") throw new ApiError(409, "CONFLICT", "That API key is already in use");
+				if (outcome === "missing") throw new ApiError("NOT_FOUND", "Unknown partner");
+				if (outcome === "revoked") throw new ApiError("CONFLICT", "That partner is revoked");
+				if (outcome === "taken") throw new ApiError("CONFLICT", "That API key is already in use");
 				await this.broadcastChange(partnerId, "keys");
 				return { keyId, partnerId, label, apiKey };
 			},
@@ -206,7 +206,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 				checkWebhookSecret(webhookSecret);
 				const grace = ctx.params.graceSeconds ?? DEFAULT_WEBHOOK_SECRET_GRACE_SECONDS;
 				const rotated = await this.repo.rotateWebhookSecret(partnerId, webhookSecret, grace);
-				if (!rotated) throw new ApiError(404, "NOT_FOUND", "Unknown partner");
+				if (!rotated) throw new ApiError("NOT_FOUND", "Unknown partner");
 				await this.broadcastChange(partnerId, "webhookSecret");
 				this.logger.info(`Webhook secret of ${partnerId} rotated; the previous one signs until ${rotated.previousValidUntil}`);
 				return { partnerId, webhookSecret, previousValidUntil: rotated.previousValidUntil };
@@ -244,7 +244,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 		},
 
 		async revoked(this: PartnersThis, outcome: RevokeOutcome, what: string): Promise<RevokedKeys> {
-			if (!outcome.found) throw new ApiError(404, "NOT_FOUND", `Unknown ${what}`);
+			if (!outcome.found) throw new ApiError("NOT_FOUND", `Unknown ${what}`);
 			const { partnerId, revokedKeyIds, partnerRevoked } = outcome;
 			await this.broadcastChange(partnerId, partnerRevoked ? "partner" : "keys");
 			this.logger.info(`Revoked ${what === "partner" ? `partner ${partnerId} and` : ""} ${revokedKeyIds.length} key(s) of ${partnerId}`);

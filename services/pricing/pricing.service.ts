@@ -65,7 +65,7 @@ interface PricingLocal {
 type PricingThis = Service<PricingSettings> & PricingMethods & PricingLocal & DbThis;
 
 function keyringOf(svc: PricingThis): QuoteKeyring {
-	if (!svc.keyring) throw new ApiError(503, "SERVICE_UNAVAILABLE", "Pricing is starting", { retryAfter: SERVICE_RETRY_AFTER_SECONDS });
+	if (!svc.keyring) throw new ApiError("SERVICE_UNAVAILABLE", "Pricing is starting", { retryAfter: SERVICE_RETRY_AFTER_SECONDS });
 	return svc.keyring;
 }
 
@@ -75,7 +75,7 @@ function modeOfMeta(meta: unknown): KeyMode {
 }
 
 function validation(details: ErrorDetail[]): ApiError {
-	return new ApiError(400, "VALIDATION_ERROR", details[0].message, { details });
+	return new ApiError("VALIDATION_ERROR", details[0].message, { details });
 }
 
 const PricingService: ServiceSchema<PricingSettings, PricingMethods, PricingLocal & DbThis> = {
@@ -132,7 +132,7 @@ const PricingService: ServiceSchema<PricingSettings, PricingMethods, PricingLoca
 				const { quoteId, serviceType, pickup, drop } = ctx.params;
 				const check = verifyQuote(quoteId, { partnerId: ctx.meta.partnerId!, mode: modeOfMeta(ctx.meta), serviceType, pickup, drop }, keyringOf(this), this.now(), this.settings.quoteMatchRadiusMetres);
 				if (!check.ok) {
-					throw new ApiError(422, check.code, check.message, { details: [{ field: check.field ?? "quoteId", message: check.message }] });
+					throw new ApiError(check.code, check.message, { details: [{ field: check.field ?? "quoteId", message: check.message }] });
 				}
 				const c = check.claims;
 				return pricedTrip(c.serviceType, c.fare, c.distance, c.duration, quoteId);
