@@ -6,7 +6,7 @@
  * every params object here is strict, so a body naming a driver is refused.
  * Type-only plus plain data: no service code, no I/O.
  */
-import { latitudeRule, longitudeRule, orderIdRule, serviceTypeRule, driverIdRule, type ServiceType } from "./common";
+import { latitudeRule, longitudeRule, orderIdRule, serviceTypeRule, driverIdRule, type DriverLocation, type ServiceType } from "./common";
 import { driverModeRule, type DriverJob, type DriverMode, type DriverView } from "./dispatch";
 
 /** A position a driver app reports; unknown keys are refused like any other field. */
@@ -22,10 +22,7 @@ export const driverAppLocationRule = {
 	},
 } as const;
 
-export interface DriverAppLocation {
-	lat: number;
-	lng: number;
-	heading?: number;
+export interface DriverAppLocation extends DriverLocation {
 	at?: string;
 }
 

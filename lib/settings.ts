@@ -3,10 +3,7 @@
  * environment. Pure: pass any env object, get typed settings; nothing here
  * reads process.env by itself, so tests can build settings side by side.
  */
-export interface Point {
-	lat: number;
-	lng: number;
-}
+import type { Point } from "../contracts/common";
 
 export interface RuntimeSettings {
 	port: number;

@@ -4,8 +4,7 @@ import { DbMixin, type DbThis } from "../../mixins/db.mixin";
 import type { PartnerCallMeta } from "../../contracts/gateway";
 import type { KeyMode } from "../../contracts/partners";
 import { ApiError, type ErrorDetail } from "../../lib/errors";
-import type { LatLng } from "../../lib/geo";
-import { SERVICE_TYPES, type ServiceType } from "../../contracts/common";
+import { type Point, SERVICE_TYPES, type ServiceType } from "../../contracts/common";
 import {
 	estimateParams,
 	quoteParams,
@@ -43,10 +42,10 @@ type EndpointList = { hasAvailable(): boolean };
 const SIGNING_SECRET_NAME = "quote-signing";
 
 interface PricingMethods {
-	checkTrip(pickup: LatLng, drop: LatLng): void;
-	route(pickup: LatLng, drop: LatLng, serviceType: ServiceType): Promise<RouteEstimate>;
+	checkTrip(pickup: Point, drop: Point): void;
+	route(pickup: Point, drop: Point, serviceType: ServiceType): Promise<RouteEstimate>;
 	fareOf(serviceType: ServiceType, route: RouteEstimate, supply: SupplyDemandReply): FarePaise;
-	supplyNear(ctx: Context, pickup: LatLng): Promise<SupplyDemandReply>;
+	supplyNear(ctx: Context, pickup: Point): Promise<SupplyDemandReply>;
 	loadSigningSecret(): Promise<string>;
 }
 
@@ -162,12 +161,12 @@ const PricingService: ServiceSchema<PricingSettings, PricingMethods, PricingLoca
 	},
 
 	methods: {
-		checkTrip(this: PricingThis, pickup: LatLng, drop: LatLng): void {
+		checkTrip(this: PricingThis, pickup: Point, drop: Point): void {
 			const problems = straightLineProblems(pickup, drop, this.settings);
 			if (problems.length > 0) throw validation(problems);
 		},
 
-		async route(this: PricingThis, pickup: LatLng, drop: LatLng, serviceType: ServiceType): Promise<RouteEstimate> {
+		async route(this: PricingThis, pickup: Point, drop: Point, serviceType: ServiceType): Promise<RouteEstimate> {
 			const route = await this.router.estimate(pickup, drop, serviceType);
 			const problems = routedDistanceProblems(route.distance, this.settings);
 			if (problems.length > 0) throw validation(problems);
@@ -185,7 +184,7 @@ const PricingService: ServiceSchema<PricingSettings, PricingMethods, PricingLoca
 		 * Degrades to "unknown" (eta null, surge 1) when dispatch is absent,
 		 * slow or failing: a quote without surge beats no quote.
 		 */
-		async supplyNear(this: PricingThis, ctx: Context, pickup: LatLng): Promise<SupplyDemandReply> {
+		async supplyNear(this: PricingThis, ctx: Context, pickup: Point): Promise<SupplyDemandReply> {
 			const now = Date.now();
 			// The caller's key mode (create-order passes its meta on): that mode's drivers and demand only.
 			const mode = modeOfMeta(ctx.meta);
@@ -197,7 +196,7 @@ const PricingService: ServiceSchema<PricingSettings, PricingMethods, PricingLoca
 			if (!endpoints?.hasAvailable()) return UNKNOWN_REPLY;
 			let failed = false;
 			const reply = await fetchSupplyDemand(
-				() => ctx.call<unknown, { point: LatLng; mode: KeyMode }>(SUPPLY_DEMAND_ACTION, { point: { lat: pickup.lat, lng: pickup.lng }, mode }, { timeout: this.settings.supplyTimeoutMs }),
+				() => ctx.call<unknown, { point: Point; mode: KeyMode }>(SUPPLY_DEMAND_ACTION, { point: { lat: pickup.lat, lng: pickup.lng }, mode }, { timeout: this.settings.supplyTimeoutMs }),
 				this.settings.supplyTimeoutMs,
 				(err) => {
 					failed = true;
