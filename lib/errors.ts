@@ -7,7 +7,7 @@ import { ERRORS, type ErrorCode, type ErrorDetail } from "../contracts/errors";
  * envelope. Moleculer carries `code` (HTTP status), `type` (contract code)
  * and `data` across NATS, so the envelope is the same whichever node threw it.
  */
-export type { ErrorCode, ErrorDetail, ErrorEnvelope } from "../contracts/errors";
+export type { ErrorCode, ErrorDetail } from "../contracts/errors";
 
 export interface ErrorData {
 	details?: ErrorDetail[];

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Errors, type Context } from "moleculer";
-import { DRIVER_BASE_PATH, DRIVER_ROUTES } from "../../contracts/gateway";
+import { DRIVER_BASE_PATH, DRIVER_ROUTES, type DriverCallMeta } from "../../contracts/gateway";
 import type { AuthenticateDriverParams, AuthenticatedDriver } from "../../contracts/driver";
 import type { AuthFailureThrottle } from "./auth-throttle";
 import { clientAddress } from "./client-address";
@@ -24,7 +24,7 @@ import { parseBearer, readJsonBody } from "./request";
  */
 
 export interface DriverRequest extends IncomingMessage {
-	$ctx: Context<unknown, { requestId?: string; driverId?: string; partnerId?: string }>;
+	$ctx: Context<unknown, DriverCallMeta>;
 	parsedUrl: string;
 	body?: unknown;
 	$params?: Record<string, unknown>;
