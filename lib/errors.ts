@@ -25,6 +25,10 @@ export class ApiError extends Errors.MoleculerClientError {
 	declare type: ErrorCode;
 	declare data: ErrorData | undefined;
 	constructor(code: ErrorCode, message: string, data?: ErrorData) {
+		// Transitional, until services/dispatch (being rewritten) moves to this
+		// signature: its old `ApiError(status, code, message, data)` calls no longer
+		// compile, but still run as before (their statuses are the table's). Remove then.
+		if (typeof (code as unknown) === "number") [code, message, data] = [message as ErrorCode, data as unknown as string, arguments[3] as ErrorData | undefined];
 		super(message, ERRORS[code].status, code, data);
 	}
 }
