@@ -2,8 +2,8 @@ import os from "node:os";
 import type { BrokerOptions, Tracer } from "moleculer";
 import { createValidator } from "./lib/validator";
 import { readNatsOptions } from "./lib/nats-settings";
-import { readSettings, type Env } from "./lib/settings";
-import { createTraceRedactor, parseTraceAllow } from "./lib/trace-redaction";
+import { readSettings, type Env, type RuntimeSettings } from "./lib/settings";
+import { createTraceRedactor } from "./lib/trace-redaction";
 import { AccessMiddleware } from "./middlewares/access.middleware";
 import { DataErrorsMiddleware } from "./middlewares/data-errors.middleware";
 import { ObservabilityMiddleware, jsonLogFormatter } from "./middlewares/observability.middleware";
@@ -11,22 +11,20 @@ import { readShutdownSettings } from "./lib/shutdown-settings";
 import { CoalescingNatsTransporter } from "./lib/coalescing-nats-transporter";
 
 /**
- * Trace exporters by name (`TRACING_EXPORTER`, comma list): Console prints
- * spans, Event emits them as `$tracing.spans` broker events for a collector
- * service, Zipkin posts them to `ZIPKIN_URL` (Jaeger and Tempo accept it too).
+ * Trace exporters by name (`TRACING_EXPORTER`, comma list, checked by
+ * lib/settings): Console prints spans, Event emits them as `$tracing.spans`
+ * broker events for a collector service, Zipkin posts them to `ZIPKIN_URL`
+ * (Jaeger and Tempo accept it too).
  */
-function traceExporters(env: Env): Tracer.TracingExporter[] {
-	const names = (env.TRACING_EXPORTER || "Console").split(",").map((n) => n.trim()).filter(Boolean);
-	return names.map((name): Tracer.TracingExporter => {
-		switch (name.toLowerCase()) {
-			case "console":
+function traceExporters(s: RuntimeSettings): Tracer.TracingExporter[] {
+	return s.tracingExporters.map((name): Tracer.TracingExporter => {
+		switch (name) {
+			case "Console":
 				return { type: "Console", options: { colors: false, width: 100 } };
-			case "event":
+			case "Event":
 				return { type: "Event", options: { eventName: "$tracing.spans", interval: 5, broadcast: false } };
-			case "zipkin":
-				return { type: "Zipkin", options: { baseURL: env.ZIPKIN_URL || "http://localhost:9411", interval: 5 } };
-			default:
-				throw new Error(`TRACING_EXPORTER: unknown exporter "${name}" (Console, Event or Zipkin)`);
+			case "Zipkin":
+				return { type: "Zipkin", options: { baseURL: s.zipkinUrl, interval: 5 } };
 		}
 	});
 }
@@ -37,8 +35,8 @@ function traceExporters(env: Env): Tracer.TracingExporter[] {
  * allow-listed keys, never the response. Global for actions and events; an
  * action's own `tracing.tags` would replace it, so none declares one.
  */
-function traceTags(env: Env): Tracer.TracerOptions["tags"] {
-	const redactor = createTraceRedactor(parseTraceAllow(env.TRACING_TAGS_ALLOW));
+function traceTags(s: RuntimeSettings): Tracer.TracerOptions["tags"] {
+	const redactor = createTraceRedactor(s.tracingTagsAllow);
 	// Moleculer calls it with (ctx) when the span starts and (ctx, response) when it ends.
 	const tags = (ctx: { params?: unknown; meta?: unknown }, ...response: unknown[]) =>
 		response.length > 0 ? {} : { params: redactor.params(ctx.params), meta: redactor.meta(ctx.meta) };
@@ -53,12 +51,12 @@ function traceTags(env: Env): Tracer.TracerOptions["tags"] {
 export function buildBrokerConfig(env: Env = process.env): BrokerOptions {
 	const s = readSettings(env);
 	const service = (s.services ?? ["all"]).join("+");
-	const jsonLogs = s.production || env.LOG_FORMAT === "json";
+	const jsonLogs = s.logFormat === "json";
 	// Bound for a graceful stop: running calls and event handlers get this long to finish.
 	const shutdownTimeout = readShutdownSettings(env).brokerStopMs;
 	return {
 		namespace: s.namespace,
-		nodeID: env.NODE_ID || `${os.hostname()}-${service}-${process.pid}`,
+		nodeID: s.nodeId ?? `${os.hostname()}-${service}-${process.pid}`,
 		// NATS login and TLS from the environment or mounted secret files (lib/nats-settings.ts);
 		// Moleculer's NATS transporter, sending a loop turn's packets in one socket write (lib/coalescing-nats-transporter.ts).
 		// A new instance per broker config: each broker owns its transporter.
@@ -99,12 +97,12 @@ export function buildBrokerConfig(env: Env = process.env): BrokerOptions {
 		// id travels with the request over NATS); exporters from TRACING_EXPORTER.
 		tracing: {
 			enabled: s.tracing,
-			exporter: s.tracing ? traceExporters(env) : [],
+			exporter: s.tracing ? traceExporters(s) : [],
 			events: true,
-			sampling: { rate: Number(env.TRACING_SAMPLE_RATE || 1) },
+			sampling: { rate: s.tracingSampleRate },
 			// Secrets and personal data stay in the process: redacted params and meta, and errors
 			// without `data` (a validation error's data carries the refused value).
-			tags: traceTags(env),
+			tags: traceTags(s),
 			errorFields: ["name", "message", "code", "type", "retryable"],
 		},
 		middlewares: [DataErrorsMiddleware, AccessMiddleware, ObservabilityMiddleware],

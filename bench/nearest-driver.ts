@@ -13,7 +13,8 @@
  * linear scan of all drivers is printed beside it for scale.
  */
 import { performance } from "node:perf_hooks";
-import { haversineMeters, type LatLng } from "../lib/geo";
+import { haversineMeters } from "../lib/geo";
+import type { Point } from "../contracts/common";
 import { DEFAULT_CITIES } from "../lib/settings";
 import { CellIndex } from "../services/dispatch/spatial-index";
 import { pointInDisk, seededRandom } from "../services/fleet/simulation";
@@ -28,7 +29,7 @@ function percentile(sorted: number[], p: number): number {
 	return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
-function measure(label: string, queries: LatLng[], one: (q: LatLng) => unknown): void {
+function measure(label: string, queries: Point[], one: (q: Point) => unknown): void {
 	for (let i = 0; i < Math.min(200, queries.length); i++) one(queries[i]); // warm-up
 	const latencies: number[] = [];
 	for (const q of queries) {
@@ -43,7 +44,7 @@ function measure(label: string, queries: LatLng[], one: (q: LatLng) => unknown):
 	);
 }
 
-function randomPoints(n: number, seed: string): LatLng[] {
+function randomPoints(n: number, seed: string): Point[] {
 	const rand = seededRandom(seed);
 	return Array.from({ length: n }, (_, i) => pointInDisk(DEFAULT_CITIES[i % DEFAULT_CITIES.length], METRO_RADIUS_M, rand));
 }

@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import { envInt } from "../lib/settings";
 
 /**
  * Container healthcheck without curl in the image:
@@ -10,7 +11,8 @@ async function main(): Promise<number> {
 	// Never refuses its arguments: a health check must answer, so anything but "live" means ready.
 	const { positionals } = parseArgs({ allowPositionals: true, strict: false });
 	const kind = positionals[0] === "live" ? "live" : "ready";
-	const port = Number(process.env.HEALTH_PORT || 8080);
+	// The image's HEALTH_PORT when unset; a bad value stops this check with a message (exit 1: unhealthy).
+	const port = envInt(process.env, "HEALTH_PORT", 8080);
 	const controller = new AbortController();
 	const timer = setTimeout(() => controller.abort(), 3_000);
 	try {

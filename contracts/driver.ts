@@ -6,8 +6,8 @@
  * every params object here is strict, so a body naming a driver is refused.
  * Type-only plus plain data: no service code, no I/O.
  */
-import { latitudeRule, longitudeRule, orderIdRule, serviceTypeRule, driverIdRule, type ServiceType } from "./common";
-import { driverModeRule, type DriverJob, type DriverMode, type DriverView } from "./dispatch";
+import { latitudeRule, longitudeRule, orderIdRule, serviceTypeRule, driverIdRule, type DriverLocation, type ServiceType } from "./common";
+import { driverModeRule, type DriverMode } from "./dispatch";
 
 /** A position a driver app reports; unknown keys are refused like any other field. */
 export const driverAppLocationRule = {
@@ -22,10 +22,7 @@ export const driverAppLocationRule = {
 	},
 } as const;
 
-export interface DriverAppLocation {
-	lat: number;
-	lng: number;
-	heading?: number;
+export interface DriverAppLocation extends DriverLocation {
 	at?: string;
 }
 
@@ -81,10 +78,6 @@ export const driverCancelParams = { $$strict: true, orderId: orderIdRule, reason
 export interface DriverCancelParams extends DriverOrderParams {
 	reason: string;
 }
-
-/** What the driver actions answer: the driver and its current job. */
-export type DriverAppJob = DriverJob;
-export type DriverAppView = DriverView;
 
 // ---- operator and gateway actions (internal) -----------------------------------------
 

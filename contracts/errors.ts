@@ -236,9 +236,6 @@ export function codesForStatus(kind: "only" | "fallback"): Record<number, ErrorC
 	return out;
 }
 
-/** Codes of a successful answer (HTTP 200/201), not errors: a partner switches on them too. */
-export const SUCCESS_CODES = ["USER_HAVE_ACTIVE_RIDE", "RIDE_CANCELLED", "FEEDBACK_SUBMITTED"] as const;
-
 /**
  * fastest-validator's messages as partners read them: each names the field
  * as written in the body ("pickup.lat must be less than or equal to 90").

@@ -4,10 +4,7 @@
  * and the simulated fleet need. Angles in degrees, distances in metres.
  */
 
-export interface LatLng {
-	lat: number;
-	lng: number;
-}
+import type { Point } from "../contracts/common";
 
 /** Mean Earth radius (IUGG), metres. */
 export const EARTH_RADIUS_M = 6_371_008.8;
@@ -28,7 +25,7 @@ export function normalizeLng(lng: number): number {
 }
 
 /** Great-circle (haversine) distance in metres. */
-export function haversineMeters(a: LatLng, b: LatLng): number {
+export function haversineMeters(a: Point, b: Point): number {
 	const dLat = toRad(b.lat - a.lat);
 	const dLng = toRad(b.lng - a.lng);
 	const s = Math.sin(dLat / 2) ** 2 + Math.cos(toRad(a.lat)) * Math.cos(toRad(b.lat)) * Math.sin(dLng / 2) ** 2;
@@ -40,7 +37,7 @@ export function haversineMeters(a: LatLng, b: LatLng): number {
  * Initial bearing (heading) from `a` towards `b`, degrees clockwise from
  * north in [0, 360). 0 for identical points (no meaningful direction).
  */
-export function bearingDegrees(a: LatLng, b: LatLng): number {
+export function bearingDegrees(a: Point, b: Point): number {
 	const φ1 = toRad(a.lat);
 	const φ2 = toRad(b.lat);
 	const Δλ = toRad(b.lng - a.lng);
@@ -54,7 +51,7 @@ export function bearingDegrees(a: LatLng, b: LatLng): number {
  * The point `distanceM` metres from `origin` along the great circle that
  * starts with heading `bearingDeg`.
  */
-export function destinationPoint(origin: LatLng, bearingDeg: number, distanceM: number): LatLng {
+export function destinationPoint(origin: Point, bearingDeg: number, distanceM: number): Point {
 	const δ = distanceM / EARTH_RADIUS_M;
 	const θ = toRad(bearingDeg);
 	const φ1 = toRad(origin.lat);
@@ -69,7 +66,7 @@ export function destinationPoint(origin: LatLng, bearingDeg: number, distanceM: 
  * The point a `fraction` (0..1, clamped) of the way from `a` to `b` along the
  * great circle. Used to move simulated vehicles smoothly between waypoints.
  */
-export function interpolate(a: LatLng, b: LatLng, fraction: number): LatLng {
+export function interpolate(a: Point, b: Point, fraction: number): Point {
 	const f = Math.max(0, Math.min(1, fraction));
 	if (f === 0) return { lat: a.lat, lng: a.lng };
 	if (f === 1) return { lat: b.lat, lng: b.lng };
@@ -95,8 +92,8 @@ export function roundCoordinate(value: number, decimals = 5): number {
 }
 
 /** True when the value is a usable point (finite, lat -90..90, lng -180..180). */
-export function isValidPoint(p: unknown): p is LatLng {
-	const q = p as LatLng | null | undefined;
+export function isValidPoint(p: unknown): p is Point {
+	const q = p as Point | null | undefined;
 	return (
 		typeof q === "object" && q !== null &&
 		typeof q.lat === "number" && Number.isFinite(q.lat) && q.lat >= -90 && q.lat <= 90 &&

@@ -38,23 +38,6 @@ export type ReadFile = (path: string) => string;
 
 const readText: ReadFile = (path) => readFileSync(path, "utf8");
 
-/** Names of every NATS setting (docs, tests). */
-export const NATS_SETTINGS = [
-	"NATS_USER",
-	"NATS_USER_FILE",
-	"NATS_PASSWORD",
-	"NATS_PASSWORD_FILE",
-	"NATS_TOKEN",
-	"NATS_TOKEN_FILE",
-	"NATS_CREDS_FILE",
-	"NATS_NKEY_SEED",
-	"NATS_NKEY_SEED_FILE",
-	"NATS_TLS",
-	"NATS_TLS_CA",
-	"NATS_TLS_CERT",
-	"NATS_TLS_KEY",
-] as const;
-
 function raw(env: Env, name: string): string | undefined {
 	const v = env[name];
 	return v === undefined || v.trim() === "" ? undefined : v.trim();

@@ -5,11 +5,6 @@ export function newWebhookSecret(): string {
 	return `whsec_${randomBytes(24).toString("base64")}`;
 }
 
-/** Partner API keys: 32 random bytes, shown once, stored only as a SHA-256 hash. */
-export function newApiKey(): string {
-	return `rk_${randomBytes(32).toString("base64url")}`;
-}
-
 /**
  * API keys carry 256 bits of entropy, so a single fast SHA-256 is the right
  * hash: nothing to brute-force, and authentication stays cheap on the hot path.

@@ -3,10 +3,7 @@
  * environment. Pure: pass any env object, get typed settings; nothing here
  * reads process.env by itself, so tests can build settings side by side.
  */
-export interface Point {
-	lat: number;
-	lng: number;
-}
+import type { Point } from "../contracts/common";
 
 export interface RuntimeSettings {
 	port: number;
@@ -26,7 +23,24 @@ export interface RuntimeSettings {
 	webhookRetryScheduleMs: number[] | undefined;
 	dataDir: string;
 	tracing: boolean;
+	/** `/health/live` and `/health/ready` of this process (`HEALTH_PORT`, 0..65535); 0 = off. */
+	healthPort: number;
+	/** The broker's node id (`NODE_ID`); unset = `<host>-<services>-<pid>`, made by moleculer.config.ts. */
+	nodeId: string | undefined;
+	/** JSON log lines (`LOG_FORMAT=json`, or always in production) or readable ones. */
+	logFormat: "json" | "readable";
+	/** Span exporters (`TRACING_EXPORTER`, comma list), when `tracing` is on. */
+	tracingExporters: TraceExporterName[];
+	/** Base URL of the Zipkin exporter (`ZIPKIN_URL`). */
+	zipkinUrl: string;
+	/** Fraction of requests traced (`TRACING_SAMPLE_RATE`, 0..1). */
+	tracingSampleRate: number;
+	/** Param/meta names spans may keep the values of (`TRACING_TAGS_ALLOW`, comma list). */
+	tracingTagsAllow: string[];
 }
+
+export const TRACE_EXPORTERS = ["Console", "Event", "Zipkin"] as const;
+export type TraceExporterName = (typeof TRACE_EXPORTERS)[number];
 
 export type Env = Record<string, string | undefined>;
 
@@ -97,6 +111,13 @@ export function envEnum<T extends string>(env: Env, name: string, values: readon
 	return raw as T;
 }
 
+/** A comma list of words (blanks dropped), or `fallback` when unset or blank. */
+export function envList(env: Env, name: string, fallback: string[] = []): string[] {
+	const raw = rawOf(env, name);
+	if (raw === undefined) return fallback;
+	return raw.split(",").map((s) => s.trim()).filter(Boolean);
+}
+
 /** Free text, or `fallback` when unset or blank. */
 export function envString(env: Env, name: string): string | undefined;
 export function envString(env: Env, name: string, fallback: string): string;
@@ -111,6 +132,26 @@ export function envString(env: Env, name: string, fallback?: string): string | u
  */
 export function serviceEnv(service: { settings?: unknown }): Env {
 	return (service.settings as { $env?: Env } | undefined)?.$env ?? process.env;
+}
+
+/**
+ * The one place a service's configuration lives: `this.settings` (Moleculer's
+ * own), typed by the service's `<Name>Settings` and filled in `created()` by
+ * `useServiceSettings(this, read<Name>Settings)` from
+ * services/<name>/<name>.settings.ts. No `this.cfg` / `this.config` copies.
+ *
+ * - A mixin's settings (moleculer-web's `routes`, `port`, `onError`…) sit in
+ *   the same object: the service's own knobs are merged in flat beside them,
+ *   and must not reuse a name the mixin reads unless they mean the same thing
+ *   (the gateway's `port` is moleculer-web's `port`, on purpose).
+ * - Never published: Moleculer copies the public settings when the service is
+ *   constructed, before `created()`, leaving out `$secureSettings`
+ *   (`startNode` always sets it, for `$env`). What is merged here, secrets
+ *   included, stays in this process.
+ */
+export function useServiceSettings<S extends object>(service: { settings: object }, read: (env: Env) => S): S {
+	// Bad settings stop the start-up here, with a message that names the setting.
+	return Object.assign(service.settings, read(serviceEnv(service)));
 }
 
 /** "12.97,77.59;28.61,77.20" → points. */
@@ -132,6 +173,15 @@ export function parseSchedule(value: string | undefined): number[] | undefined {
 		throw new Error("WEBHOOK_RETRY_SCHEDULE_MS must be comma-separated non-negative numbers");
 	}
 	return delays;
+}
+
+/** `TRACING_EXPORTER`: each name one of TRACE_EXPORTERS, in any case. */
+function envTraceExporters(env: Env, name: string): TraceExporterName[] {
+	return envList(env, name, ["Console"]).map((word) => {
+		const known = TRACE_EXPORTERS.find((e) => e.toLowerCase() === word.toLowerCase());
+		if (!known) throw new SettingError(name, `a comma list of ${TRACE_EXPORTERS.join(", ")}`, word);
+		return known;
+	});
 }
 
 export function readSettings(env: Env): RuntimeSettings {
@@ -158,5 +208,12 @@ export function readSettings(env: Env): RuntimeSettings {
 		webhookRetryScheduleMs: parseSchedule(env.WEBHOOK_RETRY_SCHEDULE_MS),
 		dataDir: env.DATA_DIR || "./data",
 		tracing: envBool(env, "TRACING", false),
+		healthPort: envNumber(env, "HEALTH_PORT", 0, (n) => Number.isInteger(n) && n >= 0 && n <= 65535, "a port number 0..65535"),
+		nodeId: envString(env, "NODE_ID"),
+		logFormat: production ? "json" : envEnum(env, "LOG_FORMAT", ["json", "readable"] as const, "readable"),
+		tracingExporters: envTraceExporters(env, "TRACING_EXPORTER"),
+		zipkinUrl: envString(env, "ZIPKIN_URL", "http://localhost:9411"),
+		tracingSampleRate: envNumber(env, "TRACING_SAMPLE_RATE", 1, (n) => n >= 0 && n <= 1, "a fraction 0..1"),
+		tracingTagsAllow: envList(env, "TRACING_TAGS_ALLOW"),
 	};
 }

@@ -145,10 +145,6 @@ export function classifyAddress(address: string, policy: AddressPolicy): Address
 	return reason === undefined ? { allowed: true, address } : { allowed: false, address, reason };
 }
 
-export function isAddressAllowed(address: string, policy: AddressPolicy): boolean {
-	return classifyAddress(address, policy).allowed;
-}
-
 /**
  * Refusals that need no DNS: metadata names always; `localhost` and
  * local-only suffixes unless private targets are allowed.

@@ -94,12 +94,3 @@ export function createTraceRedactor(extraAllow: readonly string[] = []): TraceRe
 		},
 	};
 }
-
-/** TRACING_TAGS_ALLOW: extra param/meta names whose values may appear in spans (comma list). */
-export function parseTraceAllow(value: string | undefined): string[] {
-	if (!value) return [];
-	return value
-		.split(",")
-		.map((s) => s.trim())
-		.filter(Boolean);
-}

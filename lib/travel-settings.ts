@@ -1,6 +1,7 @@
 import type { ServiceType } from "../contracts/common";
 import type { FleetMode } from "../contracts/dispatch";
-import { envNumber, readSettings, SettingError, type Env, type Point } from "./settings";
+import type { Point } from "../contracts/common";
+import { envNumber, readSettings, SettingError, type Env } from "./settings";
 
 /**
  * The settings of the (simulated or real) road world that pricing, dispatch

@@ -82,5 +82,5 @@ function refused(): ApiError {
 }
 
 function invalid(message: string): ApiError {
-	return new ApiError(400, "INVALID_WEBHOOK_URL", message, { details: [{ field: "webhookURL", message }] });
+	return new ApiError("INVALID_WEBHOOK_URL", message, { details: [{ field: "webhookURL", message }] });
 }

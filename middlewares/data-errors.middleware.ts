@@ -14,7 +14,7 @@ import { ApiError } from "../lib/errors";
 export function toDataValidationError(err: unknown): unknown {
 	const state = dataExceptionState(err);
 	if (state === undefined) return err;
-	return new ApiError(400, "VALIDATION_ERROR", UNSTORABLE_VALUE_MESSAGE, {
+	return new ApiError("VALIDATION_ERROR", UNSTORABLE_VALUE_MESSAGE, {
 		details: [{ field: "body", message: UNSTORABLE_VALUE_MESSAGE }],
 	});
 }

@@ -25,11 +25,6 @@ export interface LogContext {
 
 const storage = new AsyncLocalStorage<LogContext>();
 
-/** The log context of the running handler, if any. */
-export function currentLogContext(): LogContext | undefined {
-	return storage.getStore();
-}
-
 /**
  * Adds fields to the running handler's log context, e.g. the new `orderId`
  * right after create-order made it. No-op outside a handler.
@@ -39,11 +34,6 @@ export function bindLogContext(fields: LogContext): void {
 	if (!store) return;
 	if (fields.requestId) store.requestId = fields.requestId;
 	if (fields.orderId) store.orderId = fields.orderId;
-}
-
-/** Runs `fn` with its own log context (e.g. a background loop working on one order). */
-export function runWithLogContext<T>(context: LogContext, fn: () => T): T {
-	return storage.run({ ...storage.getStore(), ...context }, fn);
 }
 
 const ORDER_ID = /^ord_[A-Za-z0-9_-]{1,100}$/;

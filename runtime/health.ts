@@ -36,14 +36,6 @@ export interface HealthOptions {
 	databaseUrl?: string;
 }
 
-/** `HEALTH_PORT`: unset or 0 turns the endpoints off (the gateway still has its own). */
-export function healthPortFrom(env: Record<string, string | undefined>): number {
-	const raw = env.HEALTH_PORT;
-	if (raw === undefined || raw === "") return 0;
-	const port = Number(raw);
-	if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error("HEALTH_PORT must be a port number");
-	return port;
-}
 
 export async function startHealthServer(broker: ServiceBroker, opts: HealthOptions): Promise<HealthServer> {
 	let draining = false;

@@ -5,7 +5,7 @@ import { ALL_SERVICES, isServiceName, loadServiceSchema, type ServiceName } from
 import { startEmbeddedPostgres, type EmbeddedPostgres } from "./embedded-postgres";
 import { startEmbeddedVacuum, type EmbeddedVacuum } from "./embedded-vacuum";
 import { startServerVacuum, type ServerVacuum } from "./server-vacuum";
-import { healthPortFrom, startHealthServer, type HealthServer } from "./health";
+import { startHealthServer, type HealthServer } from "./health";
 
 export interface RunningNode {
 	broker: ServiceBroker;
@@ -63,7 +63,8 @@ export async function startNode(opts: StartOptions = {}): Promise<RunningNode> {
 	const broker = new ServiceBroker(buildBrokerConfig(env));
 	for (const name of names) broker.createService(withEnv(loadServiceSchema(name), env));
 	// Up before the broker starts: liveness answers during migrations, readiness says "starting".
-	const healthPort = healthPortFrom(env);
+	// `HEALTH_PORT` (lib/settings): 0 turns the endpoints off (the gateway still has its own).
+	const healthPort = settings.healthPort;
 	// The gateway and the simulated fleet reach the database only through other services.
 	const usesDatabase = names.some((n) => n !== "gateway" && n !== "fleet");
 	let health: HealthServer | undefined;

@@ -1,4 +1,5 @@
-import { haversineMeters, type LatLng } from "../../lib/geo";
+import type { Point } from "../../contracts/common";
+import { haversineMeters } from "../../lib/geo";
 import type { ServiceType } from "../../contracts/common";
 import { SANDBOX_SCENARIOS, type DriverMode, type FleetMode, type RidePhase, type SandboxScenario } from "../../contracts/dispatch";
 import { TERMINAL_STATUSES, type RideStatus } from "../../contracts/orders";
@@ -30,14 +31,14 @@ export function isMovingStatus(status: string): boolean {
 }
 
 /** Where the driver is heading in this status: the pickup before `arrived`, the drop after `started`. */
-export function legTarget(status: string, pickup: LatLng, drop: LatLng): LatLng | null {
+export function legTarget(status: string, pickup: Point, drop: Point): Point | null {
 	if (status === "accepted" || status === "arrived") return pickup;
 	if (status === "started") return drop;
 	return null;
 }
 
 /** Road distance estimate from the straight-line distance. */
-export function roadDistanceM(from: LatLng, to: LatLng, roadFactor: number): number {
+export function roadDistanceM(from: Point, to: Point, roadFactor: number): number {
 	return haversineMeters(from, to) * roadFactor;
 }
 
@@ -53,7 +54,7 @@ export function etaSeconds(straightLineM: number, speedKmh: number, roadFactor: 
 	return Math.ceil(Math.round(seconds * 1000) / 1000);
 }
 
-export function etaBetween(from: LatLng, to: LatLng, serviceType: ServiceType, speedsKmh: Record<ServiceType, number>, roadFactor: number): number {
+export function etaBetween(from: Point, to: Point, serviceType: ServiceType, speedsKmh: Record<ServiceType, number>, roadFactor: number): number {
 	return etaSeconds(haversineMeters(from, to), speedsKmh[serviceType], roadFactor);
 }
 

@@ -1,4 +1,4 @@
-import type { LatLng } from "../../lib/geo";
+import type { Point } from "../../contracts/common";
 import type { DriverChangedEvent, DriverPosition, DriverView, RideView, SimOffer, SimRide } from "../../contracts/dispatch";
 import type { DriverRow } from "./drivers.repo";
 import type { OfferRow } from "./matching.repo";
@@ -38,8 +38,8 @@ export function toDriverChange(row: Pick<DriverRow, "id" | "service_type" | "sta
 	return { id: row.id, serviceType: row.service_type, status: row.status, lat: row.lat, lng: row.lng, rev: Number(row.rev), mode: row.mode };
 }
 
-export const pickupOf = (r: RideRow): LatLng => ({ lat: r.pickup_lat, lng: r.pickup_lng });
-export const dropOf = (r: RideRow): LatLng => ({ lat: r.drop_lat, lng: r.drop_lng });
+export const pickupOf = (r: RideRow): Point => ({ lat: r.pickup_lat, lng: r.pickup_lng });
+export const dropOf = (r: RideRow): Point => ({ lat: r.drop_lat, lng: r.drop_lng });
 
 /** The ride as a driver's job shows it. */
 export function rideJob(r: RideRow, status: string = r.order_status) {

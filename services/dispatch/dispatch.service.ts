@@ -2,7 +2,7 @@ import type { Context, Service, ServiceSchema } from "moleculer";
 import * as contract from "../../contracts/dispatch";
 import { DRIVER_TOKEN_EVENTS } from "../../contracts/driver";
 import { ORDER_EVENTS, type OrderCreatedEvent, type StatusChangedEvent } from "../../contracts/orders";
-import { serviceEnv } from "../../lib/settings";
+import { useServiceSettings } from "../../lib/settings";
 import { DbMixin, type DbThis } from "../../mixins/db.mixin";
 import { migrations } from "./migrations";
 import { DRIVER_OFFERS_POLL_MS, DRIVER_TOKEN_CACHE_MS, readDispatchSettings, type DispatchSettings } from "./dispatch.settings";
@@ -57,9 +57,6 @@ interface DispatchLocal extends DriverApiHost {
 
 type This = Service<DispatchSettings> & DispatchLocal & DbThis;
 
-/** Operator and service actions: callable across nodes, never published on a gateway route. */
-const INTERNAL = { access: "internal", visibility: "public" } as const;
-
 const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, DispatchLocal & DbThis> = {
 	name: "dispatch",
 	mixins: [DbMixin({ service: "dispatch", migrations }), DriverApiMixin],
@@ -70,7 +67,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		 * REPL: `call dispatch.register --name "Ravi K" --phone +919800000001 --vehicleNumber KA01AB1234 --serviceType cab`
 		 */
 		register: {
-			...INTERNAL,
+			access: "internal",
 			params: contract.registerParams,
 			handler(this: This, ctx: Context<contract.RegisterParams>): Promise<contract.DriverView> {
 				return this.moves.register(ctx.params);
@@ -83,7 +80,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		 * REPL: `call dispatch.goOnline --driverId drv_… --location.lat 12.9716 --location.lng 77.5946 --location.heading 90`
 		 */
 		goOnline: {
-			...INTERNAL,
+			access: "internal",
 			params: contract.driverLocationParams,
 			handler(this: This, ctx: Context<contract.DriverLocationParams>): Promise<contract.DriverView> {
 				return this.moves.goOnline(ctx.params.driverId, ctx.params.location);
@@ -96,7 +93,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		 * REPL: `call dispatch.goOffline --driverId drv_…`
 		 */
 		goOffline: {
-			...INTERNAL,
+			access: "internal",
 			params: contract.driverIdParams,
 			handler(this: This, ctx: Context<contract.DriverIdParams>): Promise<contract.DriverView> {
 				return this.moves.goOffline(ctx.params.driverId);
@@ -110,7 +107,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		 * REPL: `call dispatch.reportLocation --driverId drv_… --location.lat 12.97 --location.lng 77.59 --location.heading 180`
 		 */
 		reportLocation: {
-			...INTERNAL,
+			access: "internal",
 			params: contract.driverLocationParams,
 			async handler(this: This, ctx: Context<contract.DriverLocationParams>): Promise<contract.DriverView> {
 				return toDriverView(await this.moves.setLocation(ctx.params.driverId, ctx.params.location));
@@ -123,7 +120,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		 * REPL: `call dispatch.acceptOffer --driverId drv_… --orderId ord_…`
 		 */
 		acceptOffer: {
-			...INTERNAL,
+			access: "internal",
 			params: contract.offerAnswerParams,
 			handler(this: This, ctx: Context<contract.OfferAnswerParams>): Promise<contract.DriverJob> {
 				return this.moves.accept(ctx.params.driverId, ctx.params.orderId, ctx);
@@ -136,7 +133,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		 * REPL: `call dispatch.declineOffer --driverId drv_… --orderId ord_…`
 		 */
 		declineOffer: {
-			...INTERNAL,
+			access: "internal",
 			params: contract.offerAnswerParams,
 			handler(this: This, ctx: Context<contract.OfferAnswerParams>): Promise<contract.DriverView> {
 				return this.moves.decline(ctx.params.driverId, ctx.params.orderId);
@@ -148,7 +145,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		 * REPL: `call dispatch.arrive --driverId drv_… --orderId ord_…`
 		 */
 		arrive: {
-			...INTERNAL,
+			access: "internal",
 			params: contract.rideStepParams,
 			handler(this: This, ctx: Context<contract.RideStepParams>): Promise<contract.DriverJob> {
 				return this.moves.moveRide(ctx.params, "accepted", "arrived", undefined, ctx);
@@ -165,7 +162,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		 * REPL: `call dispatch.startRide --driverId drv_… --orderId ord_… --otp 4821`
 		 */
 		startRide: {
-			...INTERNAL,
+			access: "internal",
 			params: contract.startRideParams,
 			handler(this: This, ctx: Context<contract.StartRideParams>): Promise<contract.DriverJob> {
 				return this.moves.moveRide(ctx.params, "arrived", "started", ctx.params.otp, ctx);
@@ -178,7 +175,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		 * REPL: `call dispatch.dropRide --driverId drv_… --orderId ord_…`
 		 */
 		dropRide: {
-			...INTERNAL,
+			access: "internal",
 			params: contract.rideStepParams,
 			handler(this: This, ctx: Context<contract.RideStepParams>): Promise<contract.DriverJob> {
 				return this.moves.moveRide(ctx.params, "started", "dropped", undefined, ctx);
@@ -192,7 +189,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		 * REPL: `call dispatch.dropOut --driverId drv_… --orderId ord_… --reason "flat tyre"`
 		 */
 		dropOut: {
-			...INTERNAL,
+			access: "internal",
 			params: contract.dropOutParams,
 			handler(this: This, ctx: Context<contract.DropOutParams>): Promise<contract.DriverView> {
 				return this.moves.dropOut(ctx.params, ctx.params.reason, ctx);
@@ -204,7 +201,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		 * REPL: `call dispatch.driver --driverId drv_…`
 		 */
 		driver: {
-			...INTERNAL,
+			access: "internal",
 			params: contract.driverIdParams,
 			handler(this: This, ctx: Context<contract.DriverIdParams>): Promise<contract.DriverJob> {
 				return this.moves.driverJob(ctx.params.driverId);
@@ -216,7 +213,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		 * REPL: `call dispatch.listDrivers --status available --serviceType cab --limit 20`
 		 */
 		listDrivers: {
-			...INTERNAL,
+			access: "internal",
 			params: contract.listDriversParams,
 			async handler(this: This, ctx: Context<contract.ListDriversParams>): Promise<contract.DriverView[]> {
 				return (await this.repo.drivers.listDrivers(ctx.params)).map(toDriverView);
@@ -229,7 +226,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		 * REPL: `call dispatch.nearestDrivers --point.lat 12.97 --point.lng 77.59 --serviceType cab --limit 5`
 		 */
 		nearestDrivers: {
-			...INTERNAL,
+			access: "internal",
 			params: contract.nearestDriversParams,
 			handler(this: This, ctx: Context<contract.NearestDriversParams>): contract.NearbyDriver[] {
 				return this.index.nearest(ctx.params);
@@ -245,7 +242,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		 * REPL: `call dispatch.supplyDemand --point.lat 12.9716 --point.lng 77.5946`
 		 */
 		supplyDemand: {
-			...INTERNAL,
+			access: "internal",
 			params: contract.supplyDemandParams,
 			handler(this: This, ctx: Context<contract.SupplyDemandParams>): contract.SupplyDemandReply {
 				return this.index.supplyDemandAt(ctx.params.point, ctx.params.mode ?? "test");
@@ -257,7 +254,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		 * REPL: `call dispatch.ride --orderId ord_…`
 		 */
 		ride: {
-			...INTERNAL,
+			access: "internal",
 			params: contract.rideParams,
 			handler(this: This, ctx: Context<contract.RideParams>): Promise<contract.RideView> {
 				return this.matcher.rideView(ctx.params.orderId);
@@ -270,7 +267,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		 * REPL: `call dispatch.simulatedWork`
 		 */
 		simulatedWork: {
-			...INTERNAL,
+			access: "internal",
 			handler(this: This): Promise<contract.SimulatedWork> {
 				return this.matcher.simulatedWork();
 			},
@@ -278,7 +275,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 
 		/** Operators and tests: run one matching/expiry/location pass, one sweep and one index refresh now. REPL: `call dispatch.runOnce` */
 		runOnce: {
-			...INTERNAL,
+			access: "internal",
 			async handler(this: This) {
 				await this.matcher.tick();
 				await this.mirror.sweep();
@@ -310,8 +307,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 	},
 
 	created(this: This) {
-		this.settings = { ...this.settings, ...readDispatchSettings(serviceEnv(this)) };
-		const settings = this.settings;
+		const settings = useServiceSettings(this, readDispatchSettings);
 		const broker = this.broker;
 		const log: DispatchLog = { info: (m) => this.logger.info(m), debug: (m) => this.logger.debug(m), trouble: (m) => trouble(this, m) };
 		const stopping = () => this.stopping;

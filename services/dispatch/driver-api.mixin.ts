@@ -22,13 +22,10 @@ export interface DriverApiHost {
 
 type This = Service & DriverApiHost;
 
-const DRIVER = { access: "driver", visibility: "published" } as const;
-const INTERNAL = { access: "internal", visibility: "public" } as const;
-
 /** The driver the gateway resolved from the token (the access middleware already refused a call without it). */
 function driverIdOf(ctx: Context): string {
 	const id = (ctx.meta as { driverId?: unknown }).driverId;
-	if (typeof id !== "string" || id.length === 0) throw new ApiError(401, "UNAUTHORIZED", "Missing or invalid driver token");
+	if (typeof id !== "string" || id.length === 0) throw new ApiError("UNAUTHORIZED", "Missing or invalid driver token");
 	return id;
 }
 
@@ -38,7 +35,7 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 
 		/** POST /driver/online */
 		driverGoOnline: {
-			...DRIVER,
+			access: "driver",
 			params: driverApi.driverOnlineParams,
 			handler(this: This, ctx: Context<driverApi.DriverOnlineParams>): Promise<DriverView> {
 				return this.driverApi.online(driverIdOf(ctx), ctx.params.location);
@@ -46,7 +43,7 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 		},
 		/** POST /driver/offline */
 		driverGoOffline: {
-			...DRIVER,
+			access: "driver",
 			params: driverApi.driverOfflineParams,
 			handler(this: This, ctx: Context): Promise<DriverView> {
 				return this.driverApi.offline(driverIdOf(ctx));
@@ -54,7 +51,7 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 		},
 		/** POST /driver/location: a batch, the newest fix wins. */
 		driverReportLocations: {
-			...DRIVER,
+			access: "driver",
 			params: driverApi.driverLocationsParams,
 			handler(this: This, ctx: Context<driverApi.DriverLocationsParams>): Promise<DriverView> {
 				return this.driverApi.locations(driverIdOf(ctx), ctx.params.locations);
@@ -62,7 +59,7 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 		},
 		/** GET or POST /driver/offers: the current offer or ride at once, else waits up to `waitSeconds` for an offer. */
 		driverOffers: {
-			...DRIVER,
+			access: "driver",
 			params: driverApi.driverOffersParams,
 			handler(this: This, ctx: Context<driverApi.DriverOffersParams>): Promise<DriverJob> {
 				return this.driverApi.offers(driverIdOf(ctx), ctx.params.waitSeconds);
@@ -70,7 +67,7 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 		},
 		/** POST /driver/accept */
 		driverAccept: {
-			...DRIVER,
+			access: "driver",
 			params: driverApi.driverOrderParams,
 			handler(this: This, ctx: Context<driverApi.DriverOrderParams>): Promise<DriverJob> {
 				return this.driverApi.accept(driverIdOf(ctx), ctx.params, ctx);
@@ -78,7 +75,7 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 		},
 		/** POST /driver/decline */
 		driverDecline: {
-			...DRIVER,
+			access: "driver",
 			params: driverApi.driverOrderParams,
 			handler(this: This, ctx: Context<driverApi.DriverOrderParams>): Promise<DriverView> {
 				return this.driverApi.decline(driverIdOf(ctx), ctx.params);
@@ -86,7 +83,7 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 		},
 		/** POST /driver/arrived */
 		driverArrived: {
-			...DRIVER,
+			access: "driver",
 			params: driverApi.driverOrderParams,
 			handler(this: This, ctx: Context<driverApi.DriverOrderParams>): Promise<DriverJob> {
 				return this.driverApi.arrived(driverIdOf(ctx), ctx.params, ctx);
@@ -94,7 +91,7 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 		},
 		/** POST /driver/start: with the rider's OTP (422 INVALID_OTP, 409 OTP_LOCKED after too many tries). */
 		driverStart: {
-			...DRIVER,
+			access: "driver",
 			params: driverApi.driverStartParams,
 			handler(this: This, ctx: Context<driverApi.DriverStartParams>): Promise<DriverJob> {
 				return this.driverApi.start(driverIdOf(ctx), ctx.params, ctx);
@@ -102,7 +99,7 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 		},
 		/** POST /driver/drop */
 		driverDrop: {
-			...DRIVER,
+			access: "driver",
 			params: driverApi.driverOrderParams,
 			handler(this: This, ctx: Context<driverApi.DriverOrderParams>): Promise<DriverJob> {
 				return this.driverApi.drop(driverIdOf(ctx), ctx.params, ctx);
@@ -110,7 +107,7 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 		},
 		/** POST /driver/cancel: the driver drops out before the ride started; the ride goes back to searching. */
 		driverCancel: {
-			...DRIVER,
+			access: "driver",
 			params: driverApi.driverCancelParams,
 			handler(this: This, ctx: Context<driverApi.DriverCancelParams>): Promise<DriverView> {
 				return this.driverApi.cancel(driverIdOf(ctx), ctx.params, ctx);
@@ -124,7 +121,7 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 		 * REPL: `call dispatch.createDriverToken --name "Ravi K" --phone +919800000001 --vehicleNumber KA01AB1234 --serviceType cab`
 		 */
 		createDriverToken: {
-			...INTERNAL,
+			access: "internal",
 			params: driverApi.createDriverTokenParams,
 			handler(this: This, ctx: Context<driverApi.CreateDriverTokenParams>): Promise<driverApi.DriverTokenCreated> {
 				return this.driverTokens.create(ctx.params);
@@ -132,7 +129,7 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 		},
 		/** Revokes every token of a driver, on every instance at once. REPL: `call dispatch.revokeDriverTokens --driverId drv_…` */
 		revokeDriverTokens: {
-			...INTERNAL,
+			access: "internal",
 			params: driverApi.revokeDriverTokensParams,
 			handler(this: This, ctx: Context<driverApi.RevokeDriverTokensParams>): Promise<{ driverId: string; revoked: number }> {
 				return this.driverTokens.revokeAll(ctx.params.driverId);
@@ -140,7 +137,7 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 		},
 		/** Asks this instance to broadcast `dispatch.driverTokensChanged` (the CLI, after revoking in its own process). */
 		announceDriverTokens: {
-			...INTERNAL,
+			access: "internal",
 			params: driverApi.revokeDriverTokensParams,
 			async handler(this: This, ctx: Context<driverApi.RevokeDriverTokensParams>): Promise<{ ok: true }> {
 				await this.broker.broadcast(driverApi.DRIVER_TOKEN_EVENTS.changed, { driverId: ctx.params.driverId } satisfies driverApi.DriverTokensChangedEvent);
@@ -149,14 +146,14 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 		},
 		/** Tokens, newest first (never the token itself). REPL: `call dispatch.listDriverTokens` */
 		listDriverTokens: {
-			...INTERNAL,
+			access: "internal",
 			handler(this: This): Promise<driverApi.DriverTokenView[]> {
 				return this.driverTokens.list();
 			},
 		},
 		/** The gateway: a driver token → `{ driverId }`, or null (unknown or revoked). */
 		authenticateDriver: {
-			...INTERNAL,
+			access: "internal",
 			params: driverApi.authenticateDriverParams,
 			handler(this: This, ctx: Context<driverApi.AuthenticateDriverParams>): Promise<driverApi.AuthenticatedDriver | null> {
 				return this.driverTokens.authenticate(ctx.params.token);

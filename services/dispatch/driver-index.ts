@@ -5,7 +5,7 @@ import { haversineMeters } from "../../lib/geo";
 import type { ServiceType } from "../../contracts/common";
 import type { DriverChangedEvent, DriverMode, NearbyDriver, NearestDriversParams } from "../../contracts/dispatch";
 import type { InternalOrder } from "../../contracts/orders";
-import type { LatLng } from "../../lib/geo";
+import type { Point } from "../../contracts/common";
 import { cappedDemand, etaSeconds, shortError } from "./dispatch-rules";
 import { pickupOf, toDriverChange } from "./dispatch-views";
 import type { DispatchSettings } from "./dispatch.settings";
@@ -199,7 +199,7 @@ export class DriverIndex {
 	}
 
 	/** Pricing's input: per type, the nearest available driver's ETA and the supply and demand of one mode around the point. */
-	supplyDemandAt(point: LatLng, mode: DriverMode): SupplyDemandReply {
+	supplyDemandAt(point: Point, mode: DriverMode): SupplyDemandReply {
 		const s = this.deps.settings;
 		const out = {} as SupplyDemandReply;
 		const available = this.available[mode];
@@ -234,7 +234,7 @@ export class DriverIndex {
 	}
 
 	/** Nearest available candidates: the index first; the database when the index has nobody (it may be behind). */
-	async candidates(pickup: LatLng, serviceType: ServiceType, mode: DriverMode, excluded: Set<string>, t: Transaction): Promise<Array<{ driverId: string }>> {
+	async candidates(pickup: Point, serviceType: ServiceType, mode: DriverMode, excluded: Set<string>, t: Transaction): Promise<Array<{ driverId: string }>> {
 		const { searchRadiusM, candidatesPerAttempt } = this.deps.settings;
 		const fromIndex = this.available[mode][serviceType].nearest(pickup, { limit: candidatesPerAttempt, radiusM: searchRadiusM, accept: (id) => !excluded.has(id) });
 		if (fromIndex.length > 0) return fromIndex.map((n) => ({ driverId: n.id }));

@@ -26,8 +26,8 @@ import type { RideRow } from "./ride-mirror.repo";
  * timeouts reach orders).
  */
 
-const driverNotFound = (): ApiError => new ApiError(404, "DRIVER_NOT_FOUND", "Driver not found");
-const conflict = (message: string): ApiError => new ApiError(409, "CONFLICT", message);
+const driverNotFound = (): ApiError => new ApiError("DRIVER_NOT_FOUND", "Driver not found");
+const conflict = (message: string): ApiError => new ApiError("CONFLICT", message);
 const NOT_ON_RIDE = "The driver is not on this ride";
 
 export interface DriverMovesDeps {
@@ -79,7 +79,7 @@ export class DriverMoves {
 	async goOffline(driverId: string): Promise<DriverView> {
 		for (let attempt = 0; attempt < 5; attempt++) {
 			const driver = await this.loadDriver(driverId);
-			if (driver.status === "on_trip") throw new ApiError(409, "DRIVER_NOT_AVAILABLE", "The driver is on a ride: drop it or drop out first");
+			if (driver.status === "on_trip") throw new ApiError("DRIVER_NOT_AVAILABLE", "The driver is on a ride: drop it or drop out first");
 			if (driver.status === "offered" && driver.order_id) {
 				await this.deps.matcher.endOffer(driverId, driver.order_id, "declined");
 				continue;
@@ -207,7 +207,7 @@ export class DriverMoves {
 		let from = ride.order_status;
 		let order: InternalOrder | undefined;
 		for (let attempt = 0; attempt < 2 && !order; attempt++) {
-			if (from !== "accepted" && from !== "arrived") throw new ApiError(409, "INVALID_TRANSITION", `A driver can only drop out before the ride started (it is ${from})`);
+			if (from !== "accepted" && from !== "arrived") throw new ApiError("INVALID_TRANSITION", `A driver can only drop out before the ride started (it is ${from})`);
 			try {
 				// `driver.id`: orders applies the drop-out only while this driver is still the ride's driver.
 				order = await orders.transition({ orderId, from, to: "searching", driver: { id: driverId }, reason: reason ?? "driver dropped out" }, ctx);

@@ -39,7 +39,7 @@ export class DriverTokens {
 	/** Registers the driver (idempotent by phone) and issues a token, shown once. */
 	async create(p: driverApi.CreateDriverTokenParams): Promise<driverApi.DriverTokenCreated> {
 		const driver = await this.deps.register({ ...p, mode: p.mode ?? "live", simulated: false });
-		if (driver.simulated) throw new ApiError(409, "CONFLICT", "That phone belongs to a simulated driver");
+		if (driver.simulated) throw new ApiError("CONFLICT", "That phone belongs to a simulated driver");
 		const token = newDriverToken();
 		const tokenId = `dtk_${newId("key").slice(4)}`;
 		await this.deps.repo.insert(tokenId, driver.driverId, hashApiKey(token));

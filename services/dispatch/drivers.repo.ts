@@ -1,7 +1,7 @@
 import type { Transaction } from "sequelize";
 import type { ServiceType } from "../../contracts/common";
 import type { DriverMode, DriverStatus, ListDriversParams } from "../../contracts/dispatch";
-import type { LatLng } from "../../lib/geo";
+import type { Point } from "../../contracts/common";
 import type { Db } from "../../mixins/db.mixin";
 
 /**
@@ -154,7 +154,7 @@ export class DriversRepo {
 	}
 
 	/** Available drivers of a type and mode in the box around `pickup`, roughly nearest first (when the index knows nobody). */
-	async availableInBox(pickup: LatLng, serviceType: ServiceType, mode: DriverMode, radiusM: number, excluded: string[], limit: number, t: Transaction): Promise<Array<{ id: string; lat: number; lng: number }>> {
+	async availableInBox(pickup: Point, serviceType: ServiceType, mode: DriverMode, radiusM: number, excluded: string[], limit: number, t: Transaction): Promise<Array<{ id: string; lat: number; lng: number }>> {
 		const dLat = radiusM / 111_320;
 		const cos = Math.max(0.01, Math.cos((pickup.lat * Math.PI) / 180));
 		const dLng = radiusM / (111_320 * cos);

@@ -2,7 +2,8 @@ import { randomBytes } from "node:crypto";
 import type { OfferCreatedEvent, RideView, SimRide, SimulatedWork } from "../../contracts/dispatch";
 import { ApiError } from "../../lib/errors";
 import { CoalescedPass } from "../../lib/coalesced-pass";
-import { haversineMeters, type LatLng } from "../../lib/geo";
+import type { Point } from "../../contracts/common";
+import { haversineMeters } from "../../lib/geo";
 import { etaBetween, etaSeconds, isDefinitiveRefusal, isMovingStatus, legTarget, shortError } from "./dispatch-rules";
 import { dropOf, pickupOf, toRideView, toSimOffer, toSimRide } from "./dispatch-views";
 import type { DispatchMetrics, OfferOutcome } from "./dispatch.metrics";
@@ -214,7 +215,7 @@ export class Matcher {
 		const work = due.filter((r) => isMovingStatus(r.order_status) && r.d_lat !== null && r.d_lng !== null);
 		const send = async (r: (typeof work)[number]) => {
 			const location = { lat: r.d_lat as number, lng: r.d_lng as number, heading: Math.round(r.d_heading ?? 0) % 360 };
-			const target = legTarget(r.order_status, pickupOf(r), dropOf(r)) as LatLng;
+			const target = legTarget(r.order_status, pickupOf(r), dropOf(r)) as Point;
 			const eta = etaBetween(location, target, r.service_type, s.speedsKmh, s.roadFactor);
 			try {
 				await orders.recordLocation({ orderId: r.order_id, location, eta });
@@ -247,7 +248,7 @@ export class Matcher {
 
 	async rideView(orderId: string): Promise<RideView> {
 		const ride = await this.deps.repo.mirror.ride(orderId);
-		if (!ride) throw new ApiError(404, "ORDER_NOT_FOUND", "Dispatch does not know this ride");
+		if (!ride) throw new ApiError("ORDER_NOT_FOUND", "Dispatch does not know this ride");
 		return toRideView(ride, await this.deps.repo.matching.offersOfRide(orderId));
 	}
 }

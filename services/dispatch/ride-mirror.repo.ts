@@ -1,7 +1,7 @@
 import type { Transaction } from "sequelize";
 import type { ServiceType } from "../../contracts/common";
 import type { DriverMode, RidePhase, SandboxScenario } from "../../contracts/dispatch";
-import type { LatLng } from "../../lib/geo";
+import type { Point } from "../../contracts/common";
 import type { Db } from "../../mixins/db.mixin";
 import type { DriverRow } from "./drivers.repo";
 
@@ -100,8 +100,8 @@ export interface NewRide {
 	partnerId: string;
 	mode: DriverMode;
 	serviceType: ServiceType;
-	pickup: LatLng;
-	drop: LatLng;
+	pickup: Point;
+	drop: Point;
 	sandbox: SandboxScenario | null;
 	seen: { version: number; updatedAt: string };
 }
@@ -128,7 +128,7 @@ export class RideMirrorRepo {
 	 * this call inserted it.
 	 */
 	async insertRide(
-		r: { orderId: string; partnerId: string; mode: DriverMode; serviceType: ServiceType; pickup: LatLng; drop: LatLng; sandbox: SandboxScenario | null; seen?: { version: number; updatedAt: string }; closedAs?: string },
+		r: { orderId: string; partnerId: string; mode: DriverMode; serviceType: ServiceType; pickup: Point; drop: Point; sandbox: SandboxScenario | null; seen?: { version: number; updatedAt: string }; closedAs?: string },
 		t?: Transaction,
 	): Promise<boolean> {
 		const rows = await this.db.rows(
@@ -236,7 +236,7 @@ export class RideMirrorRepo {
 	}
 
 	/** The ride has a driver and a status; a new status restarts its phase clock and, while moving, the location cadence. */
-	async assignRide(seen: SeenOrder, a: { driverId: string | null; status: string; statusChanged: boolean; moving: boolean; locationIntervalMs: number; origin: LatLng | null }, t: Transaction): Promise<void> {
+	async assignRide(seen: SeenOrder, a: { driverId: string | null; status: string; statusChanged: boolean; moving: boolean; locationIntervalMs: number; origin: Point | null }, t: Transaction): Promise<void> {
 		await this.db.rows(
 			`UPDATE dispatch_rides SET state = 'assigned', driver_id = $4, order_status = $5, order_version = $2, order_updated_at = $3,
 				lease_until = NULL,

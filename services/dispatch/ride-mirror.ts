@@ -1,5 +1,5 @@
 import type { InternalOrder, OrderCreatedEvent } from "../../contracts/orders";
-import type { LatLng } from "../../lib/geo";
+import type { Point } from "../../contracts/common";
 import { StatementBatcher } from "../../lib/statement-batcher";
 import { followOrder, isMovingStatus, isTerminalStatus, sandboxScenario, shortError } from "./dispatch-rules";
 import { isStale } from "./dispatch-views";
@@ -123,7 +123,7 @@ export class RideMirror {
 					demand = false;
 					await repo.matching.settleOffers(order.orderId, t, driverId);
 					changedDrivers.push(...(await repo.drivers.freeDrivers(order.orderId, t, { exceptDriverId: driverId })));
-					let origin: LatLng | null = null;
+					let origin: Point | null = null;
 					if (driverId) {
 						const held = await repo.drivers.holdForRide(driverId, order.orderId, t);
 						changedDrivers.push(...held);

@@ -1,5 +1,6 @@
 import { cellToBoundary, cellToLatLng, gridRing, gridDisk, latLngToCell } from "h3-js";
-import { haversineMeters, type LatLng } from "../../lib/geo";
+import type { Point } from "../../contracts/common";
+import { haversineMeters } from "../../lib/geo";
 
 /**
  * A nearest-neighbour index over points on the globe, bucketed by H3 cell.
@@ -15,7 +16,7 @@ import { haversineMeters, type LatLng } from "../../lib/geo";
 export interface Neighbour<T> {
 	id: string;
 	item: T;
-	point: LatLng;
+	point: Point;
 	distanceM: number;
 }
 
@@ -51,7 +52,7 @@ export class CellIndex<T> {
 	private readonly entries = new Map<string, Entry<T>>();
 	private readonly cells = new Map<string, Map<string, Entry<T>>>();
 	private readonly edgeCache = new Map<string, number>();
-	private readonly centreCache = new Map<string, LatLng>();
+	private readonly centreCache = new Map<string, Point>();
 
 	/** Per cell, how many entries each group holds (only with `groupOf`): counting a wholly covered cell costs its groups, not its entries. */
 	private readonly groupCounts = new Map<string, Map<string, number>>();
@@ -78,7 +79,7 @@ export class CellIndex<T> {
 	}
 
 	/** Where the entry is, or undefined when the index does not hold it. */
-	pointOf(id: string): LatLng | undefined {
+	pointOf(id: string): Point | undefined {
 		const e = this.entries.get(id);
 		return e ? { lat: e.lat, lng: e.lng } : undefined;
 	}
@@ -87,7 +88,7 @@ export class CellIndex<T> {
 		return this.entries.get(id)?.item;
 	}
 
-	upsert(id: string, point: LatLng, item: T): void {
+	upsert(id: string, point: Point, item: T): void {
 		const cell = latLngToCell(point.lat, point.lng, this.resolution);
 		const old = this.entries.get(id);
 		if (old && old.cell !== cell) this.removeFromCell(old);
@@ -118,12 +119,12 @@ export class CellIndex<T> {
 		this.groupCounts.clear();
 	}
 
-	*values(): IterableIterator<{ id: string; point: LatLng; item: T }> {
+	*values(): IterableIterator<{ id: string; point: Point; item: T }> {
 		for (const e of this.entries.values()) yield { id: e.id, point: { lat: e.lat, lng: e.lng }, item: e.item };
 	}
 
 	/** The nearest entries within `radiusM` of `point`, nearest first. */
-	nearest(point: LatLng, opts: NearestOptions<T>): Neighbour<T>[] {
+	nearest(point: Point, opts: NearestOptions<T>): Neighbour<T>[] {
 		const found: Neighbour<T>[] = [];
 		if (opts.limit <= 0 || this.entries.size === 0) return found;
 		const origin = latLngToCell(point.lat, point.lng, this.resolution);
@@ -147,7 +148,7 @@ export class CellIndex<T> {
 	}
 
 	/** How many entries lie within `radiusM` of `point` (optionally only those `accept` passes). */
-	countWithin(point: LatLng, radiusM: number, accept?: (id: string, item: T) => boolean): number {
+	countWithin(point: Point, radiusM: number, accept?: (id: string, item: T) => boolean): number {
 		let count = 0;
 		this.walkWithin(point, radiusM, (bucket, whollyInside) => {
 			// Wholly inside the circle: every entry counts without measuring each.
@@ -170,7 +171,7 @@ export class CellIndex<T> {
 	 * near the point, not the entries (demand near a busy pickup can be
 	 * thousands of rides, asked for on every quote).
 	 */
-	countGroupsWithin(point: LatLng, radiusM: number): Map<string, number> {
+	countGroupsWithin(point: Point, radiusM: number): Map<string, number> {
 		const groupOf = this.groupOf;
 		if (!groupOf) throw new Error("countGroupsWithin needs an index made with groupOf");
 		const out = new Map<string, number>();
@@ -189,14 +190,14 @@ export class CellIndex<T> {
 	}
 
 	/** Calls `visit` for every entry within `radiusM` of `point` (in no particular order). */
-	forEachWithin(point: LatLng, radiusM: number, visit: (id: string, item: T) => void): void {
+	forEachWithin(point: Point, radiusM: number, visit: (id: string, item: T) => void): void {
 		this.walkWithin(point, radiusM, (bucket) => {
 			for (const e of bucket.values()) if (haversineMeters(point, e) <= radiusM) visit(e.id, e.item);
 		});
 	}
 
 	/** The non-empty cells that may hold entries within `radiusM` of `point`, and whether each lies wholly inside. */
-	private walkWithin(point: LatLng, radiusM: number, onCell: (bucket: Map<string, Entry<T>>, whollyInside: boolean, cell: string) => void): void {
+	private walkWithin(point: Point, radiusM: number, onCell: (bucket: Map<string, Entry<T>>, whollyInside: boolean, cell: string) => void): void {
 		if (this.entries.size === 0) return;
 		const origin = latLngToCell(point.lat, point.lng, this.resolution);
 		const edge = this.edgeOf(origin);
@@ -225,7 +226,7 @@ export class CellIndex<T> {
 		}
 	}
 
-	private centreOf(cell: string): LatLng {
+	private centreOf(cell: string): Point {
 		let centre = this.centreCache.get(cell);
 		if (!centre) {
 			const [lat, lng] = cellToLatLng(cell);

@@ -6,7 +6,7 @@ import { ORDER_EVENTS, type OrderIdParams, type RiderOtpResult } from "../../con
 import { CoalescedPass } from "../../lib/coalesced-pass";
 import { readFleetSettings, spawnSlots, type FleetSettings } from "./fleet.settings";
 import { offerStep, pickSlots, reportIntervalMs, rideStep, seedDriver, spawnDriver, type SeedDriver, type SimStep } from "./simulation";
-import { serviceEnv } from "../../lib/settings";
+import { useServiceSettings } from "../../lib/settings";
 
 /**
  * The simulated fleet (`FLEET_MODE=simulated`, the default): the sandbox,
@@ -33,7 +33,6 @@ import { serviceEnv } from "../../lib/settings";
  */
 
 interface FleetLocal {
-	cfg: FleetSettings;
 	timers: NodeJS.Timeout[];
 	/** The tick: one at a time, a kick while it runs makes it run once more. */
 	ticker: CoalescedPass;
@@ -67,10 +66,7 @@ interface FleetMethods {
 	rideAction(ride: SimRide, step: SimStep, nowMs: number): Promise<void>;
 }
 
-type FleetThis = Service<Record<string, never>> & FleetMethods & FleetLocal;
-
-/** Every action here is for drivers, operators and other services: callable across nodes, never published on the partner gateway. */
-const INTERNAL = { access: "internal", visibility: "public" } as const;
+type FleetThis = Service<FleetSettings> & FleetMethods & FleetLocal;
 
 /** A ride still searching after this long (real ms) with no driver in reach gets another spawned driver. */
 const RESPAWN_AFTER_MS = 10_000;
@@ -92,20 +88,20 @@ async function inBatches<T>(items: T[], size: number, fn: (item: T) => Promise<u
 	for (let i = 0; i < items.length; i += size) await Promise.allSettled(items.slice(i, i + size).map(fn));
 }
 
-const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLocal> = {
+const FleetService: ServiceSchema<FleetSettings, FleetMethods, FleetLocal> = {
 	name: "fleet",
 
 	actions: {
 		/** What the simulator is doing. REPL: `call fleet.status` */
 		status: {
-			...INTERNAL,
+			access: "internal",
 			handler(this: FleetThis) {
 				return {
-					mode: this.cfg.fleetMode,
-					simSpeed: this.cfg.simSpeed,
-					cities: this.cfg.simCities,
-					driversPerCity: this.cfg.driversPerCity,
-					maxDrivers: this.cfg.maxDrivers,
+					mode: this.settings.fleetMode,
+					simSpeed: this.settings.simSpeed,
+					cities: this.settings.simCities,
+					driversPerCity: this.settings.driversPerCity,
+					maxDrivers: this.settings.maxDrivers,
 					seeded: this.seeded,
 					busyDrivers: this.busy.size,
 				};
@@ -114,10 +110,10 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 
 		/** Seeds (again) now; idempotent: known drivers are not registered twice. REPL: `call fleet.seed` */
 		seed: {
-			...INTERNAL,
+			access: "internal",
 			async handler(this: FleetThis) {
-				if (this.cfg.fleetMode !== "simulated") return { seeded: 0, mode: this.cfg.fleetMode };
-				return { seeded: await this.seed(), mode: this.cfg.fleetMode };
+				if (this.settings.fleetMode !== "simulated") return { seeded: 0, mode: this.settings.fleetMode };
+				return { seeded: await this.seed(), mode: this.settings.fleetMode };
 			},
 		},
 	},
@@ -145,7 +141,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 		},
 
 		kick(this: FleetThis) {
-			if (this.cfg.fleetMode !== "simulated") return;
+			if (this.settings.fleetMode !== "simulated") return;
 			this.ticker.kick();
 		},
 
@@ -173,15 +169,15 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 			const tasks: Array<() => Promise<void>> = [];
 
 			for (const offer of work.offers) {
-				if (offerStep(offer, now, this.cfg).kind !== "accept") continue;
+				if (offerStep(offer, now, this.settings).kind !== "accept") continue;
 				tasks.push(() => this.act(offer.driverId, "accept", () => this.asDriver(offer.driverId, "driverAccept", { orderId: offer.orderId } satisfies DriverOrderParams)));
 			}
 
-			const interval = reportIntervalMs(this.cfg);
+			const interval = reportIntervalMs(this.settings);
 			const moving = new Set<string>();
 			for (const ride of work.rides) {
 				moving.add(ride.driverId);
-				const step = rideStep(ride, now, this.cfg);
+				const step = rideStep(ride, now, this.settings);
 				if (step.kind === "wait") continue;
 				if (step.kind === "report") {
 					const last = this.lastReport.get(ride.driverId) ?? 0;
@@ -202,7 +198,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 					try {
 						const placed = await this.placeNear(ride);
 						if (!placed) {
-							this.logger.debug(`No simulated ${ride.serviceType} driver free for ${ride.orderId} (SIM_MAX_DRIVERS ${this.cfg.maxDrivers})`);
+							this.logger.debug(`No simulated ${ride.serviceType} driver free for ${ride.orderId} (SIM_MAX_DRIVERS ${this.settings.maxDrivers})`);
 							// Every slot tried is busy: look again in a second (a ride may end meanwhile).
 							this.spawnedFor.set(ride.orderId, Date.now() - RESPAWN_AFTER_MS + RETRY_FULL_MS);
 						} else this.logger.info(`${placed.spawned ? "Spawned" : "Moved"} simulated ${ride.serviceType} driver ${placed.driver.driverId} near the pickup of ${ride.orderId}`);
@@ -281,7 +277,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 		 * type) is moved there. Null when every slot tried is busy.
 		 */
 		async placeNear(this: FleetThis, ride: SimSearching) {
-			for (const slot of pickSlots(spawnSlots(this.cfg), 8)) {
+			for (const slot of pickSlots(spawnSlots(this.settings), 8)) {
 				if (this.stopping) return null;
 				const d = spawnDriver(slot, ride.pickup, ride.serviceType);
 				const driver = await this.register(d);
@@ -316,9 +312,9 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 		/** Seeded drivers: `FLEET_DRIVERS_PER_CITY` of each type around each city centre. */
 		async seed(this: FleetThis): Promise<number> {
 			const all: SeedDriver[] = [];
-			this.cfg.simCities.forEach((city, i) => {
+			this.settings.simCities.forEach((city, i) => {
 				for (const type of SERVICE_TYPES) {
-					for (let n = 0; n < this.cfg.driversPerCity; n++) all.push(seedDriver(i, city, type, n, this.cfg.seedRadiusM));
+					for (let n = 0; n < this.settings.driversPerCity; n++) all.push(seedDriver(i, city, type, n, this.settings.seedRadiusM));
 				}
 			});
 			let failures = 0;
@@ -347,7 +343,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 				try {
 					if (this.stopping) return;
 					this.seeded = await this.seed();
-					this.logger.info(`Simulated fleet seeded: ${this.seeded} drivers around ${this.cfg.simCities.length} cities (SIM_SPEED ${this.cfg.simSpeed})`);
+					this.logger.info(`Simulated fleet seeded: ${this.seeded} drivers around ${this.settings.simCities.length} cities (SIM_SPEED ${this.settings.simSpeed})`);
 					this.kick();
 					return;
 				} catch (err) {
@@ -359,7 +355,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 	},
 
 	created(this: FleetThis) {
-		this.cfg = readFleetSettings(serviceEnv(this));
+		useServiceSettings(this, readFleetSettings);
 		this.timers = [];
 		this.ticker = new CoalescedPass(() => this.tickPass(), () => this.stopping);
 		this.seeding = null;
@@ -372,7 +368,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 	},
 
 	started(this: FleetThis) {
-		if (this.cfg.fleetMode !== "simulated") {
+		if (this.settings.fleetMode !== "simulated") {
 			this.logger.info("Fleet mode is live: the simulator stays idle (rides move only through driver actions)");
 			return;
 		}
@@ -380,7 +376,7 @@ const FleetService: ServiceSchema<Record<string, never>, FleetMethods, FleetLoca
 		this.seeding = this.seedLoop();
 		const timer = setInterval(() => {
 			if (!this.stopping) void this.tick();
-		}, this.cfg.tickMs);
+		}, this.settings.tickMs);
 		timer.unref();
 		this.timers.push(timer);
 	},

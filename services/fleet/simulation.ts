@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
-import { bearingDegrees, destinationPoint, haversineMeters, interpolate, type LatLng } from "../../lib/geo";
-import type { ServiceType } from "../../contracts/common";
+import { bearingDegrees, destinationPoint, haversineMeters, interpolate } from "../../lib/geo";
+import type { Point, ServiceType } from "../../contracts/common";
 import type { DriverPosition, SandboxScenario, SimOffer, SimRide } from "../../contracts/dispatch";
 import type { FleetSettings } from "./fleet.settings";
 
@@ -24,7 +24,7 @@ export function seededRandom(seed: string): () => number {
 }
 
 /** A point uniformly spread over the disk of `radiusM` around `centre`, from `rand`. */
-export function pointInDisk(centre: LatLng, radiusM: number, rand: () => number): LatLng {
+export function pointInDisk(centre: Point, radiusM: number, rand: () => number): Point {
 	const distance = radiusM * Math.sqrt(rand());
 	return destinationPoint(centre, rand() * 360, distance);
 }
@@ -35,7 +35,7 @@ export interface SeedDriver {
 	phone: string;
 	vehicleNumber: string;
 	serviceType: ServiceType;
-	home: LatLng;
+	home: Point;
 }
 
 const pad = (n: number, width: number): string => String(n).padStart(width, "0");
@@ -45,7 +45,7 @@ const pad = (n: number, width: number): string => String(n).padStart(width, "0")
  * the same phone (the driver's identity), so seeding again registers nobody
  * twice.
  */
-export function seedDriver(cityIndex: number, city: LatLng, serviceType: ServiceType, n: number, radiusM: number): SeedDriver {
+export function seedDriver(cityIndex: number, city: Point, serviceType: ServiceType, n: number, radiusM: number): SeedDriver {
 	const key = `sim:${cityIndex}:${serviceType}:${n}`;
 	const rand = seededRandom(key);
 	const typeDigit = serviceType === "cab" ? 1 : 0;
@@ -66,7 +66,7 @@ export function seedDriver(cityIndex: number, city: LatLng, serviceType: Service
  * slots bounds the spawned drivers (`SIM_MAX_DRIVERS`). A slot already taken
  * answers its existing driver, which the fleet moves to the pickup when idle.
  */
-export function spawnDriver(slot: number, pickup: LatLng, serviceType: ServiceType, rand: () => number = Math.random): SeedDriver {
+export function spawnDriver(slot: number, pickup: Point, serviceType: ServiceType, rand: () => number = Math.random): SeedDriver {
 	const digits = pad(slot % 100_000_000, 8);
 	// 300–1200 m away: close enough to be offered the ride, far enough to drive to it.
 	const home = destinationPoint(pickup, rand() * 360, 300 + rand() * 900);
@@ -97,7 +97,7 @@ export function pickSlots(slots: number, tries: number, rand: () => number = Mat
 }
 
 /** Real milliseconds a simulated driver takes for a leg: road distance at the type's speed, compressed by SIM_SPEED. */
-export function legDurationMs(from: LatLng, to: LatLng, serviceType: ServiceType, settings: Pick<FleetSettings, "roadFactor" | "speedsKmh" | "simSpeed" | "fastLegMs">, sandbox: SandboxScenario | null): number {
+export function legDurationMs(from: Point, to: Point, serviceType: ServiceType, settings: Pick<FleetSettings, "roadFactor" | "speedsKmh" | "simSpeed" | "fastLegMs">, sandbox: SandboxScenario | null): number {
 	if (sandbox === "fast") return settings.fastLegMs;
 	const metres = haversineMeters(from, to) * settings.roadFactor;
 	const worldMs = (metres / ((settings.speedsKmh[serviceType] * 1000) / 3600)) * 1000;
@@ -115,7 +115,7 @@ export function reportIntervalMs(settings: Pick<FleetSettings, "reportIntervalMs
 }
 
 /** Where a driver is on a leg after `fraction` of it, facing the way it drives. */
-export function positionOnLeg(from: LatLng, to: LatLng, fraction: number): DriverPosition {
+export function positionOnLeg(from: Point, to: Point, fraction: number): DriverPosition {
 	const at = interpolate(from, to, fraction);
 	const heading = Math.round(bearingDegrees(from, to));
 	return { lat: at.lat, lng: at.lng, heading: heading === 360 ? 0 : heading };

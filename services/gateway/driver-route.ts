@@ -1,10 +1,11 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Errors, type Context } from "moleculer";
-import { DRIVER_BASE_PATH, DRIVER_ROUTES } from "../../contracts/gateway";
+import { DRIVER_BASE_PATH, DRIVER_ROUTES, type DriverCallMeta } from "../../contracts/gateway";
 import type { AuthenticateDriverParams, AuthenticatedDriver } from "../../contracts/driver";
 import type { AuthFailureThrottle } from "./auth-throttle";
 import { clientAddress } from "./client-address";
-import { GatewayError, WrappedError } from "./errors";
+import { WrappedError } from "./errors";
+import { ApiError } from "../../lib/errors";
 import type { PartnerLimiter } from "./rate-limiter";
 import { parseBearer, readJsonBody } from "./request";
 
@@ -23,7 +24,7 @@ import { parseBearer, readJsonBody } from "./request";
  */
 
 export interface DriverRequest extends IncomingMessage {
-	$ctx: Context<unknown, { requestId?: string; driverId?: string; partnerId?: string }>;
+	$ctx: Context<unknown, DriverCallMeta>;
 	parsedUrl: string;
 	body?: unknown;
 	$params?: Record<string, unknown>;
@@ -32,7 +33,7 @@ export interface DriverRequest extends IncomingMessage {
 }
 
 export interface DriverGatewayParts {
-	config: { trustProxyHops: number; bodyLimitBytes: number };
+	settings: { trustProxyHops: number; bodyLimitBytes: number };
 	limiter: PartnerLimiter;
 	authThrottle: AuthFailureThrottle;
 	resolveAlias(url: string, method?: string): unknown;
@@ -47,7 +48,7 @@ export function driverAliases(): Record<string, string> {
 	return aliases;
 }
 
-const unauthorized = (message: string) => new GatewayError(401, "UNAUTHORIZED", message);
+const unauthorized = (message: string) => new ApiError("UNAUTHORIZED", message);
 
 export async function prepareDriverRequest(this: DriverGatewayParts, req: DriverRequest, res: ServerResponse): Promise<void> {
 	if (!this.resolveAlias(req.parsedUrl, req.method)) return;
@@ -56,10 +57,10 @@ export async function prepareDriverRequest(this: DriverGatewayParts, req: Driver
 	if (!bearer.ok) {
 		throw unauthorized(bearer.reason === "missing" ? "Missing driver token: send Authorization: Bearer <token>" : "Malformed Authorization header: expected Bearer <token>");
 	}
-	const address = clientAddress(req.socket?.remoteAddress, req.headers["x-forwarded-for"], this.config.trustProxyHops);
+	const address = clientAddress(req.socket?.remoteAddress, req.headers["x-forwarded-for"], this.settings.trustProxyHops);
 	const gate = await this.authThrottle.check(address, bearer.apiKey);
 	if (!gate.allowed) {
-		throw new GatewayError(429, "RATE_LIMITED", `Too many failed authentications from this address; retry in ${gate.retryAfterSeconds} s`, { retryAfter: gate.retryAfterSeconds });
+		throw new ApiError("RATE_LIMITED", `Too many failed authentications from this address; retry in ${gate.retryAfterSeconds} s`, { retryAfter: gate.retryAfterSeconds });
 	}
 	const driver = await req.$ctx.call<AuthenticatedDriver | null, AuthenticateDriverParams>("dispatch.authenticateDriver", { token: bearer.apiKey });
 	if (!driver) {
@@ -75,9 +76,9 @@ export async function prepareDriverRequest(this: DriverGatewayParts, req: Driver
 		res.setHeader("X-RateLimit-Remaining", String(decision.remaining));
 	}
 	if (!decision.allowed) {
-		throw new GatewayError(429, "RATE_LIMITED", `Rate limit of ${decision.limit} requests per minute exceeded; retry in ${decision.retryAfterSeconds} s`, { retryAfter: decision.retryAfterSeconds });
+		throw new ApiError("RATE_LIMITED", `Rate limit of ${decision.limit} requests per minute exceeded; retry in ${decision.retryAfterSeconds} s`, { retryAfter: decision.retryAfterSeconds });
 	}
-	req.body = await readJsonBody(req, this.config.bodyLimitBytes);
+	req.body = await readJsonBody(req, this.settings.bodyLimitBytes);
 	req.$driverPipeline = true;
 }
 

@@ -2,6 +2,7 @@ import { Errors } from "moleculer";
 import { codesForStatus, ERRORS, isErrorCode, type ErrorDetail, type ErrorEnvelope, type ErrorSpec } from "../../contracts/errors";
 import { RATE_LIMITED_RETRY_AFTER_SECONDS } from "../../contracts/constants";
 import { dataExceptionState, UNSTORABLE_VALUE_MESSAGE } from "../../lib/data-exception";
+import { isPeerUnavailable } from "../../lib/peer-unavailable";
 
 /**
  * The gateway's one error mapping: whatever was thrown (by a service on
@@ -26,13 +27,6 @@ export interface ErrorMappingOptions {
 export const INTERNAL_ERROR_MESSAGE = "Internal server error";
 export const UNAVAILABLE_MESSAGE = "A service needed for this request is unavailable; retry later";
 
-/** An error the gateway raises before a service is called (auth, limits, body). */
-export class GatewayError extends Errors.MoleculerClientError {
-	constructor(status: number, code: string, message: string, data?: { details?: ErrorDetail[]; retryAfter?: number }) {
-		super(message, status, code, data);
-	}
-}
-
 /**
  * Carries a non-Moleculer error through moleculer-web's middleware chain,
  * which would otherwise rebuild it and lose its name (and with it the
@@ -44,16 +38,8 @@ export class WrappedError extends Errors.MoleculerError {
 	}
 }
 
-/** Broker-level failures meaning "the service that should answer is not there (now)". */
-const UNAVAILABLE_NAMES = new Set([
-	"ServiceNotFoundError",
-	"ServiceNotAvailableError",
-	"ServiceUnavailableError", // moleculer-web: an alias whose action has no endpoint
-	"RequestTimeoutError",
-	"RequestRejectedError",
-	"RequestSkippedError",
-	"QueueIsFullError",
-	"BrokerDisconnectedError",
+/** A database that cannot be reached (Sequelize's names for it). */
+const DATABASE_UNAVAILABLE_NAMES = new Set([
 	"SequelizeConnectionError",
 	"SequelizeConnectionRefusedError",
 	"SequelizeConnectionAcquireTimeoutError",
@@ -62,16 +48,8 @@ const UNAVAILABLE_NAMES = new Set([
 	"SequelizeHostNotReachableError",
 	"SequelizeAccessDeniedError",
 ]);
-const UNAVAILABLE_TYPES = new Set([
-	"SERVICE_NOT_FOUND",
-	"SERVICE_NOT_AVAILABLE",
-	"REQUEST_TIMEOUT",
-	"REQUEST_REJECTED",
-	"REQUEST_SKIPPED",
-	"QUEUE_FULL",
-	"BAD_GATEWAY",
-	"SERVICE_UNAVAILABLE",
-]);
+/** A service answering that it cannot serve now (also code 503, checked below). */
+const UNAVAILABLE_TYPES = new Set(["SERVICE_UNAVAILABLE"]);
 /** Node socket errors: a database or peer that cannot be reached. */
 const UNAVAILABLE_SYSCODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EHOSTUNREACH", "ENOTFOUND", "EAI_AGAIN", "57P01", "57P03"]);
 
@@ -152,9 +130,15 @@ function retryAfterOf(data: unknown): number | undefined {
 	return typeof v === "number" && Number.isFinite(v) && v > 0 ? Math.ceil(v) : undefined;
 }
 
+/**
+ * Answered as 503: a peer that is not there (lib/peer-unavailable, the one
+ * predicate for that), a database that cannot be reached, or a service
+ * saying it cannot serve now.
+ */
 export function isUnavailableError(err: unknown): boolean {
+	if (isPeerUnavailable(err)) return true;
 	const e = asErrorLike(err);
-	if (typeof e.name === "string" && UNAVAILABLE_NAMES.has(e.name)) return true;
+	if (typeof e.name === "string" && DATABASE_UNAVAILABLE_NAMES.has(e.name)) return true;
 	if (typeof e.type === "string" && UNAVAILABLE_TYPES.has(e.type)) return true;
 	if (typeof e.code === "string" && UNAVAILABLE_SYSCODES.has(e.code)) return true;
 	if (e.code === 503) return true;

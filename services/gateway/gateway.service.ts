@@ -3,7 +3,8 @@ import { Errors, type Context, type Service, type ServiceSchema, type ServiceSet
 import ApiGateway from "moleculer-web";
 import { UNAVAILABLE_RETRY_AFTER_SECONDS } from "../../contracts/constants";
 import { readGatewaySettings, type GatewaySettings } from "./gateway.settings";
-import { describeForLog, GatewayError, toErrorResponse, WrappedError } from "./errors";
+import { describeForLog, toErrorResponse, WrappedError } from "./errors";
+import { ApiError } from "../../lib/errors";
 import { buildOpenApiDocument, type OpenApiDocument } from "./openapi";
 import { renderDocsPage } from "./docs-page";
 import type Redis from "ioredis";
@@ -17,7 +18,7 @@ import { AuthCache } from "../../lib/auth-cache";
 import { sendJson, serviceResponseHeaders, successStatus } from "./http-answers";
 import { checkReadiness, ReadinessProbe, type Readiness } from "./readiness";
 import { rideAliases } from "./routes";
-import { readSettings, serviceEnv } from "../../lib/settings";
+import { readSettings, serviceEnv, useServiceSettings } from "../../lib/settings";
 import { authenticateDriverRequest, driverRoute, prepareDriverRequest, type DriverRequest } from "./driver-route";
 
 /**
@@ -61,10 +62,14 @@ interface GatewayRequest extends IncomingMessage {
 }
 
 
-interface GatewayServiceSettings extends ServiceSettingSchema {
+/** moleculer-web's settings, as the schema declares them. */
+interface WebSettings extends ServiceSettingSchema {
 	port: number;
 	[key: string]: unknown;
 }
+
+/** moleculer-web's settings with the gateway's own (gateway.settings.ts) merged in flat beside them in `created` (lib/settings.ts, useServiceSettings). */
+type GatewayServiceSettings = WebSettings & GatewaySettings;
 
 interface GatewayMethods {
 	prepareRideRequest(req: GatewayRequest, res: ServerResponse): Promise<void>;
@@ -82,7 +87,6 @@ interface GatewayMethods {
 }
 
 interface GatewayLocal {
-	config: GatewaySettings;
 	limiter: PartnerLimiter;
 	authThrottle: AuthFailureThrottle;
 	/** Keys partners.authenticate resolved (or refused), by SHA-256; cleared on partners.changed. */
@@ -101,8 +105,8 @@ interface GatewayLocal {
 
 type GatewayThis = Service<GatewayServiceSettings> & GatewayMethods & GatewayLocal;
 
-function unauthorized(message: string): GatewayError {
-	return new GatewayError(401, "UNAUTHORIZED", message);
+function unauthorized(message: string): ApiError {
+	return new ApiError("UNAUTHORIZED", message);
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
@@ -130,6 +134,7 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 	name: "gateway",
 	mixins: [ApiGateway as unknown as Partial<ServiceSchema>],
 
+	// moleculer-web's; the gateway's own knobs (GatewaySettings) are merged in by `created`.
 	settings: {
 		// Replaced from PORT when the service is created (PORT=0 picks a free port).
 		port: 3000,
@@ -206,7 +211,7 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 				},
 			},
 		],
-	},
+	} as WebSettings as GatewayServiceSettings,
 
 	actions: {
 		// moleculer-web's request entry point (private); declared for the access middleware.
@@ -252,12 +257,12 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 				throw unauthorized(bearer.reason === "missing" ? "Missing API key: send Authorization: Bearer <apiKey>" : "Malformed Authorization header: expected Bearer <apiKey>");
 			}
 			// An address that keeps sending unknown keys stops costing partners a lookup per key.
-			const address = clientAddress(req.socket?.remoteAddress, req.headers["x-forwarded-for"], this.config.trustProxyHops);
+			const address = clientAddress(req.socket?.remoteAddress, req.headers["x-forwarded-for"], this.settings.trustProxyHops);
 			// One digest of the key for the cache and the throttle's three uses.
 			const hash = keyHash(bearer.apiKey);
 			const gate = await this.authThrottle.check(address, bearer.apiKey, hash);
 			if (!gate.allowed) {
-				throw new GatewayError(429, "RATE_LIMITED", `Too many failed authentications from this address; retry in ${gate.retryAfterSeconds} s`, {
+				throw new ApiError("RATE_LIMITED", `Too many failed authentications from this address; retry in ${gate.retryAfterSeconds} s`, {
 					retryAfter: gate.retryAfterSeconds,
 				});
 			}
@@ -275,14 +280,14 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 				res.setHeader("X-RateLimit-Remaining", String(decision.remaining));
 			}
 			if (!decision.allowed) {
-				throw new GatewayError(429, "RATE_LIMITED", `Rate limit of ${decision.limit} requests per minute exceeded; retry in ${decision.retryAfterSeconds} s`, {
+				throw new ApiError("RATE_LIMITED", `Rate limit of ${decision.limit} requests per minute exceeded; retry in ${decision.retryAfterSeconds} s`, {
 					retryAfter: decision.retryAfterSeconds,
 				});
 			}
 
 			// Everything about the request is checked before the target service is looked up (503).
 			req.$idempotencyKey = idempotencyKeyFrom(req.headers["idempotency-key"]);
-			req.body = await readJsonBody(req, this.config.bodyLimitBytes);
+			req.body = await readJsonBody(req, this.settings.bodyLimitBytes);
 			req.$ridePipeline = true;
 		},
 
@@ -323,7 +328,7 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 		},
 
 		renderError(this: GatewayThis, req: GatewayRequest, res: ServerResponse, err: unknown): void {
-			const mapped = toErrorResponse(err, { unavailableRetryAfterSeconds: this.config.unavailableRetryAfterSeconds });
+			const mapped = toErrorResponse(err, { unavailableRetryAfterSeconds: this.settings.unavailableRetryAfterSeconds });
 			const where = {
 				requestId: req.$ctx?.requestID ?? undefined,
 				method: req.method,
@@ -349,7 +354,7 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 
 		send404(this: GatewayThis, req: GatewayRequest, res: ServerResponse): void {
 			const path = String(req.parsedUrl ?? req.url ?? "").slice(0, 200);
-			this.renderError(req, res, new GatewayError(404, "NOT_FOUND", `No route for ${req.method} ${path}`));
+			this.renderError(req, res, new ApiError("NOT_FOUND", `No route for ${req.method} ${path}`));
 		},
 
 		/** Successful answers are JSON; a service may pick a 2xx status with `ctx.meta.$statusCode` (orders: 201). */
@@ -381,14 +386,13 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 
 	created(this: GatewayThis) {
 		const env = serviceEnv(this);
-		this.config = readGatewaySettings(env);
+		// PORT lands on moleculer-web's own `port` (PORT=0 picks a free port).
+		const cfg = useServiceSettings(this, readGatewaySettings);
 		// moleculer-web builds its per-request log lines (colours, timings,
 		// the alias) before the logger drops them: only when they are kept.
 		const requestLogs = ["debug", "trace"].includes(readSettings(env).logLevel);
 		for (const route of this.routes) route.logging = requestLogs;
 		this.authCache = new AuthCache<AuthenticatedPartner>(GATEWAY_AUTH_CACHE_MS);
-		this.settings.port = this.config.port;
-		const cfg = this.config;
 		if (cfg.redisUrl) {
 			this.redis = openLimitRedis(cfg.redisUrl, cfg.redisTimeoutMs, (state, err) => {
 				if (state === "ready") this.logger.info("Limits shared through Redis");
@@ -409,7 +413,7 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 			cfg.readyCacheMs,
 			() => this.draining,
 		);
-		this.openapi = buildOpenApiDocument(this.config);
+		this.openapi = buildOpenApiDocument(this.settings);
 		this.docsHtml = renderDocsPage(this.openapi);
 	},
 

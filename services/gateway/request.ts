@@ -4,7 +4,7 @@ import { REQUEST_ID_MAX_LENGTH } from "../../contracts/constants";
 import { IDEMPOTENCY_KEY_MAX_LENGTH } from "../../contracts/orders";
 import { findUnsafeInput } from "../../lib/input-safety";
 import { unsafeIssue } from "../../lib/validator";
-import { GatewayError } from "./errors";
+import { ApiError } from "../../lib/errors";
 
 /**
  * What the gateway reads from a partner's HTTP request before any service is
@@ -47,7 +47,7 @@ export function idempotencyKeyFrom(header: string | string[] | undefined): strin
 		: !IDEMPOTENCY_KEY.test(header) ? "must be visible ASCII characters"
 		: undefined;
 	if (problem === undefined) return header as string;
-	throw new GatewayError(400, "VALIDATION_ERROR", `Idempotency-Key ${problem}`, {
+	throw new ApiError("VALIDATION_ERROR", `Idempotency-Key ${problem}`, {
 		details: [{ field: "Idempotency-Key", message: `Idempotency-Key ${problem}` }],
 	});
 }
@@ -76,8 +76,8 @@ function hasBody(req: IncomingMessage): boolean {
 	return req.headers["transfer-encoding"] !== undefined;
 }
 
-function tooLarge(limit: number): GatewayError {
-	return new GatewayError(413, "PAYLOAD_TOO_LARGE", `Request body is larger than ${limit} bytes`);
+function tooLarge(limit: number): ApiError {
+	return new ApiError("PAYLOAD_TOO_LARGE", `Request body is larger than ${limit} bytes`);
 }
 
 /** JSON.parse that drops `__proto__` keys, so a body can never reach an object's prototype. */
@@ -87,10 +87,10 @@ export function parseJsonObject(text: string): unknown {
 		// The reviver (slow) only when a `__proto__` key is possible: spelt out, or hidden behind a \u escape.
 		value = text.includes("__proto__") || text.includes("\\u") ? JSON.parse(text, (key, v: unknown) => (key === "__proto__" ? undefined : v)) : JSON.parse(text);
 	} catch {
-		throw new GatewayError(400, "INVALID_JSON", "Request body is not valid JSON");
+		throw new ApiError("INVALID_JSON", "Request body is not valid JSON");
 	}
 	if (typeof value !== "object" || value === null || Array.isArray(value)) {
-		throw new GatewayError(400, "VALIDATION_ERROR", "The request body must be a JSON object", {
+		throw new ApiError("VALIDATION_ERROR", "The request body must be a JSON object", {
 			details: [{ field: "body", message: "must be a JSON object" }],
 		});
 	}
@@ -109,7 +109,7 @@ export function refuseUnsafeInput(body: unknown): void {
 	if (issues.length === 0) return;
 	const details = issues.map((i) => ({ field: i.field ?? "body", message: i.message ?? "is invalid" }));
 	const message = details.length > 1 ? `${details[0].message} (and ${details.length - 1} more)` : details[0].message;
-	throw new GatewayError(400, "VALIDATION_ERROR", message, { details });
+	throw new ApiError("VALIDATION_ERROR", message, { details });
 }
 
 /**
@@ -124,10 +124,10 @@ export function refuseUnsafeInput(body: unknown): void {
 export function readJsonBody(req: IncomingMessage, limit: number): Promise<unknown> {
 	if (!hasBody(req)) return Promise.resolve({});
 	const problem = jsonMediaTypeProblem(req.headers["content-type"]);
-	if (problem) return Promise.reject(new GatewayError(415, "UNSUPPORTED_MEDIA_TYPE", problem));
+	if (problem) return Promise.reject(new ApiError("UNSUPPORTED_MEDIA_TYPE", problem));
 	const encoding = req.headers["content-encoding"];
 	if (encoding !== undefined && encoding.toLowerCase() !== "identity") {
-		return Promise.reject(new GatewayError(415, "UNSUPPORTED_MEDIA_TYPE", `Content-Encoding ${encoding} is not supported`));
+		return Promise.reject(new ApiError("UNSUPPORTED_MEDIA_TYPE", `Content-Encoding ${encoding} is not supported`));
 	}
 	const declared = Number(req.headers["content-length"]);
 	if (Number.isFinite(declared) && declared > limit) return Promise.reject(tooLarge(limit));
@@ -165,8 +165,8 @@ export function readJsonBody(req: IncomingMessage, limit: number): Promise<unkno
 				finish(err as Error);
 			}
 		};
-		const onError = () => finish(new GatewayError(400, "INVALID_JSON", "Request body could not be read"));
-		const onAborted = () => finish(new GatewayError(400, "INVALID_JSON", "Request body was aborted"));
+		const onError = () => finish(new ApiError("INVALID_JSON", "Request body could not be read"));
+		const onAborted = () => finish(new ApiError("INVALID_JSON", "Request body was aborted"));
 		req.on("data", onData);
 		req.on("end", onEnd);
 		req.on("error", onError);

@@ -25,7 +25,7 @@ import { NotificationsRepo } from "./notifications.repo";
 import { readNotificationsSettings, type NotificationsSettings } from "./notifications.settings";
 import { OutageWarnings } from "./outage-warnings";
 import { createWebhookClient, type WebhookClient } from "./webhook-client";
-import { serviceEnv } from "../../lib/settings";
+import { serviceEnv, useServiceSettings } from "../../lib/settings";
 import { webhookDnsResolver } from "../../lib/dns-resolver";
 
 /**
@@ -36,9 +36,6 @@ import { webhookDnsResolver } from "../../lib/dns-resolver";
  * the lease runs out. The actions answer orders (delivery states) and
  * operators (replay, stats). See docs/ARCHITECTURE.md, "Webhook delivery".
  */
-
-/** Every action answers other services and operators (REPL), never partners through the gateway. */
-const INTERNAL = { access: "internal", visibility: "public" } as const;
 
 /** How often the backlog gauges are refreshed (metrics on only). */
 const GAUGES_EVERY_MS = 5_000;
@@ -64,7 +61,7 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 	actions: {
 		/** Delivery state per event (orders' /ride/events). Unknown or not yet ingested ids are `pending` with no tries. */
 		deliveryStates: {
-			...INTERNAL,
+			access: "internal",
 			params: deliveryStatesParams,
 			async handler(this: NotificationsThis, ctx: Context<DeliveryStatesParams>): Promise<DeliveryStatesResult> {
 				const ids = [...new Set(ctx.params.eventIds)];
@@ -86,7 +83,7 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 
 		/** Operators: send one status event again from the start of the schedule. REPL: `call notifications.replay --eventId evt_…` */
 		replay: {
-			...INTERNAL,
+			access: "internal",
 			params: replayParams,
 			async handler(this: NotificationsThis, ctx: Context<ReplayParams>): Promise<ReplayResult> {
 				const { eventId } = ctx.params;
@@ -96,9 +93,9 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 					return { eventId, replayed: true, state: "pending" };
 				}
 				const current = await this.repo.delivery(eventId);
-				if (!current) throw new ApiError(404, "NOT_FOUND", "Unknown event (or not picked up for delivery yet)");
+				if (!current) throw new ApiError("NOT_FOUND", "Unknown event (or not picked up for delivery yet)");
 				if (current.kind === "location") {
-					throw new ApiError(409, "CONFLICT", "Location events are only worth their newest value and are not replayed");
+					throw new ApiError("CONFLICT", "Location events are only worth their newest value and are not replayed");
 				}
 				return { eventId, replayed: false, state: current.state };
 			},
@@ -106,7 +103,7 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 
 		/** Operators: replay every failed status event of a partner that occurred since a time. REPL: `call notifications.replayFailed --partnerId ptn_… --since 2026-01-01T00:00:00Z` */
 		replayFailed: {
-			...INTERNAL,
+			access: "internal",
 			params: replayFailedParams,
 			async handler(this: NotificationsThis, ctx: Context<ReplayFailedParams>): Promise<ReplayFailedResult> {
 				const { partnerId } = ctx.params;
@@ -120,7 +117,7 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 
 		/** Operators: delivery backlog and recent outcomes. REPL: `call notifications.stats` */
 		stats: {
-			...INTERNAL,
+			access: "internal",
 			async handler(this: NotificationsThis): Promise<StatsResult> {
 				const counts = await this.repo.countsByState();
 				const attempts = await this.repo.recentAttempts();
@@ -160,7 +157,7 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 	},
 
 	created(this: NotificationsThis) {
-		Object.assign(this.settings, readNotificationsSettings(serviceEnv(this)));
+		useServiceSettings(this, readNotificationsSettings);
 		this.instanceId = `${this.broker.nodeID}/${randomUUID().slice(0, 8)}`;
 		this.repo = new NotificationsRepo(this.db);
 		this.client = createWebhookClient({ allowPrivate: this.settings.allowPrivate, timeoutMs: this.settings.timeoutMs, resolveAll: webhookDnsResolver(serviceEnv(this)) });

@@ -139,7 +139,7 @@ async function placeOrder(deps: CreateOrderDeps, ctx: Context<CreateOrderParams,
 		}
 		// That ride ended between the conflict and the read: try the insert again.
 	}
-	throw new ApiError(409, "CONFLICT", "The rider's rides kept changing; try again", { retryAfter: ORDERS_RETRY_AFTER_SECONDS });
+	throw new ApiError("CONFLICT", "The rider's rides kept changing; try again", { retryAfter: ORDERS_RETRY_AFTER_SECONDS });
 }
 
 /**

@@ -26,11 +26,11 @@ export type ClaimOutcome = { kind: "claimed"; claim: IdempotencyClaim } | { kind
 const CLAIM_ATTEMPTS = 5;
 
 export function keyStillRunning(): ApiError {
-	return new ApiError(409, "IDEMPOTENCY_KEY_IN_USE", "A request with this Idempotency-Key is still being processed", { retryAfter: ORDERS_RETRY_AFTER_SECONDS });
+	return new ApiError("IDEMPOTENCY_KEY_IN_USE", "A request with this Idempotency-Key is still being processed", { retryAfter: ORDERS_RETRY_AFTER_SECONDS });
 }
 
 export function keyTakenOver(): ApiError {
-	return new ApiError(409, "IDEMPOTENCY_KEY_IN_USE", "This Idempotency-Key was taken over by another call", { retryAfter: ORDERS_RETRY_AFTER_SECONDS });
+	return new ApiError("IDEMPOTENCY_KEY_IN_USE", "This Idempotency-Key was taken over by another call", { retryAfter: ORDERS_RETRY_AFTER_SECONDS });
 }
 
 export class IdempotencyRepo {
@@ -72,7 +72,7 @@ export class IdempotencyRepo {
 				case "replay":
 					return { kind: "replay", status: verdict.status, body: verdict.body };
 				case "reused":
-					throw new ApiError(422, "IDEMPOTENCY_KEY_REUSED", "This Idempotency-Key was used with a different request body");
+					throw new ApiError("IDEMPOTENCY_KEY_REUSED", "This Idempotency-Key was used with a different request body");
 				case "in_use":
 					throw keyStillRunning();
 				case "takeover": {

@@ -56,7 +56,7 @@ import { callService } from "./remote-calls";
 import { decodeActiveCursor, decodeEventsCursor, encodeActiveCursor, encodeEventsCursor, type ActiveKey } from "./cursor";
 import { otpTryAllowed } from "./otp";
 import { modeOf, otpReadable } from "./modes";
-import { serviceEnv } from "../../lib/settings";
+import { serviceEnv, useServiceSettings } from "../../lib/settings";
 
 /**
  * Orders: the rides, their state machine (ride-state.ts) and the
@@ -154,7 +154,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 					if (!row) throw orderNotFound();
 					if (row.status === "customer_cancelled") return answer;
 					if (!isActive(row.status) || !canTransition(row.status, "customer_cancelled", "partner")) {
-						throw new ApiError(409, "RIDE_NOT_ACTIVE", `The ride is ${row.status} and can no longer be cancelled`);
+						throw new ApiError("RIDE_NOT_ACTIVE", `The ride is ${row.status} and can no longer be cancelled`);
 					}
 					const moved = await this.orders.applyMove(row, "customer_cancelled", { cancelReason: ctx.params.reason ?? null, eta: null });
 					if (moved) {
@@ -163,7 +163,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 					}
 					// A driver move landed between the read and the update: judge again on the new status.
 				}
-				throw new ApiError(409, "CONFLICT", "The ride kept changing; try again", { retryAfter: ORDERS_RETRY_AFTER_SECONDS });
+				throw new ApiError("CONFLICT", "The ride kept changing; try again", { retryAfter: ORDERS_RETRY_AFTER_SECONDS });
 			},
 		},
 
@@ -174,10 +174,10 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			async handler(this: OrdersThis, ctx: Context<FeedbackParams, OrdersMeta>): Promise<FeedbackResult> {
 				const row = loadedOrder(ctx);
 				// `dropped` is terminal, so this check cannot go stale before the insert.
-				if (row.status !== "dropped") throw new ApiError(409, "RIDE_NOT_COMPLETED", `Feedback is accepted once the ride is dropped (it is ${row.status})`);
+				if (row.status !== "dropped") throw new ApiError("RIDE_NOT_COMPLETED", `Feedback is accepted once the ride is dropped (it is ${row.status})`);
 				const { rating, comment, tags } = ctx.params;
 				if (!(await this.orders.insertFeedback(row.id, ctx.meta.partnerId!, rating, comment ?? null, tags ?? []))) {
-					throw new ApiError(409, "FEEDBACK_ALREADY_SUBMITTED", "Feedback for this ride was already submitted");
+					throw new ApiError("FEEDBACK_ALREADY_SUBMITTED", "Feedback for this ride was already submitted");
 				}
 				return { code: "FEEDBACK_SUBMITTED", orderId: row.id };
 			},
@@ -217,12 +217,11 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			},
 		},
 
-		// ---- internal actions (dispatch, the simulated fleet, operators); "public": never published on the gateway ----
+		// ---- internal actions (dispatch, the simulated fleet, operators); never published on the gateway (access middleware) ----
 
 		/** One order as services see it (no OTP). */
 		get: {
 			access: "internal",
-			visibility: "public",
 			params: getOrderParams,
 			handler(this: OrdersThis, ctx: Context<OrderIdParams>): InternalOrder {
 				return toInternalOrder(loadedOrder(ctx));
@@ -236,15 +235,14 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		 */
 		riderOtp: {
 			access: "internal",
-			visibility: "public",
 			params: riderOtpParams,
 			async handler(this: OrdersThis, ctx: Context<OrderIdParams>): Promise<RiderOtpResult> {
 				if (this.settings.fleetMode !== "simulated") {
-					throw new ApiError(403, "FORBIDDEN", "The rider's OTP is only readable in simulated fleet mode");
+					throw new ApiError("FORBIDDEN", "The rider's OTP is only readable in simulated fleet mode");
 				}
 				const row = await this.orders.findOrder(ctx.params.orderId);
 				if (!row) throw orderNotFound();
-				if (!otpReadable(row.mode)) throw new ApiError(403, "FORBIDDEN", "The rider's OTP is only readable for test-mode rides");
+				if (!otpReadable(row.mode)) throw new ApiError("FORBIDDEN", "The rider's OTP is only readable for test-mode rides");
 				return { orderId: row.id, otp: row.otp };
 			},
 		},
@@ -256,14 +254,13 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		 */
 		transition: {
 			access: "internal",
-			visibility: "public",
 			params: transitionParams,
 			async handler(this: OrdersThis, ctx: Context<TransitionParams>): Promise<InternalOrder> {
 				let row = loadedOrder(ctx);
 				if (ctx.params.to === "started" && row.status === "arrived") row = await this.countOtpTry(row);
 				const plan = planTransition(ctx.params, row);
 				const moved = await this.orders.applyMove(row, ctx.params.to, plan.changes, plan.expectDriverId);
-				if (!moved) throw new ApiError(409, "CONFLICT", `The ride is no longer ${plan.from}`);
+				if (!moved) throw new ApiError("CONFLICT", `The ride is no longer ${plan.from}`);
 				this.announceMove(plan.from, moved, row.driver?.id ?? null);
 				return toInternalOrder(moved.row);
 			},
@@ -272,7 +269,6 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		/** The driver's position while the ride moves: updates the order and appends a location_updated event. */
 		recordLocation: {
 			access: "internal",
-			visibility: "public",
 			params: recordLocationParams,
 			async handler(this: OrdersThis, ctx: Context<RecordLocationParams>): Promise<InternalOrder> {
 				const p = ctx.params;
@@ -282,7 +278,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 				if (!result) {
 					const current = await this.orders.findOrder(p.orderId);
 					if (!current) throw orderNotFound();
-					throw new ApiError(409, "CONFLICT", `No location updates while the ride is ${current.status}`);
+					throw new ApiError("CONFLICT", `No location updates while the ride is ${current.status}`);
 				}
 				this.hint(ORDER_EVENTS.rideEventRecorded, { orderId: result.row.id, eventId: result.eventId!, kind: "location" } satisfies RideEventRecordedEvent);
 				return toInternalOrder(result.row);
@@ -292,7 +288,6 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		/** One page of the active rides, whole (operators; dispatch's sweep reads listActiveStates), oldest first; `after` = the previous page's `nextCursor`. */
 		listActive: {
 			access: "internal",
-			visibility: "public",
 			params: listActiveParams,
 			async handler(this: OrdersThis, ctx: Context<ListActiveParams>): Promise<ListActiveResult> {
 				const page = activePageOf(ctx.params);
@@ -304,7 +299,6 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		/** orders.listActive's pages with each ride's id, status and driver id only (what dispatch's sweep compares). */
 		listActiveStates: {
 			access: "internal",
-			visibility: "public",
 			params: listActiveParams,
 			async handler(this: OrdersThis, ctx: Context<ListActiveParams>): Promise<ListActiveStatesResult> {
 				const page = activePageOf(ctx.params);
@@ -321,7 +315,6 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		 */
 		unlockOtp: {
 			access: "internal",
-			visibility: "public",
 			params: unlockOtpParams,
 			async handler(this: OrdersThis, ctx: Context<OrderIdParams>): Promise<InternalOrder> {
 				const row = await this.orders.unlockOtp(ctx.params.orderId);
@@ -331,7 +324,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 				}
 				const current = await this.orders.findOrder(ctx.params.orderId);
 				if (!current) throw orderNotFound();
-				throw new ApiError(409, "INVALID_TRANSITION", `Only an arrived ride has OTP tries to unlock (it is ${current.status})`);
+				throw new ApiError("INVALID_TRANSITION", `Only an arrived ride has OTP tries to unlock (it is ${current.status})`);
 			},
 		},
 	},
@@ -361,7 +354,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			if (!current) throw orderNotFound();
 			if (current.status === "arrived" && !otpTryAllowed(current.otp_tries, max)) {
 				this.logger.warn(`OTP start of ${row.id} is locked after ${current.otp_tries} tries`);
-				throw new ApiError(409, "OTP_LOCKED", `Too many OTP tries for this ride (${max}): the driver drops out, the partner cancels, or an operator unlocks it`);
+				throw new ApiError("OTP_LOCKED", `Too many OTP tries for this ride (${max}): the driver drops out, the partner cancels, or an operator unlocks it`);
 			}
 			return current;
 		},
@@ -397,8 +390,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 	},
 
 	created(this: OrdersThis) {
-		// Bad settings stop the start-up here, with a message that names the setting.
-		Object.assign(this.settings, readOrdersSettings(serviceEnv(this)));
+		useServiceSettings(this, readOrdersSettings);
 		this.webhookPolicy = { allowPrivate: this.settings.webhookAllowPrivate, resolveAll: webhookDnsResolver(serviceEnv(this)) };
 		// The DB mixin's created() ran first: the pool is there.
 		this.orders = new OrdersRepo(this.db);

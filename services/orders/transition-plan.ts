@@ -23,9 +23,9 @@ export function planTransition(p: TransitionParams, row: Pick<OrderRow, "status"
 	const from = p.from ?? row.status;
 	const actor = p.actor ?? defaultActorFor(p.to);
 	if (!canTransition(from, p.to, actor)) {
-		throw new ApiError(409, "INVALID_TRANSITION", `A ${actor} cannot move a ride from ${from} to ${p.to}`);
+		throw new ApiError("INVALID_TRANSITION", `A ${actor} cannot move a ride from ${from} to ${p.to}`);
 	}
-	if (row.status !== from) throw new ApiError(409, "CONFLICT", `The ride is ${row.status}, not ${from}`);
+	if (row.status !== from) throw new ApiError("CONFLICT", `The ride is ${row.status}, not ${from}`);
 
 	const changes: MoveChanges = {};
 	let expectDriverId: string | undefined;
@@ -43,7 +43,7 @@ export function planTransition(p: TransitionParams, row: Pick<OrderRow, "status"
 		case "started":
 			// The OTP never changes, so comparing it with the row read before the update is safe.
 			// Constant time; the try was counted before (orders.transition reserves it).
-			if (!otpMatches(p.otp, row.otp)) throw new ApiError(422, "INVALID_OTP", "The OTP does not match this ride");
+			if (!otpMatches(p.otp, row.otp)) throw new ApiError("INVALID_OTP", "The OTP does not match this ride");
 			if (p.location) changes.driverLocation = p.location;
 			changes.eta = p.eta ?? null;
 			break;

@@ -1,4 +1,4 @@
-import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
+import type { Context, Service, ServiceSchema } from "moleculer";
 import { DbMixin, type DbThis } from "../../mixins/db.mixin";
 import { ApiError, validationError } from "../../lib/errors";
 import { newId } from "../../lib/ids";
@@ -40,7 +40,7 @@ import { AuthCache, OncePer } from "../../lib/auth-cache";
 import { readPartnersSettings, WEBHOOK_SECRET_RULE, type PartnersSettings } from "./partners.settings";
 import { PartnersRepo, type RevokeOutcome } from "./partners.repo";
 import { migrations } from "./migrations";
-import { serviceEnv } from "../../lib/settings";
+import { useServiceSettings } from "../../lib/settings";
 
 /**
  * Partners: who may call the API (several API keys per partner, each
@@ -61,15 +61,12 @@ interface PartnersMethods {
 }
 
 interface PartnersLocal {
-	cfg: PartnersSettings;
 	repo: PartnersRepo;
 	authCache: AuthCache<AuthenticatedPartner>;
 	touches: OncePer;
 }
 
-type PartnersThis = Service & PartnersMethods & PartnersLocal & DbThis;
-
-const INTERNAL = { access: "internal", visibility: "public" } as const;
+type PartnersThis = Service<PartnersSettings> & PartnersMethods & PartnersLocal & DbThis;
 
 /** api_keys.last_used_at is written at most this often per key (per instance; the UPDATE skips fresher rows). */
 const TOUCH_EVERY_MS = 60_000;
@@ -95,14 +92,14 @@ function keyFor(mode: KeyMode, given: string | undefined): string {
 	return given;
 }
 
-const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, PartnersLocal & DbThis> = {
+const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, PartnersLocal & DbThis> = {
 	name: "partners",
 	mixins: [DbMixin({ service: "partners", migrations })],
 
 	actions: {
 		/** Creates a partner with one key labelled "initial"; the API key is returned only here. REPL: `call partners.create --name Acme` */
 		create: {
-			...INTERNAL,
+			access: "internal",
 			params: createPartnerParams,
 			async handler(this: PartnersThis, ctx: Context<CreatePartnerParams>): Promise<CreatedPartner> {
 				const mode = ctx.params.mode ?? DEFAULT_KEY_MODE;
@@ -110,7 +107,7 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 				const webhookSecret = ctx.params.webhookSecret ?? newWebhookSecret();
 				checkWebhookSecret(webhookSecret);
 				const partnerId = await this.insertPartner(ctx.params.name, apiKey, webhookSecret, mode);
-				if (!partnerId) throw new ApiError(409, "CONFLICT", "That API key is already in use");
+				if (!partnerId) throw new ApiError("CONFLICT", "That API key is already in use");
 				// A miss for this key may be cached somewhere.
 				await this.broadcastChange(partnerId, "keys");
 				return { partnerId, apiKey, webhookSecret };
@@ -119,7 +116,7 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 
 		/** Resolves an API key to its partner, or null (unknown, revoked key, revoked partner). Called by the gateway on every request. */
 		authenticate: {
-			...INTERNAL,
+			access: "internal",
 			params: authenticateParams,
 			async handler(this: PartnersThis, ctx: Context<AuthenticateParams>): Promise<AuthenticatedPartner | null> {
 				const hash = hashApiKey(ctx.params.apiKey);
@@ -142,19 +139,19 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 
 		/** The partner's webhook signing secrets (notifications signs every delivery with each one still valid). */
 		signingSecret: {
-			...INTERNAL,
+			access: "internal",
 			params: signingSecretParams,
 			async handler(this: PartnersThis, ctx: Context<SigningSecretParams>): Promise<PartnerSigning> {
 				const secrets = await this.repo.signingSecrets(ctx.params.partnerId);
 				const current = secrets.find((s) => s.validUntil === null);
-				if (!current) throw new ApiError(404, "NOT_FOUND", "Unknown partner");
+				if (!current) throw new ApiError("NOT_FOUND", "Unknown partner");
 				return { partnerId: ctx.params.partnerId, webhookSecret: current.secret, webhookSecrets: secrets };
 			},
 		},
 
 		/** Operators: every partner (never keys or secrets). REPL: `call partners.list` */
 		list: {
-			...INTERNAL,
+			access: "internal",
 			handler(this: PartnersThis): Promise<PartnerSummary[]> {
 				return this.repo.list();
 			},
@@ -162,7 +159,7 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 
 		/** Operators: keys with label, last use and revocation (never the keys). REPL: `call partners.listKeys --partnerId ptn_…` */
 		listKeys: {
-			...INTERNAL,
+			access: "internal",
 			params: listKeysParams,
 			handler(this: PartnersThis, ctx: Context<ListKeysParams>): Promise<ApiKeySummary[]> {
 				return this.repo.listKeys(ctx.params.partnerId);
@@ -171,7 +168,7 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 
 		/** Operators (rotate-key): one more key; the partner's other keys keep working until revoked. */
 		createKey: {
-			...INTERNAL,
+			access: "internal",
 			params: createKeyParams,
 			async handler(this: PartnersThis, ctx: Context<CreateKeyParams>): Promise<CreatedKey> {
 				const { partnerId, label } = ctx.params;
@@ -179,9 +176,9 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 				const apiKey = keyFor(mode, ctx.params.apiKey);
 				const keyId = newId("key");
 				const outcome = await this.repo.insertKey(partnerId, keyId, hashApiKey(apiKey), label, mode);
-				if (outcome === "missing") throw new ApiError(404, "NOT_FOUND", "Unknown partner");
-				if (outcome === "revoked") throw new ApiError(409, "CONFLICT", "That partner is revoked");
-				if (outcome === "taken") throw new ApiError(409, "CONFLICT", "That API key is already in use");
+				if (outcome === "missing") throw new ApiError("NOT_FOUND", "Unknown partner");
+				if (outcome === "revoked") throw new ApiError("CONFLICT", "That partner is revoked");
+				if (outcome === "taken") throw new ApiError("CONFLICT", "That API key is already in use");
 				await this.broadcastChange(partnerId, "keys");
 				return { keyId, partnerId, label, apiKey };
 			},
@@ -189,7 +186,7 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 
 		/** Operators: revokes one key (keyId) or a whole partner and all its keys (partnerId). Permanent. */
 		revokeKey: {
-			...INTERNAL,
+			access: "internal",
 			params: revokeKeyParams,
 			async handler(this: PartnersThis, ctx: Context<RevokeKeyParams>): Promise<RevokedKeys> {
 				const { keyId, partnerId } = ctx.params;
@@ -201,7 +198,7 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 
 		/** Operators: a new signing secret; the old one keeps signing too until the grace period ends. */
 		rotateWebhookSecret: {
-			...INTERNAL,
+			access: "internal",
 			params: rotateWebhookSecretParams,
 			async handler(this: PartnersThis, ctx: Context<RotateWebhookSecretParams>): Promise<RotatedWebhookSecret> {
 				const { partnerId } = ctx.params;
@@ -209,7 +206,7 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 				checkWebhookSecret(webhookSecret);
 				const grace = ctx.params.graceSeconds ?? DEFAULT_WEBHOOK_SECRET_GRACE_SECONDS;
 				const rotated = await this.repo.rotateWebhookSecret(partnerId, webhookSecret, grace);
-				if (!rotated) throw new ApiError(404, "NOT_FOUND", "Unknown partner");
+				if (!rotated) throw new ApiError("NOT_FOUND", "Unknown partner");
 				await this.broadcastChange(partnerId, "webhookSecret");
 				this.logger.info(`Webhook secret of ${partnerId} rotated; the previous one signs until ${rotated.previousValidUntil}`);
 				return { partnerId, webhookSecret, previousValidUntil: rotated.previousValidUntil };
@@ -218,7 +215,7 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 
 		/** `npm run partner` changed the database from its private broker: tell every instance. */
 		announce: {
-			...INTERNAL,
+			access: "internal",
 			params: announceParams,
 			async handler(this: PartnersThis, ctx: Context<PartnersChangedEvent>): Promise<{ announced: true }> {
 				await this.broadcastChange(ctx.params.partnerId, ctx.params.what);
@@ -247,7 +244,7 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 		},
 
 		async revoked(this: PartnersThis, outcome: RevokeOutcome, what: string): Promise<RevokedKeys> {
-			if (!outcome.found) throw new ApiError(404, "NOT_FOUND", `Unknown ${what}`);
+			if (!outcome.found) throw new ApiError("NOT_FOUND", `Unknown ${what}`);
 			const { partnerId, revokedKeyIds, partnerRevoked } = outcome;
 			await this.broadcastChange(partnerId, partnerRevoked ? "partner" : "keys");
 			this.logger.info(`Revoked ${what === "partner" ? `partner ${partnerId} and` : ""} ${revokedKeyIds.length} key(s) of ${partnerId}`);
@@ -260,7 +257,7 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 		 * key or partner an operator revoked stays revoked (a warning says so).
 		 */
 		async bootstrap(this: PartnersThis): Promise<void> {
-			const { bootstrapPartnerKey: key, bootstrapWebhookSecret: secret, bootstrapPartnerMode: mode } = this.cfg;
+			const { bootstrapPartnerKey: key, bootstrapWebhookSecret: secret, bootstrapPartnerMode: mode } = this.settings;
 			if (!key) return;
 			const state = await this.repo.keyState(hashApiKey(key));
 			if (state?.revoked) {
@@ -283,9 +280,8 @@ const PartnersService: ServiceSchema<ServiceSettingSchema, PartnersMethods, Part
 	},
 
 	created(this: PartnersThis) {
-		// Bad settings stop the start-up here, with a message that names the setting.
-		this.cfg = readPartnersSettings(serviceEnv(this));
-		this.authCache = new AuthCache(this.cfg.authCacheMs);
+		useServiceSettings(this, readPartnersSettings);
+		this.authCache = new AuthCache(this.settings.authCacheMs);
 		this.touches = new OncePer(TOUCH_EVERY_MS);
 		// The DB mixin's `created` ran first and acquired the pool.
 		this.repo = new PartnersRepo(this.db);

@@ -1,11 +1,10 @@
 import { randomBytes } from "node:crypto";
-import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
+import type { Context, Service, ServiceSchema } from "moleculer";
 import { DbMixin, type DbThis } from "../../mixins/db.mixin";
 import type { PartnerCallMeta } from "../../contracts/gateway";
 import type { KeyMode } from "../../contracts/partners";
 import { ApiError, type ErrorDetail } from "../../lib/errors";
-import type { LatLng } from "../../lib/geo";
-import { SERVICE_TYPES, type ServiceType } from "../../contracts/common";
+import { type Point, SERVICE_TYPES, type ServiceType } from "../../contracts/common";
 import {
 	estimateParams,
 	quoteParams,
@@ -28,7 +27,7 @@ import { encodeQuote, verifyQuote, QuoteKeyring } from "./quote-token";
 import { fetchSupplyDemand, SupplyCache, UNKNOWN_REPLY } from "./supply";
 import { routedDistanceProblems, straightLineProblems } from "./trip";
 import { migrations } from "./migrations";
-import { serviceEnv } from "../../lib/settings";
+import { useServiceSettings } from "../../lib/settings";
 
 /**
  * Pricing: fare estimates, quote tokens and the price of a trip. Nothing is
@@ -43,15 +42,14 @@ type EndpointList = { hasAvailable(): boolean };
 const SIGNING_SECRET_NAME = "quote-signing";
 
 interface PricingMethods {
-	checkTrip(pickup: LatLng, drop: LatLng): void;
-	route(pickup: LatLng, drop: LatLng, serviceType: ServiceType): Promise<RouteEstimate>;
+	checkTrip(pickup: Point, drop: Point): void;
+	route(pickup: Point, drop: Point, serviceType: ServiceType): Promise<RouteEstimate>;
 	fareOf(serviceType: ServiceType, route: RouteEstimate, supply: SupplyDemandReply): FarePaise;
-	supplyNear(ctx: Context, pickup: LatLng): Promise<SupplyDemandReply>;
+	supplyNear(ctx: Context, pickup: Point): Promise<SupplyDemandReply>;
 	loadSigningSecret(): Promise<string>;
 }
 
 interface PricingLocal {
-	cfg: PricingSettings;
 	policy: SurgePolicy;
 	router: RouteEstimator;
 	repo: PricingRepo;
@@ -63,10 +61,10 @@ interface PricingLocal {
 	lastSupplyWarning: number;
 }
 
-type PricingThis = Service & PricingMethods & PricingLocal & DbThis;
+type PricingThis = Service<PricingSettings> & PricingMethods & PricingLocal & DbThis;
 
 function keyringOf(svc: PricingThis): QuoteKeyring {
-	if (!svc.keyring) throw new ApiError(503, "SERVICE_UNAVAILABLE", "Pricing is starting", { retryAfter: SERVICE_RETRY_AFTER_SECONDS });
+	if (!svc.keyring) throw new ApiError("SERVICE_UNAVAILABLE", "Pricing is starting", { retryAfter: SERVICE_RETRY_AFTER_SECONDS });
 	return svc.keyring;
 }
 
@@ -76,10 +74,10 @@ function modeOfMeta(meta: unknown): KeyMode {
 }
 
 function validation(details: ErrorDetail[]): ApiError {
-	return new ApiError(400, "VALIDATION_ERROR", details[0].message, { details });
+	return new ApiError("VALIDATION_ERROR", details[0].message, { details });
 }
 
-const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, PricingLocal & DbThis> = {
+const PricingService: ServiceSchema<PricingSettings, PricingMethods, PricingLocal & DbThis> = {
 	name: "pricing",
 	mixins: [DbMixin({ service: "pricing", migrations })],
 
@@ -100,7 +98,7 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 					this.supplyNear(ctx, pickup),
 				]);
 				// Whole seconds, rounded up (never shorter than the TTL): the token keeps seconds, so what the partner reads is exactly what is checked.
-				const expiresAt = Math.ceil(this.now() / 1000) * 1000 + this.cfg.quoteTtlSeconds * 1000;
+				const expiresAt = Math.ceil(this.now() / 1000) * 1000 + this.settings.quoteTtlSeconds * 1000;
 				// Once per estimate, not per quote: toISOString showed in the profile.
 				const expiresAtIso = new Date(expiresAt).toISOString();
 				const quotes = types.map((serviceType, i): Quote => {
@@ -131,9 +129,9 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 			params: verifyQuoteParams,
 			handler(this: PricingThis, ctx: Context<VerifyQuoteParams, PartnerCallMeta>): PricedTrip {
 				const { quoteId, serviceType, pickup, drop } = ctx.params;
-				const check = verifyQuote(quoteId, { partnerId: ctx.meta.partnerId!, mode: modeOfMeta(ctx.meta), serviceType, pickup, drop }, keyringOf(this), this.now(), this.cfg.quoteMatchRadiusMetres);
+				const check = verifyQuote(quoteId, { partnerId: ctx.meta.partnerId!, mode: modeOfMeta(ctx.meta), serviceType, pickup, drop }, keyringOf(this), this.now(), this.settings.quoteMatchRadiusMetres);
 				if (!check.ok) {
-					throw new ApiError(422, check.code, check.message, { details: [{ field: check.field ?? "quoteId", message: check.message }] });
+					throw new ApiError(check.code, check.message, { details: [{ field: check.field ?? "quoteId", message: check.message }] });
 				}
 				const c = check.claims;
 				return pricedTrip(c.serviceType, c.fare, c.distance, c.duration, quoteId);
@@ -143,7 +141,6 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 		/** create-order without a quoteId: the trip at the current price. Services only, never the gateway. */
 		quote: {
 			access: "internal",
-			visibility: "public",
 			params: quoteParams,
 			async handler(this: PricingThis, ctx: Context<QuoteParams>): Promise<PricedTrip> {
 				const { serviceType, pickup, drop } = ctx.params;
@@ -156,23 +153,22 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 		/** Operators: the tariffs in force (major units). REPL: `call pricing.tariffs` */
 		tariffs: {
 			access: "internal",
-			visibility: "public",
 			handler(this: PricingThis): TariffsReply {
-				const tariffs = Object.fromEntries(SERVICE_TYPES.map((type) => [type, tariffView(this.cfg.tariffs[type])])) as TariffsReply["tariffs"];
-				return { tariffs, surgeMax: this.cfg.surgeMaxTenths / 10, quoteTtlSeconds: this.cfg.quoteTtlSeconds, maxTripKm: this.cfg.maxTripMetres / 1000 };
+				const tariffs = Object.fromEntries(SERVICE_TYPES.map((type) => [type, tariffView(this.settings.tariffs[type])])) as TariffsReply["tariffs"];
+				return { tariffs, surgeMax: this.settings.surgeMaxTenths / 10, quoteTtlSeconds: this.settings.quoteTtlSeconds, maxTripKm: this.settings.maxTripMetres / 1000 };
 			},
 		},
 	},
 
 	methods: {
-		checkTrip(this: PricingThis, pickup: LatLng, drop: LatLng): void {
-			const problems = straightLineProblems(pickup, drop, this.cfg);
+		checkTrip(this: PricingThis, pickup: Point, drop: Point): void {
+			const problems = straightLineProblems(pickup, drop, this.settings);
 			if (problems.length > 0) throw validation(problems);
 		},
 
-		async route(this: PricingThis, pickup: LatLng, drop: LatLng, serviceType: ServiceType): Promise<RouteEstimate> {
+		async route(this: PricingThis, pickup: Point, drop: Point, serviceType: ServiceType): Promise<RouteEstimate> {
 			const route = await this.router.estimate(pickup, drop, serviceType);
-			const problems = routedDistanceProblems(route.distance, this.cfg);
+			const problems = routedDistanceProblems(route.distance, this.settings);
 			if (problems.length > 0) throw validation(problems);
 			return route;
 		},
@@ -180,7 +176,7 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 		/** The tariff's fare for the route, surged by demand vs supply near the pickup. */
 		fareOf(this: PricingThis, serviceType: ServiceType, route: RouteEstimate, supply: SupplyDemandReply): FarePaise {
 			const s = supply[serviceType];
-			return computeFare(this.cfg.tariffs[serviceType], route.distance, route.duration, surgeTenths(s.demand, s.available, this.policy));
+			return computeFare(this.settings.tariffs[serviceType], route.distance, route.duration, surgeTenths(s.demand, s.available, this.policy));
 		},
 
 		/**
@@ -188,7 +184,7 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 		 * Degrades to "unknown" (eta null, surge 1) when dispatch is absent,
 		 * slow or failing: a quote without surge beats no quote.
 		 */
-		async supplyNear(this: PricingThis, ctx: Context, pickup: LatLng): Promise<SupplyDemandReply> {
+		async supplyNear(this: PricingThis, ctx: Context, pickup: Point): Promise<SupplyDemandReply> {
 			const now = Date.now();
 			// The caller's key mode (create-order passes its meta on): that mode's drivers and demand only.
 			const mode = modeOfMeta(ctx.meta);
@@ -200,8 +196,8 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 			if (!endpoints?.hasAvailable()) return UNKNOWN_REPLY;
 			let failed = false;
 			const reply = await fetchSupplyDemand(
-				() => ctx.call<unknown, { point: LatLng; mode: KeyMode }>(SUPPLY_DEMAND_ACTION, { point: { lat: pickup.lat, lng: pickup.lng }, mode }, { timeout: this.cfg.supplyTimeoutMs }),
-				this.cfg.supplyTimeoutMs,
+				() => ctx.call<unknown, { point: Point; mode: KeyMode }>(SUPPLY_DEMAND_ACTION, { point: { lat: pickup.lat, lng: pickup.lng }, mode }, { timeout: this.settings.supplyTimeoutMs }),
+				this.settings.supplyTimeoutMs,
 				(err) => {
 					failed = true;
 					// One warning a minute is enough to notice; one per request would flood the log.
@@ -217,17 +213,16 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 
 		/** QUOTE_SIGNING_SECRET, else the one generated (once, by whichever instance came first) in pricing_secrets. */
 		async loadSigningSecret(this: PricingThis): Promise<string> {
-			if (this.cfg.signingSecret) return this.cfg.signingSecret;
+			if (this.settings.signingSecret) return this.settings.signingSecret;
 			return this.repo.ensureSecret(SIGNING_SECRET_NAME, randomBytes(32).toString("base64url"));
 		},
 	},
 
 	created(this: PricingThis) {
-		// Bad settings stop the start-up here, with a message that names the setting.
-		this.cfg = readPricingSettings(serviceEnv(this));
-		this.policy = { maxTenths: this.cfg.surgeMaxTenths, sensitivity: this.cfg.surgeSensitivity };
-		this.router = createRouteEstimator(this.cfg);
-		this.supplyCaches = { test: new SupplyCache(this.cfg.supplyCacheMs), live: new SupplyCache(this.cfg.supplyCacheMs) };
+		useServiceSettings(this, readPricingSettings);
+		this.policy = { maxTenths: this.settings.surgeMaxTenths, sensitivity: this.settings.surgeSensitivity };
+		this.router = createRouteEstimator(this.settings);
+		this.supplyCaches = { test: new SupplyCache(this.settings.supplyCacheMs), live: new SupplyCache(this.settings.supplyCacheMs) };
 		this.now = () => Date.now();
 		this.lastSupplyWarning = 0;
 		this.keyring = undefined;
@@ -238,8 +233,8 @@ const PricingService: ServiceSchema<ServiceSettingSchema, PricingMethods, Pricin
 	async started(this: PricingThis) {
 		// Runs after the DB mixin's `started`, so pricing_secrets exists.
 		const secret = await this.loadSigningSecret();
-		this.keyring = new QuoteKeyring(secret, this.cfg.previousSigningSecrets);
-		this.logger.info(`Quote signing key ${this.keyring.currentKid} (${this.cfg.signingSecret ? "QUOTE_SIGNING_SECRET" : "pricing_secrets"})`);
+		this.keyring = new QuoteKeyring(secret, this.settings.previousSigningSecrets);
+		this.logger.info(`Quote signing key ${this.keyring.currentKid} (${this.settings.signingSecret ? "QUOTE_SIGNING_SECRET" : "pricing_secrets"})`);
 	},
 };
 

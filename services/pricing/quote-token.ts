@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { HmacSha256Key } from "../../lib/hmac";
-import { haversineMeters, isValidPoint, roundCoordinate, type LatLng } from "../../lib/geo";
-import { SERVICE_TYPES, type ServiceType } from "../../contracts/common";
+import { haversineMeters, isValidPoint, roundCoordinate } from "../../lib/geo";
+import { type Point, SERVICE_TYPES, type ServiceType } from "../../contracts/common";
 import type { QuotedFare } from "./fare";
 import { QUOTE_MATCH_RADIUS_METRES } from "../../contracts/constants";
 import type { KeyMode } from "../../contracts/partners";
@@ -40,8 +40,8 @@ export interface QuoteClaims {
 	mode: KeyMode;
 	serviceType: ServiceType;
 	/** Rounded to 5 decimals (≈ 1 m). */
-	pickup: LatLng;
-	drop: LatLng;
+	pickup: Point;
+	drop: Point;
 	distance: number;
 	duration: number;
 	fare: QuotedFare;
@@ -262,8 +262,8 @@ export interface QuoteExpectation {
 	/** The calling key's mode; `test` when omitted. */
 	mode?: KeyMode;
 	serviceType: string;
-	pickup: LatLng;
-	drop: LatLng;
+	pickup: Point;
+	drop: Point;
 }
 
 const TOKEN_SHAPE = /^qt_([A-Za-z0-9_-]{1,2000})\.([0-9a-f]{8})\.([A-Za-z0-9_-]{43})$/;

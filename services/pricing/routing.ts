@@ -1,5 +1,5 @@
-import { haversineMeters, type LatLng } from "../../lib/geo";
-import type { ServiceType } from "../../contracts/common";
+import { haversineMeters } from "../../lib/geo";
+import type { Point, ServiceType } from "../../contracts/common";
 import type { PricingSettings } from "./pricing.settings";
 
 /** A trip's road distance (metres, integer) and duration (seconds, integer). */
@@ -13,11 +13,11 @@ export interface RouteEstimate {
  * a road router (OSRM) can replace it behind this same interface.
  */
 export interface RouteEstimator {
-	estimate(pickup: LatLng, drop: LatLng, serviceType: ServiceType): Promise<RouteEstimate>;
+	estimate(pickup: Point, drop: Point, serviceType: ServiceType): Promise<RouteEstimate>;
 }
 
 /** Pure form of the default estimator (unit-tested directly). */
-export function greatCircleRoute(pickup: LatLng, drop: LatLng, roadFactor: number, speedKmh: number): RouteEstimate {
+export function greatCircleRoute(pickup: Point, drop: Point, roadFactor: number, speedKmh: number): RouteEstimate {
 	const distance = Math.round(haversineMeters(pickup, drop) * roadFactor);
 	// Round the duration up: a trip never takes zero seconds, and an ETA that is too short is the worse error.
 	const duration = Math.ceil(distance / ((speedKmh * 1000) / 3600));
@@ -31,7 +31,7 @@ export class GreatCircleRouteEstimator implements RouteEstimator {
 		private readonly speedsKmh: Record<ServiceType, number>,
 	) {}
 
-	estimate(pickup: LatLng, drop: LatLng, serviceType: ServiceType): Promise<RouteEstimate> {
+	estimate(pickup: Point, drop: Point, serviceType: ServiceType): Promise<RouteEstimate> {
 		return Promise.resolve(greatCircleRoute(pickup, drop, this.roadFactor, this.speedsKmh[serviceType]));
 	}
 }

@@ -1,6 +1,5 @@
 import { LRUCache } from "lru-cache";
-import type { LatLng } from "../../lib/geo";
-import { SERVICE_TYPES } from "../../contracts/common";
+import { type Point, SERVICE_TYPES } from "../../contracts/common";
 import type { SupplyDemand, SupplyDemandReply } from "../../contracts/dispatch";
 
 /*
@@ -75,11 +74,11 @@ export class SupplyCache {
 		this.entries = new LRUCache({ max: Math.max(1, maxEntries) });
 	}
 
-	static keyOf(p: LatLng): string {
+	static keyOf(p: Point): string {
 		return `${p.lat.toFixed(3)},${p.lng.toFixed(3)}`;
 	}
 
-	get(p: LatLng, nowMs: number): SupplyDemandReply | undefined {
+	get(p: Point, nowMs: number): SupplyDemandReply | undefined {
 		if (this.ttlMs <= 0) return undefined;
 		const key = SupplyCache.keyOf(p);
 		const hit = this.entries.get(key);
@@ -91,7 +90,7 @@ export class SupplyCache {
 		return hit.value;
 	}
 
-	set(p: LatLng, value: SupplyDemandReply, nowMs: number): void {
+	set(p: Point, value: SupplyDemandReply, nowMs: number): void {
 		if (this.ttlMs <= 0) return;
 		this.entries.set(SupplyCache.keyOf(p), { value, expires: nowMs + this.ttlMs });
 	}

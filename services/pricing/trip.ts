@@ -1,4 +1,5 @@
-import { haversineMeters, type LatLng } from "../../lib/geo";
+import { haversineMeters } from "../../lib/geo";
+import type { Point } from "../../contracts/common";
 import type { ErrorDetail } from "../../lib/errors";
 
 /**
@@ -12,7 +13,7 @@ export interface TripLimits {
 }
 
 /** Checked before routing: cheap, and spares a router the absurd requests. */
-export function straightLineProblems(pickup: LatLng, drop: LatLng, limits: TripLimits): ErrorDetail[] {
+export function straightLineProblems(pickup: Point, drop: Point, limits: TripLimits): ErrorDetail[] {
 	const straight = haversineMeters(pickup, drop);
 	if (straight < Math.max(limits.minTripMetres, 1e-9)) {
 		return [{ field: "drop", message: `drop must be at least ${limits.minTripMetres} m away from pickup` }];

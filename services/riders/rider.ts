@@ -1,13 +1,7 @@
-import { E164_PATTERN } from "../../contracts/riders";
-
 /**
  * Rider field rules. Phones are E.164 (contracts/riders.ts), the key that
  * identifies a rider within a partner, so they are stored exactly as given.
  */
-
-export function isE164(phone: unknown): phone is string {
-	return typeof phone === "string" && E164_PATTERN.test(phone);
-}
 
 /**
  * Email domains are case-insensitive, local parts formally are not: lower-case

@@ -44,7 +44,7 @@ const RidersService: ServiceSchema<ServiceSettingSchema, Record<string, never>, 
 			params: getRiderParams,
 			async handler(this: RidersThis, ctx: Context<GetRiderParams>): Promise<Rider> {
 				const rider = await this.repo.find(ctx.params.riderId, ctx.params.partnerId);
-				if (!rider) throw new ApiError(404, "NOT_FOUND", "Rider not found");
+				if (!rider) throw new ApiError("NOT_FOUND", "Rider not found");
 				return rider;
 			},
 		},

@@ -1,7 +1,7 @@
 import { randomInt } from "node:crypto";
 import type { ServiceBroker } from "moleculer";
-import { destinationPoint, type LatLng } from "../../lib/geo";
-import type { ServiceType } from "../../contracts/common";
+import { destinationPoint } from "../../lib/geo";
+import type { Point, ServiceType } from "../../contracts/common";
 import type { DriverJob, DriverMode, DriverView } from "../../contracts/dispatch";
 import { waitFor } from "./wait";
 
@@ -24,7 +24,7 @@ export function rideRequest(webhookURL: string, n: number): Record<string, unkno
 }
 
 /** A driver registered with dispatch and online `metres` east of `near`, heading towards it; a `test` driver (for test-mode rides) unless told. */
-export async function onlineDriver(broker: ServiceBroker, near: LatLng, metres: number, serviceType: ServiceType = "cab", name = "Test Driver", mode: DriverMode = "test"): Promise<DriverView> {
+export async function onlineDriver(broker: ServiceBroker, near: Point, metres: number, serviceType: ServiceType = "cab", name = "Test Driver", mode: DriverMode = "test"): Promise<DriverView> {
 	const d = await broker.call<DriverView, unknown>("dispatch.register", { name, phone: randomPhone(), vehicleNumber: `KA01${randomInt(1000, 9999)}`, serviceType, mode });
 	const at = destinationPoint(near, 90, metres);
 	return broker.call<DriverView, unknown>("dispatch.goOnline", { driverId: d.driverId, location: { lat: at.lat, lng: at.lng, heading: 270 } });
@@ -52,7 +52,7 @@ export interface BookedRide {
 export function bookRide(
 	broker: ServiceBroker,
 	partnerId: string,
-	pickup: LatLng,
+	pickup: Point,
 	{ serviceType = "cab" as ServiceType, drop = destinationPoint(pickup, 0, 3000), webhookURL = "https://partner.example.com/hooks/rides" } = {},
 ): Promise<BookedRide> {
 	return broker.call<BookedRide, unknown>(

@@ -6,7 +6,8 @@ import { bookRide, offerFor, randomPhone, type BookedRide } from "../helpers/rid
 import { startTestbed, type Testbed } from "../helpers/testbed";
 import { waitFor } from "../helpers/wait";
 import { createPartner } from "../helpers/webhooks";
-import { destinationPoint, type LatLng } from "../../lib/geo";
+import { destinationPoint } from "../../lib/geo";
+import type { Point } from "../../contracts/common";
 import type { DriverJob, DriverView, SupplyDemandReply } from "../../contracts/dispatch";
 import type { EstimateResult } from "../../contracts/pricing";
 
@@ -75,16 +76,16 @@ async function ok<T = any>(answer: Promise<CallAnswer<T>>): Promise<T> {
 }
 
 /** A cab driver registered and online `metres` east of `near`, through instance `n`. */
-async function driverNear(n: TestNode, near: LatLng, metres: number): Promise<DriverView> {
+async function driverNear(n: TestNode, near: Point, metres: number): Promise<DriverView> {
 	const reg = await ok<DriverView>(via(n, "dispatch.register", { name: "Abuse Test", phone: randomPhone("+9195"), vehicleNumber: `KA05${String(randomBytes(2).readUInt16BE()).padStart(5, "0")}`, serviceType: "cab", mode: "test" }));
 	const at = destinationPoint(near, 90, metres);
 	return ok<DriverView>(via(n, "dispatch.goOnline", { driverId: reg.driverId, location: { lat: at.lat, lng: at.lng, heading: 270 } }));
 }
 
-const book = (pickup: LatLng, partner = partnerId): Promise<BookedRide> => bookRide(core.broker, partner, pickup, { drop: destinationPoint(pickup, 0, 2500) });
+const book = (pickup: Point, partner = partnerId): Promise<BookedRide> => bookRide(core.broker, partner, pickup, { drop: destinationPoint(pickup, 0, 2500) });
 
 /** A ride offered to `driver`, accepted and arrived (the driver waits at the pickup for the OTP). */
-async function arrivedRide(n: TestNode, driver: DriverView, pickup: LatLng): Promise<BookedRide> {
+async function arrivedRide(n: TestNode, driver: DriverView, pickup: Point): Promise<BookedRide> {
 	const order = await book(pickup);
 	await offerFor(core.broker, driver.driverId, order.orderId, STEP_MS);
 	await ok(via(n, "dispatch.acceptOffer", { driverId: driver.driverId, orderId: order.orderId }));
@@ -94,7 +95,7 @@ async function arrivedRide(n: TestNode, driver: DriverView, pickup: LatLng): Pro
 
 const wrongOtp = (otp: string, k: number): string => String((Number(otp) + 1 + k) % 10_000).padStart(4, "0");
 
-async function cabQuote(pickup: LatLng): Promise<{ surge: number; total: number }> {
+async function cabQuote(pickup: Point): Promise<{ surge: number; total: number }> {
 	const r = await ok<EstimateResult>(call("pricing.estimate", { pickup, drop: destinationPoint(pickup, 0, 2500) }, { partnerId }));
 	const cab = r.quotes.find((q) => q.serviceType === "cab")!;
 	return { surge: cab.fareBreakdown.surgeMultiplier, total: cab.totalAmount };
@@ -215,12 +216,12 @@ describe("surge gaming", () => {
 	});
 
 	/** Two cab drivers 1.5 km away: supply for pricing, never offered these rides (search radius 300 m). */
-	async function area(centre: LatLng): Promise<void> {
+	async function area(centre: Point): Promise<void> {
 		await driverNear(dispatchA!, centre, 1500);
 		await driverNear(dispatchA!, destinationPoint(centre, 180, 1500), 0);
 		await waitFor("two cab drivers in supply", async () => (await ok<SupplyDemandReply>(call("dispatch.supplyDemand", { point: centre }))).cab.available === 2, STEP_MS);
 	}
-	const near = (centre: LatLng, i: number): LatLng => destinationPoint(centre, (i * 47) % 360, 50 + (i % 5) * 20);
+	const near = (centre: Point, i: number): Point => destinationPoint(centre, (i * 47) % 360, 50 + (i % 5) * 20);
 	/** Settles what dispatch knows (events in flight, the sweep, its demand index) before a price is read. */
 	const settle = () => ok(call("dispatch.runOnce", {}));
 

@@ -2,7 +2,8 @@ import { randomInt } from "node:crypto";
 import { offerFor, randomPhone } from "../helpers/rides";
 import { startBackoffTestbed, type BackoffTestbed } from "../helpers/testbed";
 import { sleep, waitFor } from "../helpers/wait";
-import { destinationPoint, type LatLng } from "../../lib/geo";
+import { destinationPoint } from "../../lib/geo";
+import type { Point } from "../../contracts/common";
 import type { DriverJob, DriverMode, DriverView } from "../../contracts/dispatch";
 import { ORDER_EVENTS, type InternalOrder, type OrderCreatedEvent } from "../../contracts/orders";
 
@@ -21,7 +22,7 @@ import { ORDER_EVENTS, type InternalOrder, type OrderCreatedEvent } from "../../
 
 const BACKOFF_MS = 60_000;
 const TIMEOUT_MS = 20_000;
-const CENTRE: LatLng = { lat: 23.0225, lng: 72.5714 }; // Ahmedabad
+const CENTRE: Point = { lat: 23.0225, lng: 72.5714 }; // Ahmedabad
 
 let bed: BackoffTestbed;
 let partnerId: string;
@@ -36,7 +37,7 @@ afterAll(async () => {
 	await bed?.stop();
 });
 
-async function book(pickup: LatLng, mode: DriverMode = "live", metadata?: Record<string, unknown>): Promise<InternalOrder> {
+async function book(pickup: Point, mode: DriverMode = "live", metadata?: Record<string, unknown>): Promise<InternalOrder> {
 	const created = await bed.node.broker.call<{ orderId: string }, unknown>(
 		"orders.create",
 		{ user: { name: "Asha Rao", phone: randomPhone() }, serviceType: "cab", pickup, drop: destinationPoint(pickup, 0, 2000), webhookURL: "https://partner.example.com/hooks", ...(metadata ? { metadata } : {}) },
@@ -45,7 +46,7 @@ async function book(pickup: LatLng, mode: DriverMode = "live", metadata?: Record
 	return bed.node.broker.call<InternalOrder, unknown>("orders.get", { orderId: created.orderId });
 }
 
-async function driverAt(at: LatLng, mode: DriverMode): Promise<DriverView> {
+async function driverAt(at: Point, mode: DriverMode): Promise<DriverView> {
 	const broker = bed.node.broker;
 	const d = await broker.call<DriverView, unknown>("dispatch.register", { name: "Batch Driver", phone: randomPhone(), vehicleNumber: `GJ01${randomInt(1000, 9999)}`, serviceType: "cab", mode });
 	return broker.call<DriverView, unknown>("dispatch.goOnline", { driverId: d.driverId, location: { lat: at.lat, lng: at.lng, heading: 0 } });

@@ -6,7 +6,8 @@ import { bookRide, randomPhone } from "../helpers/rides";
 import { startTestbed, type Testbed } from "../helpers/testbed";
 import { sleep, waitFor } from "../helpers/wait";
 import { createPartner } from "../helpers/webhooks";
-import { destinationPoint, type LatLng } from "../../lib/geo";
+import { destinationPoint } from "../../lib/geo";
+import type { Point } from "../../contracts/common";
 import type { DriverJob, DriverView } from "../../contracts/dispatch";
 
 /**
@@ -20,7 +21,7 @@ import type { DriverJob, DriverView } from "../../contracts/dispatch";
 
 const DRIVERS = 20;
 const RIDES = 32;
-const CENTRE: LatLng = { lat: 25.3176, lng: 82.9739 };
+const CENTRE: Point = { lat: 25.3176, lng: 82.9739 };
 
 let bed: Testbed;
 let pg: Client;
@@ -62,7 +63,7 @@ function via<T = any>(n: TestNode, action: string, params: unknown): Promise<Cal
 }
 
 
-const book = (pickup: LatLng) => bookRide(core.broker, partnerId, pickup, { drop: destinationPoint(pickup, 45, 2500), webhookURL: "https://partner.example.com/hooks" });
+const book = (pickup: Point) => bookRide(core.broker, partnerId, pickup, { drop: destinationPoint(pickup, 45, 2500), webhookURL: "https://partner.example.com/hooks" });
 
 /**
  * Driver apps: every driver polls its job through one instance and accepts an

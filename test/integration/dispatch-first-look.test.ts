@@ -4,10 +4,10 @@ import { Db, runMigrations } from "../../mixins/db.mixin";
 import { migrations } from "../../services/dispatch/migrations";
 import { DispatchRepo } from "../../services/dispatch/dispatch.repo";
 import type { FirstLook } from "../../services/dispatch/ride-mirror.repo";
-import { destinationPoint, type LatLng } from "../../lib/geo";
+import { destinationPoint } from "../../lib/geo";
 import { newId } from "../../lib/ids";
 import type { DriverMode } from "../../contracts/dispatch";
-import type { ServiceType } from "../../contracts/common";
+import type { Point, ServiceType } from "../../contracts/common";
 
 /**
  * A new ride's first look is decided by the statement that mirrors it
@@ -21,7 +21,7 @@ import type { ServiceType } from "../../contracts/common";
  */
 
 const FIRST: FirstLook = { retryMatchMs: 4000, dispatchTimeoutMs: 120_000, radiusM: 5000 };
-const CENTRE: LatLng = { lat: 22.5726, lng: 88.3639 }; // Kolkata
+const CENTRE: Point = { lat: 22.5726, lng: 88.3639 }; // Kolkata
 
 let db: TestDatabase;
 let seq: Sequelize;
@@ -41,14 +41,14 @@ afterAll(async () => {
 	await db?.drop();
 });
 
-async function availableDriver(at: LatLng, mode: DriverMode, serviceType: ServiceType = "cab"): Promise<string> {
+async function availableDriver(at: Point, mode: DriverMode, serviceType: ServiceType = "cab"): Promise<string> {
 	const id = newId("drv");
 	await repo.drivers.insertDriver(id, { name: "Test Driver", phone: `+9190${String(Math.floor(Math.random() * 1e8)).padStart(8, "0")}`, vehicleNumber: "WB01AA0001", serviceType, mode });
 	await repo.drivers.setDriverLocation(id, at, true);
 	return id;
 }
 
-function ride(pickup: LatLng, mode: DriverMode, extra: { serviceType?: ServiceType; sandbox?: "no_driver_found" } = {}) {
+function ride(pickup: Point, mode: DriverMode, extra: { serviceType?: ServiceType; sandbox?: "no_driver_found" } = {}) {
 	return {
 		orderId: newId("ord"),
 		partnerId: "ptn_firstlook",

@@ -3,7 +3,7 @@ import { bookRide, offerFor, onlineDriver } from "../helpers/rides";
 import { startTestbed, type Testbed } from "../helpers/testbed";
 import { waitFor } from "../helpers/wait";
 import { createPartner } from "../helpers/webhooks";
-import type { LatLng } from "../../lib/geo";
+import type { Point } from "../../contracts/common";
 import type { DriverJob, DriverView } from "../../contracts/dispatch";
 
 /**
@@ -24,8 +24,8 @@ async function ok<T = any>(action: string, params: unknown, meta?: Record<string
 	return bed.node.broker.call<T, unknown>(action, params, meta ? { meta } : undefined);
 }
 
-const driver = (near: LatLng, metres: number): Promise<DriverView> => onlineDriver(bed.node.broker, near, metres, "cab", "Metrics Driver");
-const createOrder = (pickup: LatLng) => bookRide(bed.node.broker, partnerId, pickup);
+const driver = (near: Point, metres: number): Promise<DriverView> => onlineDriver(bed.node.broker, near, metres, "cab", "Metrics Driver");
+const createOrder = (pickup: Point) => bookRide(bed.node.broker, partnerId, pickup);
 
 /** A metric's value for these labels (0 when nothing was counted yet). */
 function valueOf(name: string, labels: Record<string, string>): number {

@@ -2,7 +2,8 @@ import { randomInt } from "node:crypto";
 import { offerFor, randomPhone } from "../helpers/rides";
 import { startBackoffTestbed, type BackoffTestbed } from "../helpers/testbed";
 import { sleep, waitFor } from "../helpers/wait";
-import { destinationPoint, type LatLng } from "../../lib/geo";
+import { destinationPoint } from "../../lib/geo";
+import type { Point } from "../../contracts/common";
 import type { DriverView } from "../../contracts/dispatch";
 
 /**
@@ -18,7 +19,7 @@ import type { DriverView } from "../../contracts/dispatch";
 
 const BACKOFF_MS = 60_000;
 const TIMEOUT_MS = 15_000;
-const CENTRE: LatLng = { lat: 26.8467, lng: 80.9462 }; // Lucknow
+const CENTRE: Point = { lat: 26.8467, lng: 80.9462 }; // Lucknow
 
 let bed: BackoffTestbed;
 let partnerId: string;
@@ -32,7 +33,7 @@ afterAll(async () => {
 	await bed?.stop();
 });
 
-async function bookLive(pickup: LatLng): Promise<string> {
+async function bookLive(pickup: Point): Promise<string> {
 	const order = await bed.node.broker.call<{ orderId: string }, unknown>(
 		"orders.create",
 		{ user: { name: "Asha Rao", phone: randomPhone() }, serviceType: "cab", pickup, drop: destinationPoint(pickup, 0, 2000), webhookURL: "https://partner.example.com/hooks" },
@@ -56,7 +57,7 @@ async function backedOff(orderId: string): Promise<{ next: number; deadline: num
 const nextMatchAt = async (orderId: string): Promise<number> =>
 	Number((await bed.pg.query("SELECT extract(epoch FROM next_match_at) * 1000 AS n FROM dispatch_rides WHERE order_id = $1", [orderId])).rows[0].n);
 
-async function liveDriver(at: LatLng): Promise<DriverView> {
+async function liveDriver(at: Point): Promise<DriverView> {
 	const broker = bed.node.broker;
 	const d = await broker.call<DriverView, unknown>("dispatch.register", { name: "Live Driver", phone: randomPhone(), vehicleNumber: `UP32${randomInt(1000, 9999)}`, serviceType: "cab" });
 	return broker.call<DriverView, unknown>("dispatch.goOnline", { driverId: d.driverId, location: { lat: at.lat, lng: at.lng, heading: 0 } });

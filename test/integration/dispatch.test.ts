@@ -4,7 +4,8 @@ import { bookRide, offerFor as offered, onlineDriver, randomPhone, type BookedRi
 import { startTestbed, type Testbed } from "../helpers/testbed";
 import { createPartner } from "../helpers/webhooks";
 import { sleep, waitFor } from "../helpers/wait";
-import { destinationPoint, type LatLng } from "../../lib/geo";
+import { destinationPoint } from "../../lib/geo";
+import type { Point } from "../../contracts/common";
 import type { DriverJob, DriverView, SupplyDemandReply } from "../../contracts/dispatch";
 
 /**
@@ -34,13 +35,13 @@ async function ok<T = any>(action: string, params: unknown, meta?: Record<string
 
 /** A separate area per test: ~30 km apart, so searches (5 km) never cross. */
 let areaCount = 0;
-function area(): LatLng {
+function area(): Point {
 	areaCount += 1;
 	return { lat: 20 + areaCount * 0.3, lng: 78 };
 }
 
-const driver = (near: LatLng, metres: number, serviceType: "cab" | "scooty" = "cab"): Promise<DriverView> => onlineDriver(bed.node.broker, near, metres, serviceType);
-const createOrder = (pickup: LatLng, serviceType: "cab" | "scooty" = "cab"): Promise<BookedRide> => bookRide(bed.node.broker, partnerId, pickup, { serviceType });
+const driver = (near: Point, metres: number, serviceType: "cab" | "scooty" = "cab"): Promise<DriverView> => onlineDriver(bed.node.broker, near, metres, serviceType);
+const createOrder = (pickup: Point, serviceType: "cab" | "scooty" = "cab"): Promise<BookedRide> => bookRide(bed.node.broker, partnerId, pickup, { serviceType });
 const offerFor = (driverId: string, orderId: string, timeoutMs?: number): Promise<DriverJob> => offered(bed.node.broker, driverId, orderId, timeoutMs);
 
 async function orderStatus(orderId: string): Promise<string> {
@@ -51,7 +52,7 @@ interface EventRow {
 	sequence: number;
 	kind: string;
 	status: string;
-	payload: { driver?: { id: string }; eta?: number; location?: LatLng; sequence: number; status: string };
+	payload: { driver?: { id: string }; eta?: number; location?: Point; sequence: number; status: string };
 }
 
 async function events(orderId: string): Promise<EventRow[]> {

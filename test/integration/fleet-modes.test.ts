@@ -1,5 +1,6 @@
 import type { DriverJob, DriverView, RideView, SupplyDemandReply } from "../../contracts/dispatch";
-import { destinationPoint, type LatLng } from "../../lib/geo";
+import { destinationPoint } from "../../lib/geo";
+import type { Point } from "../../contracts/common";
 import { PartnerApi } from "../helpers/http";
 import { offerFor, onlineDriver, randomPhone } from "../helpers/rides";
 import { startTestbed, type Testbed } from "../helpers/testbed";
@@ -19,9 +20,9 @@ import { waitFor } from "../helpers/wait";
  *   outnumber the bound.
  */
 
-const BENGALURU: LatLng = { lat: 12.9716, lng: 77.5946 };
+const BENGALURU: Point = { lat: 12.9716, lng: 77.5946 };
 /** Far from Bengaluru and from each other (beyond the search radius): each needs a driver of its own. */
-const FAR: LatLng[] = [
+const FAR: Point[] = [
 	{ lat: 13.0827, lng: 80.2707 }, // Chennai
 	{ lat: 15.3647, lng: 75.124 }, // Hubballi
 	{ lat: 12.2958, lng: 76.6394 }, // Mysuru
@@ -68,7 +69,7 @@ afterAll(async () => {
 const call = <T>(action: string, params: unknown = {}): Promise<T> => bed.node.broker.call<T, unknown>(action, params);
 const simulatedDrivers = async (): Promise<DriverView[]> => call<DriverView[]>("dispatch.listDrivers", { simulated: true, limit: 1000 });
 
-async function book(api: PartnerApi, pickup: LatLng, metadata: Record<string, unknown> = {}): Promise<string> {
+async function book(api: PartnerApi, pickup: Point, metadata: Record<string, unknown> = {}): Promise<string> {
 	const res = await api.post<{ orderId: string }>("/ride/create-order", {
 		user: { name: "Asha Rao", phone: randomPhone("+9194") },
 		serviceType: "cab",

@@ -6,7 +6,8 @@ import { randomPhone } from "../helpers/rides";
 import { startTestbed, type Testbed } from "../helpers/testbed";
 import { waitFor } from "../helpers/wait";
 import { createPartner } from "../helpers/webhooks";
-import { destinationPoint, type LatLng } from "../../lib/geo";
+import { destinationPoint } from "../../lib/geo";
+import type { Point } from "../../contracts/common";
 
 /**
  * The simulated fleet at SIM_SPEED=60: rides booked through the gateway over
@@ -20,10 +21,10 @@ import { destinationPoint, type LatLng } from "../../lib/geo";
  * over the real NATS.
  */
 
-const BENGALURU: LatLng = { lat: 12.9716, lng: 77.5946 };
-const MUMBAI: LatLng = { lat: 19.076, lng: 72.8777 };
-const CHENNAI: LatLng = { lat: 13.0827, lng: 80.2707 };
-const NOWHERE: LatLng = { lat: 15.3647, lng: 75.124 }; // Hubballi: no seeded city near
+const BENGALURU: Point = { lat: 12.9716, lng: 77.5946 };
+const MUMBAI: Point = { lat: 19.076, lng: 72.8777 };
+const CHENNAI: Point = { lat: 13.0827, lng: 80.2707 };
+const NOWHERE: Point = { lat: 15.3647, lng: 75.124 }; // Hubballi: no seeded city near
 
 const SIM_ENV = {
 	FLEET_MODE: "simulated",
@@ -59,7 +60,7 @@ async function startSim(label: string): Promise<TestNode> {
 	return n;
 }
 
-async function book(pickup: LatLng, metadata: Record<string, unknown> = {}, serviceType = "cab"): Promise<{ orderId: string; otp: string }> {
+async function book(pickup: Point, metadata: Record<string, unknown> = {}, serviceType = "cab"): Promise<{ orderId: string; otp: string }> {
 	const res = await post("/ride/create-order", {
 		user: { name: "Asha Rao", phone: randomPhone("+9195") },
 		serviceType,
@@ -91,7 +92,7 @@ interface EventRow {
 	sequence: number;
 	kind: string;
 	status: string;
-	payload: { driver?: { id: string; phone: string }; eta?: number; location?: LatLng & { heading?: number } };
+	payload: { driver?: { id: string; phone: string }; eta?: number; location?: Point & { heading?: number } };
 }
 
 async function events(orderId: string): Promise<EventRow[]> {

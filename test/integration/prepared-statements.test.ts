@@ -4,7 +4,8 @@ import { connect, createTestDatabase, type TestDatabase } from "../helpers/db";
 import { acquireSequelize, Db, preparedStatements, releaseSequelize, runMigrations } from "../../mixins/db.mixin";
 import { migrations } from "../../services/dispatch/migrations";
 import { DispatchRepo } from "../../services/dispatch/dispatch.repo";
-import { destinationPoint, type LatLng } from "../../lib/geo";
+import { destinationPoint } from "../../lib/geo";
+import type { Point } from "../../contracts/common";
 import { newId } from "../../lib/ids";
 
 /**
@@ -101,7 +102,7 @@ it("plans dispatch's batched new-ride insert once: PostgreSQL settles on a gener
 	const { seq, db } = await pool();
 	await runMigrations(seq, { service: "dispatch", migrations }, db.url);
 	const repo = new DispatchRepo(new Db(seq));
-	const pickup: LatLng = { lat: 12.9716, lng: 77.5946 };
+	const pickup: Point = { lat: 12.9716, lng: 77.5946 };
 	const ride = () => ({
 		orderId: newId("ord"),
 		partnerId: "ptn_prepared",

@@ -1,10 +1,11 @@
 import { CellIndex, ringLowerBoundM } from "../../services/dispatch/spatial-index";
-import { haversineMeters, destinationPoint, type LatLng } from "../../lib/geo";
+import { haversineMeters, destinationPoint } from "../../lib/geo";
+import type { Point } from "../../contracts/common";
 import { seededRandom, pointInDisk } from "../../services/fleet/simulation";
 
-const BLR: LatLng = { lat: 12.9716, lng: 77.5946 };
+const BLR: Point = { lat: 12.9716, lng: 77.5946 };
 
-function bruteNearest(points: Map<string, LatLng>, q: LatLng, limit: number, radiusM: number, skip: Set<string> = new Set()) {
+function bruteNearest(points: Map<string, Point>, q: Point, limit: number, radiusM: number, skip: Set<string> = new Set()) {
 	return [...points.entries()]
 		.filter(([id]) => !skip.has(id))
 		.map(([id, p]) => ({ id, d: haversineMeters(q, p) }))
@@ -17,7 +18,7 @@ describe("CellIndex (H3 nearest-driver index)", () => {
 	it("finds exactly the brute-force nearest neighbours, in order, within the radius", () => {
 		const rand = seededRandom("index-test");
 		const index = new CellIndex<null>(8);
-		const points = new Map<string, LatLng>();
+		const points = new Map<string, Point>();
 		for (let i = 0; i < 3000; i++) {
 			const p = pointInDisk(BLR, 15_000, rand);
 			points.set(`d${i}`, p);
@@ -35,7 +36,7 @@ describe("CellIndex (H3 nearest-driver index)", () => {
 	it("is exact at a coarse resolution and with sparse points far apart", () => {
 		const rand = seededRandom("sparse");
 		const index = new CellIndex<null>(9);
-		const points = new Map<string, LatLng>();
+		const points = new Map<string, Point>();
 		for (let i = 0; i < 40; i++) {
 			const p = pointInDisk(BLR, 30_000, rand);
 			points.set(`s${i}`, p);
@@ -68,7 +69,7 @@ describe("CellIndex (H3 nearest-driver index)", () => {
 	it("counts exactly what a scan counts", () => {
 		const rand = seededRandom("count");
 		const index = new CellIndex<null>(8);
-		const points: LatLng[] = [];
+		const points: Point[] = [];
 		for (let i = 0; i < 2000; i++) {
 			const p = pointInDisk(BLR, 8000, rand);
 			points.push(p);

@@ -3,7 +3,6 @@ import ApiGateway from "moleculer-web";
 import { ApiError } from "../../lib/errors";
 import { VALIDATION_MESSAGES } from "../../contracts/errors";
 import {
-	GatewayError,
 	INTERNAL_ERROR_MESSAGE,
 	normaliseField,
 	toErrorResponse,
@@ -108,10 +107,10 @@ describe("validation errors", () => {
 
 describe("ApiErrors pass through", () => {
 	it.each([
-		[new ApiError(404, "ORDER_NOT_FOUND", "Order not found"), 404, "ORDER_NOT_FOUND"],
-		[new ApiError(409, "RIDE_NOT_ACTIVE", "The ride is dropped"), 409, "RIDE_NOT_ACTIVE"],
-		[new ApiError(422, "QUOTE_EXPIRED", "The quote expired"), 422, "QUOTE_EXPIRED"],
-		[new ApiError(400, "INVALID_WEBHOOK_URL", "webhookURL is private"), 400, "INVALID_WEBHOOK_URL"],
+		[new ApiError("ORDER_NOT_FOUND", "Order not found"), 404, "ORDER_NOT_FOUND"],
+		[new ApiError("RIDE_NOT_ACTIVE", "The ride is dropped"), 409, "RIDE_NOT_ACTIVE"],
+		[new ApiError("QUOTE_EXPIRED", "The quote expired"), 422, "QUOTE_EXPIRED"],
+		[new ApiError("INVALID_WEBHOOK_URL", "webhookURL is private"), 400, "INVALID_WEBHOOK_URL"],
 	])("%s", (err, status, code) => {
 		for (const e of [err, overTheWire(err)]) {
 			const r = map(e);
@@ -121,24 +120,24 @@ describe("ApiErrors pass through", () => {
 	});
 
 	it("keeps details of an ApiError, normalised", () => {
-		const r = map(new ApiError(400, "VALIDATION_ERROR", "pickup equals drop", { details: [{ field: "params.drop", message: "must differ from pickup" }] }));
+		const r = map(new ApiError("VALIDATION_ERROR", "pickup equals drop", { details: [{ field: "params.drop", message: "must differ from pickup" }] }));
 		expect(r.status).toBe(400);
 		expect(r.body.details).toEqual([{ field: "drop", message: "must differ from pickup" }]);
 	});
 
 	it("marks IDEMPOTENCY_KEY_IN_USE retryable", () => {
-		expect(map(new ApiError(409, "IDEMPOTENCY_KEY_IN_USE", "running")).body.retryable).toBe(true);
+		expect(map(new ApiError("IDEMPOTENCY_KEY_IN_USE", "running")).body.retryable).toBe(true);
 	});
 
 	it("marks a client error retryable, with Retry-After, when the service said when to come back", () => {
-		const r = map(overTheWire(new ApiError(409, "CONFLICT", "The ride kept changing; try again", { retryAfter: 1 })));
+		const r = map(overTheWire(new ApiError("CONFLICT", "The ride kept changing; try again", { retryAfter: 1 })));
 		expect(r.status).toBe(409);
 		expect(r.body).toEqual({ code: "CONFLICT", message: "The ride kept changing; try again", retryable: true });
 		expect(r.headers["Retry-After"]).toBe("1");
 	});
 
 	it("sends Retry-After with 429 RATE_LIMITED", () => {
-		const r = map(new GatewayError(429, "RATE_LIMITED", "slow down", { retryAfter: 7 }));
+		const r = map(new ApiError("RATE_LIMITED", "slow down", { retryAfter: 7 }));
 		expect(r.status).toBe(429);
 		expect(r.headers["Retry-After"]).toBe("7");
 		expect(r.body).toEqual({ code: "RATE_LIMITED", message: "slow down", retryable: true });
@@ -174,7 +173,7 @@ describe("unavailable services", () => {
 	});
 
 	it("honours a service's own retryAfter", () => {
-		const r = map(new ApiError(503, "SERVICE_UNAVAILABLE", "busy", { retryAfter: 30 }));
+		const r = map(new ApiError("SERVICE_UNAVAILABLE", "busy", { retryAfter: 30 }));
 		expect(r.status).toBe(503);
 		expect(r.headers["Retry-After"]).toBe("30");
 	});

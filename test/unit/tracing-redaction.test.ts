@@ -1,5 +1,6 @@
 import { buildBrokerConfig } from "../../moleculer.config";
-import { createTraceRedactor, parseTraceAllow, REDACTED } from "../../lib/trace-redaction";
+import { createTraceRedactor, REDACTED } from "../../lib/trace-redaction";
+import { readSettings } from "../../lib/settings";
 
 describe("trace redaction (lib/trace-redaction.ts)", () => {
 	const r = createTraceRedactor();
@@ -44,7 +45,7 @@ describe("trace redaction (lib/trace-redaction.ts)", () => {
 	});
 
 	test("TRACING_TAGS_ALLOW adds names, but never a secret-looking one", () => {
-		const wider = createTraceRedactor(parseTraceAllow("rating, apiKey ,webhookSecret,otp,phone"));
+		const wider = createTraceRedactor(readSettings({ TRACING_TAGS_ALLOW: "rating, apiKey ,webhookSecret,otp,phone" }).tracingTagsAllow);
 		expect(wider.params({ rating: 5, apiKey: "k", webhookSecret: "s", otp: "1234", phone: "+91" })).toEqual({ rating: 5, apiKey: REDACTED, webhookSecret: REDACTED, otp: REDACTED, phone: REDACTED });
 	});
 

@@ -295,7 +295,7 @@ describe("createOrder: Idempotency-Key", () => {
 	});
 
 	it("frees the key of a call that failed after claiming it, and still fails the call when the release fails", async () => {
-		const quoteExpired = new ApiError(undefined, "QUOTE_EXPIRED", "The quote has expired");
+		const quoteExpired = new ApiError("QUOTE_EXPIRED", "The quote has expired");
 		const { deps, log, run } = setup({ claim: { kind: "claimed", claim }, call: { "pricing.verifyQuote": () => Promise.reject(quoteExpired) } });
 		expect(await failure(run(params({ quoteId: "qt_old" }), { idempotencyKey: "key-1" }))).toBe(quoteExpired);
 		expect(log.release).toEqual([claim]);
@@ -346,7 +346,7 @@ describe("createOrder: refused requests change nothing", () => {
 	});
 
 	it("passes a quote error through, without writing the rider or an order", async () => {
-		const invalid = new ApiError(undefined, "QUOTE_INVALID", "Unknown quote");
+		const invalid = new ApiError("QUOTE_INVALID", "Unknown quote");
 		const { err, log } = await refused({ call: { "pricing.verifyQuote": () => Promise.reject(invalid) } }, params({ quoteId: "qt_x" }));
 		expect(err).toBe(invalid);
 		expect(log.calls.map(([a]) => a)).toEqual(["pricing.verifyQuote"]);
