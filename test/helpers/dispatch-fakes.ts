@@ -1,6 +1,7 @@
 import type { Transaction } from "sequelize";
 import type { InternalOrder } from "../../contracts/orders";
-import { destinationPoint, type LatLng } from "../../lib/geo";
+import type { Point } from "../../contracts/common";
+import { destinationPoint } from "../../lib/geo";
 import type { DispatchMetrics } from "../../services/dispatch/dispatch.metrics";
 import type { DispatchRepo } from "../../services/dispatch/dispatch.repo";
 import { readDispatchSettings, type DispatchSettings } from "../../services/dispatch/dispatch.settings";
@@ -35,10 +36,10 @@ function fakeOf<T>(defaults: { [K in keyof Methods<T>]: Methods<T>[K] }): Fake<M
 // ---- places and settings -----------------------------------------------------------
 
 /** Bengaluru: where every fake ride and driver is, unless moved. */
-export const BLR: LatLng = { lat: 12.9716, lng: 77.5946 };
+export const BLR: Point = { lat: 12.9716, lng: 77.5946 };
 
 /** The point `metres` from `from` (east by default). */
-export function away(from: LatLng, metres: number, bearingDeg = 90): LatLng {
+export function away(from: Point, metres: number, bearingDeg = 90): Point {
 	return destinationPoint(from, bearingDeg, metres);
 }
 

@@ -96,7 +96,7 @@ describe("DriverMoves", () => {
 
 		it("refused for good by orders (cancelled meanwhile): takes the order's truth and answers 409 no longer available", async () => {
 			const { moves, repo, orders, mirror, metrics } = setup();
-			const refusal = new ApiError(409, "CONFLICT", "The ride was cancelled");
+			const refusal = new ApiError("CONFLICT", "The ride was cancelled");
 			repo.mirror.lockRide.mockResolvedValue(rideRow());
 			repo.matching.acceptOffer.mockResolvedValue(true);
 			repo.drivers.startTrip.mockResolvedValue(driverRow({ status: "on_trip", order_id: "ord_1" }));
@@ -156,7 +156,7 @@ describe("DriverMoves", () => {
 		it("a wrong OTP is counted on the driver and in the metrics, and the refusal goes back unchanged", async () => {
 			const s = setup();
 			onRide(s, "arrived");
-			const wrong = new ApiError(422, "INVALID_OTP", "Wrong OTP");
+			const wrong = new ApiError("INVALID_OTP", "Wrong OTP");
 			s.orders.transition.mockRejectedValue(wrong);
 			await expect(s.moves.moveRide({ driverId: "drv_1", orderId: "ord_1" }, "arrived", "started", "0000")).rejects.toBe(wrong);
 			expect(s.repo.drivers.countWrongOtp).toHaveBeenCalledWith("drv_1");
@@ -169,7 +169,7 @@ describe("DriverMoves", () => {
 		it("any other definitive refusal takes the order's truth and goes back unchanged", async () => {
 			const s = setup();
 			onRide(s, "started");
-			const refusal = new ApiError(409, "RIDE_NOT_ACTIVE", "The ride was cancelled");
+			const refusal = new ApiError("RIDE_NOT_ACTIVE", "The ride was cancelled");
 			s.orders.transition.mockRejectedValue(refusal);
 			await expect(s.moves.moveRide({ driverId: "drv_1", orderId: "ord_1" }, "started", "dropped")).rejects.toBe(refusal);
 			expect(s.mirror.afterRefusal).toHaveBeenCalledWith("ord_1", refusal);
@@ -269,7 +269,7 @@ describe("DriverMoves", () => {
 		it("a view one step behind (a CONFLICT) is corrected from orders and tried once more", async () => {
 			const s = setup();
 			const driver = onRide(s, "accepted");
-			s.orders.transition.mockRejectedValueOnce(new ApiError(409, "CONFLICT", "from does not match")).mockResolvedValueOnce(internalOrder({ version: 6 }));
+			s.orders.transition.mockRejectedValueOnce(new ApiError("CONFLICT", "from does not match")).mockResolvedValueOnce(internalOrder({ version: 6 }));
 			s.orders.get.mockResolvedValue(internalOrder({ status: "arrived", version: 5, driver: orderDriver(driver) }));
 			await s.moves.dropOut({ driverId: "drv_1", orderId: "ord_1" }, undefined);
 			expect(s.orders.transition.mock.calls.map((c) => c[0].from)).toEqual(["accepted", "arrived"]);
@@ -280,7 +280,7 @@ describe("DriverMoves", () => {
 			const s = setup();
 			onRide(s, "accepted");
 			const current = internalOrder({ status: "accepted", version: 7, driver: orderDriver(driverRow({ id: "drv_2" })) });
-			s.orders.transition.mockRejectedValue(new ApiError(409, "CONFLICT", "not your ride"));
+			s.orders.transition.mockRejectedValue(new ApiError("CONFLICT", "not your ride"));
 			s.orders.get.mockResolvedValue(current);
 			await expect(s.moves.dropOut({ driverId: "drv_1", orderId: "ord_1" }, undefined)).rejects.toMatchObject({ code: 409, message: "The driver is no longer on this ride" });
 			expect(s.mirror.applyOrder).toHaveBeenCalledWith(current);

@@ -165,7 +165,7 @@ describe("Matcher", () => {
 
 		it("orders refusing for good (somebody moved first) means taking the order's truth", async () => {
 			const { matcher, repo, orders, mirror, metrics } = setup();
-			const refusal = new ApiError(409, "INVALID_TRANSITION", "already accepted");
+			const refusal = new ApiError("INVALID_TRANSITION", "already accepted");
 			oneDue(repo);
 			repo.matching.lockDueSearch.mockResolvedValue(dueRide({ timed_out: true }));
 			orders.transition.mockRejectedValue(refusal);
@@ -253,7 +253,7 @@ describe("Matcher", () => {
 
 		it("a definitive refusal takes the order's truth; any other failure is only logged", async () => {
 			const { matcher, repo, orders, mirror, log } = setup();
-			const refusal = new ApiError(409, "RIDE_NOT_ACTIVE", "ride ended");
+			const refusal = new ApiError("RIDE_NOT_ACTIVE", "ride ended");
 			repo.matching.claimDueLocations.mockResolvedValue([moving({ order_id: "ord_ended" }), moving({ order_id: "ord_slow" })]);
 			orders.recordLocation.mockImplementation(async ({ orderId }) => {
 				throw orderId === "ord_ended" ? refusal : new Error("timeout");

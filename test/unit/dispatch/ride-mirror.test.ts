@@ -259,14 +259,14 @@ describe("RideMirror", () => {
 			const { mirror, repo, orders } = setup();
 			orders.get.mockResolvedValue(internalOrder({ version: 1 }));
 			repo.mirror.lockRide.mockResolvedValue(rideRow({ state: "accepting", driver_id: "drv_1", order_version: 1, lease_active: true }));
-			await mirror.afterRefusal("ord_1", new ApiError(409, "CONFLICT", "cancelled meanwhile"));
+			await mirror.afterRefusal("ord_1", new ApiError("CONFLICT", "cancelled meanwhile"));
 			expect(repo.mirror.searchAgain).toHaveBeenCalledWith(expect.anything(), "drv_1", false, TX);
 		});
 
 		it("swallows a failing reconcile and logs trouble (the sweep retries)", async () => {
 			const { mirror, orders, log } = setup();
 			orders.get.mockRejectedValue(new Error("orders timed out"));
-			await expect(mirror.afterRefusal("ord_1", new ApiError(409, "CONFLICT", "no"))).resolves.toBeUndefined();
+			await expect(mirror.afterRefusal("ord_1", new ApiError("CONFLICT", "no"))).resolves.toBeUndefined();
 			expect(log.trouble).toHaveBeenCalledWith(expect.stringMatching(/Reconciling ord_1 failed.*orders timed out/));
 		});
 	});
