@@ -17,9 +17,11 @@ export interface UnsafeInput {
 }
 
 /** U+0000, a high surrogate not followed by a low one, or a low surrogate not preceded by a high one. */
+// eslint-disable-next-line no-control-regex -- U+0000 is what it looks for
 const UNSAFE_CHAR = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 /** Any U+0000 or surrogate at all: the cheap test that lets almost every string skip UNSAFE_CHAR's lookarounds. */
+// eslint-disable-next-line no-control-regex -- U+0000 is what it looks for
 const MAYBE_UNSAFE_CHAR = /[\u0000\ud800-\udfff]/;
 
 export function isUnsafeString(s: string): boolean {

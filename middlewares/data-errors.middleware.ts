@@ -22,12 +22,11 @@ export function toDataValidationError(err: unknown): unknown {
 export const DataErrorsMiddleware: Middleware = {
 	name: "DataErrors",
 	localAction(this: ServiceBroker, next: ActionHandler, action: ActionSchema): ActionHandler {
-		const broker = this;
 		const name = String(action.name ?? "");
 		// One closure per action, not per call: a call that succeeds costs one `then`.
 		const convert = (err: unknown): never => {
 			const converted = toDataValidationError(err);
-			if (converted !== err) broker.getLogger("data-errors").warn(`A database data exception (SQLSTATE ${dataExceptionState(err)}) in ${name} answered 400`);
+			if (converted !== err) this.getLogger("data-errors").warn(`A database data exception (SQLSTATE ${dataExceptionState(err)}) in ${name} answered 400`);
 			throw converted;
 		};
 		return function convertDataErrors(this: unknown, ctx: Context) {

@@ -1,4 +1,4 @@
-import type { ServiceSchema, Service } from "moleculer";
+import type { ServiceSchema, Service, ServiceSettingSchema } from "moleculer";
 import { QueryTypes, Sequelize, type QueryInterface, type Transaction } from "sequelize";
 import { Umzug, SequelizeStorage } from "umzug";
 import * as pg from "pg";
@@ -125,6 +125,8 @@ class PreparingClient extends GuardedClient {
 	/** Texts whose prepared plan went stale on this connection: unnamed from then on. */
 	private readonly unprepared = new Set<string>();
 
+	// pg's query() is overloaded (promise, callback, submittable); this passes whatever it returns through.
+	// eslint-disable-next-line @typescript-eslint/no-explicit-any
 	query(config: unknown, values?: unknown, callback?: unknown): any {
 		const query = super.query as (...args: unknown[]) => unknown;
 		if (typeof config === "string" && Array.isArray(values) && values.length > 0 && typeof callback === "function" && this.getTransactionStatus() === "I" && !this.unprepared.has(config)) {
@@ -237,7 +239,7 @@ export async function runMigrations(sequelize: Sequelize, opts: DbMixinOptions, 
  * stops. Each service owns its tables and is their only writer.
  */
 export function DbMixin(opts: DbMixinOptions): Partial<ServiceSchema> {
-	return {
+	const schema: Partial<ServiceSchema<ServiceSettingSchema, Record<string, never>, DbThis>> = {
 		actions: {
 			/**
 			 * Readiness probe of this service and its database: the gateway's
@@ -245,26 +247,28 @@ export function DbMixin(opts: DbMixinOptions): Partial<ServiceSchema> {
 			 */
 			dbHealth: {
 				access: "internal",
-				async handler(this: Service & Record<string, any>): Promise<{ ok: true }> {
+				async handler(this: Service & DbThis): Promise<{ ok: true }> {
 					await this.sequelize.query("SELECT 1");
 					return { ok: true };
 				},
 			},
 		},
-		created(this: Service & Partial<DbThis>) {
+		created(this: Service & DbThis) {
 			const env = serviceEnv(this);
 			this.databaseUrl = databaseUrl(env);
 			this.sequelize = acquireSequelize(this.databaseUrl, env);
 			this.db = new Db(this.sequelize);
 		},
-		async started(this: Service & Record<string, any>) {
+		async started(this: Service & DbThis) {
 			const applied = await runMigrations(this.sequelize, opts, this.databaseUrl);
 			if (applied.length > 0) this.logger.info(`Applied migrations: ${applied.join(", ")}`);
 		},
-		async stopped(this: Service & Record<string, any>) {
+		async stopped(this: Service & DbThis) {
 			await releaseSequelize(this.sequelize);
 		},
 	};
+	// Typed against its host above; mixed in as any mixin is.
+	return schema as Partial<ServiceSchema>;
 }
 
 /** Postgres unique_violation, whatever layer (pg or Sequelize) raised it. */

@@ -61,7 +61,7 @@ export function jsonMediaTypeProblem(contentType: string | undefined): string | 
 	if (contentType === "application/json" || contentType === "application/json; charset=utf-8") return undefined;
 	if (contentType === undefined || contentType.trim() === "") return "Content-Type must be application/json";
 	const [mediaType, ...params] = contentType.split(";").map((s) => s.trim().toLowerCase());
-	const isJson = mediaType === "application/json" || /^application\/[a-z0-9.+\-]+\+json$/.test(mediaType);
+	const isJson = mediaType === "application/json" || /^application\/[a-z0-9.+-]+\+json$/.test(mediaType);
 	if (!isJson) return `Content-Type ${mediaType} is not supported; send application/json`;
 	for (const p of params) {
 		const [k, v] = p.split("=").map((s) => s.trim().replace(/^"|"$/g, ""));

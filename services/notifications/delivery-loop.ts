@@ -58,7 +58,6 @@ const MAX_HINTED = 20_000;
 const RECORD_BATCH = 256;
 /** The largest ingested position is observed at most this often (fewer observations only make the window bound more conservative). */
 const OBSERVE_EVERY_MS = 500;
-const KINDS: readonly RideEventKind[] = ["status", "location"];
 /** Location housekeeping at most this often; the claim applies the same rules, so nothing depends on it. */
 const SETTLE_EVERY_MS = 2_000;
 /** A claim without a signing secret comes back this much later. */
@@ -309,6 +308,8 @@ export class DeliveryLoop {
 			httpStatus: result.status,
 			outcome: result.outcome,
 			durationMs: Math.round(result.durationMs),
+			// PostgreSQL text cannot hold U+0000.
+			// eslint-disable-next-line no-control-regex
 			snippet: result.snippet.slice(0, SNIPPET_CHARS).replace(/\u0000/g, ""),
 			attemptId: newId("att"),
 			attempt: row.attempts + 1,

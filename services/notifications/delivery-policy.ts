@@ -1,4 +1,4 @@
-import { LOCATION_TTL_MS, type DeliveryState, type RideEventKind } from "../../contracts/notifications";
+import { LOCATION_TTL_MS, type RideEventKind } from "../../contracts/notifications";
 import { nextAttemptAt } from "./retry-schedule";
 import type { AttemptOutcome } from "./webhook-client";
 

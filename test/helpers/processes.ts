@@ -17,6 +17,7 @@ import { waitFor } from "./wait";
 const ROOT = resolve(__dirname, "../..");
 /** The TypeScript sources run as they are, the way `npm start` runs them. */
 const TSX = ["--import", "tsx"];
+// eslint-disable-next-line no-control-regex -- ANSI colour codes start with ESC
 const stripAnsi = (s: string) => s.replace(/\x1b\[[0-9;]*[A-Za-z]/g, "");
 
 export interface ServiceProcess {

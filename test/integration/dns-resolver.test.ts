@@ -26,7 +26,6 @@ interface Query {
 }
 
 const A = 1;
-const AAAA = 28;
 /** name → [A answers, TTL]; names starting with "stall" get no answer at all. */
 const ZONE: Record<string, [string[], number]> = {
 	"good.test": [["93.184.216.34"], 300],

@@ -141,7 +141,7 @@ describe("Kubernetes manifests", () => {
 		expect(component.patches[0].target).toEqual({ kind: "ConfigMap", name: "ride-config" });
 		expect(parse(component.patches[0].patch)).toEqual([{ op: "replace", path: "/data/FLEET_MODE", value: "simulated" }]);
 		// The commented switch in the default kustomization turns it on.
-		expect(readFileSync(join(ROOT, "k8s/kustomization.yaml"), "utf8")).toMatch(/^# components:\n#   - sandbox$/m);
+		expect(readFileSync(join(ROOT, "k8s/kustomization.yaml"), "utf8")).toMatch(/^# components:\n# {3}- sandbox$/m);
 		if (!hasKubectl) return;
 		const render = (dir: string) => spawnSync("kubectl", ["kustomize", dir], { encoding: "utf8" });
 		const live = render(join(ROOT, "k8s"));
@@ -172,7 +172,7 @@ describe("Kubernetes manifests", () => {
 	});
 
 	test("the validator fails on a missing required field (Deployment without selector)", async () => {
-		const dir = brokenK8sCopy("required", "riders.yaml", (t) => t.replace(/  selector:\n    matchLabels:\n      app.kubernetes.io\/name: ride-riders\n  strategy:/, "  strategy:"));
+		const dir = brokenK8sCopy("required", "riders.yaml", (t) => t.replace(/ {2}selector:\n {4}matchLabels:\n {6}app.kubernetes.io\/name: ride-riders\n {2}strategy:/, "  strategy:"));
 		const r = await runNode(["scripts/validate-manifests.mjs", dir]);
 		expect(r.code).toBe(1);
 		expect(r.out).toMatch(/must have required property 'selector'|required property selector/);

@@ -1,7 +1,7 @@
 import { etaSeconds, etaBetween, followOrder, isMovingStatus, legTarget, sandboxScenario, type RideMirror } from "../../services/dispatch/dispatch-rules";
 import { effectiveLocationIntervalMs, readDispatchSettings } from "../../services/dispatch/dispatch.settings";
 import { readFleetSettings } from "../../services/fleet/fleet.settings";
-import { destinationPoint, haversineMeters } from "../../lib/geo";
+import { destinationPoint } from "../../lib/geo";
 
 const mirror = (m: Partial<RideMirror>): RideMirror => ({ state: "searching", orderStatus: "searching", driverId: null, leaseActive: false, ...m });
 
