@@ -29,6 +29,8 @@ import type { RideRow } from "./ride-mirror.repo";
 const driverNotFound = (): ApiError => new ApiError("DRIVER_NOT_FOUND", "Driver not found");
 const conflict = (message: string): ApiError => new ApiError("CONFLICT", message);
 const NOT_ON_RIDE = "The driver is not on this ride";
+/** Thrown inside an accept's transaction to roll it back whole: nothing was claimed. */
+const NO_CLAIM = new Error("no claim");
 
 export interface DriverMovesDeps {
 	settings: Pick<DispatchSettings, "transitionLeaseMs" | "speedsKmh" | "roadFactor">;
@@ -111,14 +113,20 @@ export class DriverMoves {
 	/** Only an open (pending, unexpired) offer can be accepted; the ride becomes `accepted` with this driver through `orders.transition`. */
 	async accept(driverId: string, orderId: string, ctx?: Context): Promise<DriverJob> {
 		const { repo, settings, index, mirror, orders, metrics } = this.deps;
-		const claimed = await repo.tx(async (t) => {
-			const ride = await repo.mirror.lockRide(orderId, t);
-			if (!ride || !(await repo.matching.acceptOffer(orderId, driverId, t))) return null;
-			const driver = await repo.drivers.startTrip(driverId, orderId, t);
-			if (!driver) return null;
-			await repo.mirror.startTransition(orderId, "accepting", settings.transitionLeaseMs, t, driver);
-			return { driver, ride };
-		});
+		const claimed = await repo
+			.tx(async (t) => {
+				const ride = await repo.mirror.lockRide(orderId, t);
+				if (!ride || !(await repo.matching.acceptOffer(orderId, driverId, t))) throw NO_CLAIM;
+				// The offer is taken but the driver is not free for it: roll the offer back too.
+				const driver = await repo.drivers.startTrip(driverId, orderId, t);
+				if (!driver) throw NO_CLAIM;
+				await repo.mirror.startTransition(orderId, "accepting", settings.transitionLeaseMs, t, driver);
+				return { driver, ride };
+			})
+			.catch((err: unknown) => {
+				if (err === NO_CLAIM) return null;
+				throw err;
+			});
 		if (!claimed) {
 			// Nothing changed; tell the driver why.
 			const driver = await this.loadDriver(driverId);

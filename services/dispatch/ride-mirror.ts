@@ -2,7 +2,7 @@ import type { InternalOrder, OrderCreatedEvent } from "../../contracts/orders";
 import type { Point } from "../../contracts/common";
 import { StatementBatcher } from "../../lib/statement-batcher";
 import { followOrder, isMovingStatus, isTerminalStatus, sandboxScenario, shortError } from "./dispatch-rules";
-import { isStale } from "./dispatch-views";
+import { isStale, pickupOf } from "./dispatch-views";
 import type { DispatchRepo } from "./dispatch.repo";
 import type { DispatchSettings } from "./dispatch.settings";
 import type { DispatchLog, WorkSignal } from "./dispatch.types";
@@ -180,11 +180,14 @@ export class RideMirror {
 			await this.applyOrder(order, opts);
 			return;
 		}
-		const released = await repo.tx(async (t) => {
+		const { ride, released } = await repo.tx(async (t) => {
+			const ride = await repo.mirror.lockRide(orderId, t);
 			await repo.mirror.closeRide(orderId, t);
 			await repo.matching.settleOffers(orderId, t);
-			return repo.drivers.freeDrivers(orderId, t);
+			return { ride, released: await repo.drivers.freeDrivers(orderId, t) };
 		});
+		// No longer demand here either (other instances drop it at their next demand refresh).
+		if (ride) index.setDemand({ orderId, partnerId: ride.partner_id ?? "", mode: ride.mode, serviceType: ride.service_type, pickup: pickupOf(ride) }, false);
 		index.publish(released);
 	}
 

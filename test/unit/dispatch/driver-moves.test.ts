@@ -87,6 +87,19 @@ describe("DriverMoves", () => {
 			expect(orders.transition).not.toHaveBeenCalled();
 		});
 
+		it("an offer taken while the driver is not free for it: the transaction is rolled back whole, 409", async () => {
+			const { moves, repo, orders } = setup();
+			repo.mirror.lockRide.mockResolvedValue(rideRow());
+			repo.matching.acceptOffer.mockResolvedValue(true);
+			repo.drivers.startTrip.mockResolvedValue(undefined);
+			repo.drivers.driver.mockResolvedValue(driverRow({ status: "offered", order_id: "ord_1" }));
+			await expect(moves.accept("drv_1", "ord_1")).rejects.toMatchObject({ code: 409, type: "CONFLICT" });
+			// The transaction's work threw, so a real transaction rolls the accepted offer back.
+			await expect(repo.tx.mock.results[0].value).rejects.toBeDefined();
+			expect(repo.mirror.startTransition).not.toHaveBeenCalled();
+			expect(orders.transition).not.toHaveBeenCalled();
+		});
+
 		it("a second accept of an offer already taken says so", async () => {
 			const { moves, repo } = setup();
 			repo.mirror.lockRide.mockResolvedValue(rideRow());

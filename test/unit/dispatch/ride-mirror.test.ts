@@ -249,8 +249,15 @@ describe("RideMirror", () => {
 			expect(repo.mirror.closeRide).toHaveBeenCalledWith("ord_gone", TX);
 			expect(repo.matching.settleOffers).toHaveBeenCalledWith("ord_gone", TX);
 			expect(repo.drivers.freeDrivers).toHaveBeenCalledWith("ord_gone", TX);
-			expect(repo.mirror.lockRide).not.toHaveBeenCalled();
 			expect(index.publish).toHaveBeenCalledWith([freed]);
+		});
+
+		it("a vanished order that was searching stops counting as demand here at once", async () => {
+			const { mirror, repo, orders, index } = setup();
+			orders.get.mockResolvedValue(null);
+			repo.mirror.lockRide.mockResolvedValue(rideRow({ order_id: "ord_gone" }));
+			await mirror.reconcile("ord_gone");
+			expect(index.setDemand).toHaveBeenCalledWith(expect.objectContaining({ orderId: "ord_gone" }), false);
 		});
 	});
 
