@@ -1,5 +1,4 @@
-import { createHash, timingSafeEqual } from "node:crypto";
-import { HmacSha256Key } from "../../lib/hmac";
+import { createHash, createHmac, createSecretKey, timingSafeEqual, type KeyObject } from "node:crypto";
 import { haversineMeters, isValidPoint, roundCoordinate, type LatLng } from "../../lib/geo";
 import { SERVICE_TYPES, type ServiceType } from "../../contracts/common";
 import type { QuotedFare } from "./fare";
@@ -76,27 +75,27 @@ export function keyIdOf(secret: string): string {
 /**
  * The current signing secret plus older ones still accepted while quotes
  * they signed may be alive (rotation: move the old secret to the previous
- * list for at least one quote TTL). Each key is padded once (lib/hmac.ts):
- * a fare estimate signs twice, and createHmac per signature was pricing's
- * largest cost.
+ * list for at least one quote TTL). Each secret is made a KeyObject once, so
+ * a signature does not copy the secret again.
  */
 export class QuoteKeyring {
 	readonly currentKid: string;
-	/** The current kid's 4 bytes, as written into every version 2 payload. */
+	/** The current kid's 4 bytes, as written into every payload. */
 	readonly currentKidBytes: Buffer;
-	private readonly keys = new Map<string, HmacSha256Key>();
+	private readonly keys = new Map<string, KeyObject>();
 
 	constructor(current: string, previous: readonly string[] = []) {
 		if (!current) throw new Error("A quote signing secret is required");
 		this.currentKid = keyIdOf(current);
 		this.currentKidBytes = Buffer.from(this.currentKid, "hex");
-		for (const s of previous) this.keys.set(keyIdOf(s), new HmacSha256Key(s));
-		this.keys.set(this.currentKid, new HmacSha256Key(current));
+		for (const s of previous) this.keys.set(keyIdOf(s), createSecretKey(Buffer.from(s, "utf8")));
+		this.keys.set(this.currentKid, createSecretKey(Buffer.from(current, "utf8")));
 	}
 
+	/** HMAC-SHA256 of `data` with the secret of `kid`, or undefined for a kid this keyring does not hold. */
 	mac(kid: string, data: string | Uint8Array): Buffer | undefined {
 		const key = this.keys.get(kid);
-		return key ? key.sign(typeof data === "string" ? Buffer.from(data, "utf8") : data) : undefined;
+		return key ? createHmac("sha256", key).update(data).digest() : undefined;
 	}
 }
 

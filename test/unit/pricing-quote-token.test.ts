@@ -1,3 +1,4 @@
+import { createHmac } from "node:crypto";
 import { destinationPoint } from "../../lib/geo";
 import { computeFare, type Tariff } from "../../services/pricing/fare";
 import { encodeQuote, encodeQuoteV1, keyIdOf, QuoteKeyring, verifyQuote, type QuoteClaims } from "../../services/pricing/quote-token";
@@ -134,6 +135,22 @@ describe("quote tokens", () => {
 			expect(verifyQuote(forged, expectFor(), keyring, NOW)).toMatchObject({ ok: false, code: "QUOTE_INVALID", message: "Quote is invalid" });
 		}
 		expect(verifyQuote(42, expectFor(), keyring, NOW)).toMatchObject({ ok: false, code: "QUOTE_INVALID" });
+	});
+
+	it("signs with HMAC-SHA256(secret, \"qt2\" ‖ payload ‖ partner length ‖ partner ‖ mode), keeping its first 16 bytes", () => {
+		for (const [partnerId, mode, modeByte] of [
+			["ptn_a", "test", 0x74],
+			["ptn_é".repeat(40), "live", 0x6c],
+		] as const) {
+			const bytes = Buffer.from(encodeQuote(claims({ partnerId, mode }), keyring).slice(3), "base64url");
+			const payload = bytes.subarray(0, bytes.length - 16);
+			const partner = Buffer.from(partnerId, "utf8");
+			// The partner's byte length as a varint: one byte under 128, two from there.
+			const length = partner.length < 0x80 ? Buffer.from([partner.length]) : Buffer.from([(partner.length & 0x7f) | 0x80, partner.length >> 7]);
+			const mac = createHmac("sha256", SECRET).update(Buffer.concat([Buffer.from("qt2"), payload, length, partner, Buffer.from([modeByte])])).digest();
+			expect(bytes.subarray(bytes.length - 16)).toEqual(mac.subarray(0, 16));
+			expect(verifyQuote(`qt_${bytes.toString("base64url")}`, expectFor({ partnerId, mode }), keyring, NOW).ok).toBe(true);
+		}
 	});
 
 	it("refuses a token signed with another secret", () => {
