@@ -16,7 +16,8 @@
  * `bench/fare-estimate.ts`, `bench/webhook-delivery.ts`.
  */
 import { availableParallelism, totalmem } from "node:os";
-import { autovacuumOnForRun, benchRuntime, fmt, type BenchOptions, type Row } from "./lib/common";
+import { benchRuntime, fmt, type BenchOptions, type Row } from "./lib/common";
+import { autovacuumOnForRun } from "../test/helpers/db";
 import { fareEstimate } from "./paths/fare-estimate";
 import { createOrder } from "./paths/create-order";
 import { background } from "./paths/background";

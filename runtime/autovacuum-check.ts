@@ -24,10 +24,11 @@ let checked: Promise<void> | undefined;
  * autovacuum is on, and when it is off says so once (a warning, not an
  * error: the platform works, it only slows down as dead rows pile up). The
  * embedded database has no autovacuum and is vacuumed by the runtime
- * instead (embedded-vacuum.ts). A failed check is a warning too.
+ * instead (embedded-vacuum.ts). A failed check is a warning too. `isOn`
+ * asks the server; tests give their own.
  */
-export function warnOnceIfAutovacuumOff(url: string, warn: (message: string) => void): Promise<void> {
-	checked ??= autovacuumOn(url).then(
+export function warnOnceIfAutovacuumOff(url: string, warn: (message: string) => void, isOn: (url: string) => Promise<boolean> = autovacuumOn): Promise<void> {
+	checked ??= isOn(url).then(
 		(on) => {
 			if (!on) warn(AUTOVACUUM_OFF_WARNING);
 		},
