@@ -354,11 +354,9 @@ export const ORDER_EVENTS = {
 } as const;
 
 /**
- * `orders.created`: a new ride is searching. Besides the first five fields it
- * carries the order's snapshot as inserted (issue 9), so dispatch mirrors the
- * ride in one statement instead of asking `orders.get` for every new order.
- * The snapshot fields are optional: an orders instance from before them sends
- * none, and dispatch then asks `orders.get` as it used to.
+ * `orders.created`: a new ride is searching. It carries the order's
+ * snapshot as inserted, so dispatch mirrors the ride in one statement
+ * instead of asking `orders.get` for every new order.
  */
 export interface OrderCreatedEvent {
 	orderId: string;
@@ -366,12 +364,12 @@ export interface OrderCreatedEvent {
 	mode: KeyMode;
 	serviceType: ServiceType;
 	pickup: Place;
-	drop?: Place;
+	drop: Place;
 	/** Always `searching`: the status the order was inserted with. */
-	status?: "searching";
+	status: "searching";
 	/** The order's version (0) and `updatedAt` at the insert: the snapshot dispatch's mirror records, so an older one never overwrites a newer one. */
-	version?: number;
-	updatedAt?: string;
+	version: number;
+	updatedAt: string;
 	/** `metadata.sandbox` as the partner sent it, when present (dispatch decides whether it applies); the rest of the metadata stays with orders. */
 	sandbox?: unknown;
 }
