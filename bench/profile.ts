@@ -1,6 +1,6 @@
 /**
  * CPU profile of one platform process under a fare-estimate or create-order
- * load (what docs/BENCHMARKS.md's "where the time goes" is read from):
+ * load (docs/BENCHMARKS.md, "Other tools"):
  *
  *   npx tsx bench/profile.ts fare|orders [seconds]   → prints the top self-time
  *   functions and writes the .cpuprofile (open it in Chrome DevTools).

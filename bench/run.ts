@@ -9,11 +9,15 @@
  *   names     only these paths: fare, orders, background, webhooks, soak
  *   BENCH_SECONDS  seconds per load measurement (default 10, smoke 1)
  *
+ * The platform expects autovacuum on the server PostgreSQL: when it is off
+ * the run turns it on (ALTER SYSTEM, superuser) and puts it back at the end.
+ *
  * The older micro-benchmarks run on their own: `npx tsx bench/nearest-driver.ts`,
  * `bench/fare-estimate.ts`, `bench/webhook-delivery.ts`.
  */
 import { availableParallelism, totalmem } from "node:os";
 import { benchRuntime, fmt, type BenchOptions, type Row } from "./lib/common";
+import { autovacuumOnForRun } from "../test/helpers/db";
 import { fareEstimate } from "./paths/fare-estimate";
 import { createOrder } from "./paths/create-order";
 import { background } from "./paths/background";
@@ -49,6 +53,8 @@ function printTable(rows: Row[]): void {
 async function main(): Promise<void> {
 	const started = Date.now();
 	console.log(`bench${smoke ? " (smoke)" : ""}: ${availableParallelism()} cores, ${fmt(totalmem() / 2 ** 30, 1)} GiB, Node ${process.version}, ${new Date().toISOString()}, ${opts.seconds} s per load, platform: ${benchRuntime()}`);
+	const autovacuum = await autovacuumOnForRun();
+	console.log(`PostgreSQL: ${autovacuum.note}`);
 	const rows: Row[] = [];
 	let crashed = 0;
 	const selected = paths.filter((p) => {
@@ -77,6 +83,7 @@ async function main(): Promise<void> {
 	const results: Row[][] = [];
 	for (const p of selected) results.push(await runOne(p));
 	rows.unshift(...results.flat());
+	await autovacuum.restore().catch((err: unknown) => console.error(`could not put autovacuum back: ${(err as Error).message}`));
 	printTable(rows);
 	console.log(`\nbench done in ${((Date.now() - started) / 1000).toFixed(0)} s${crashed ? `, ${crashed} path(s) crashed` : ""}`);
 	process.exit(crashed === 0 ? 0 : 1);

@@ -354,11 +354,9 @@ export const ORDER_EVENTS = {
 } as const;
 
 /**
- * `orders.created`: a new ride is searching. Besides the first five fields it
- * carries the order's snapshot as inserted (issue 9), so dispatch mirrors the
- * ride in one statement instead of asking `orders.get` for every new order.
- * The snapshot fields are optional: an orders instance from before them sends
- * none, and dispatch then asks `orders.get` as it used to.
+ * `orders.created`: a new ride is searching. It carries the order's
+ * snapshot as inserted, so dispatch mirrors the ride in one statement
+ * instead of asking `orders.get` for every new order.
  */
 export interface OrderCreatedEvent {
 	orderId: string;

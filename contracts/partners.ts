@@ -71,14 +71,11 @@ export interface SigningSecretParams {
 
 export interface PartnerSigning {
 	partnerId: string;
-	/** The current secret. */
-	webhookSecret: string;
 	/**
 	 * Every secret to sign with: the current one (validUntil null) first, then
-	 * older ones still in their rotation grace period. Absent from partners
-	 * instances older than rotation (rolling upgrade): sign with webhookSecret.
+	 * older ones still in their rotation grace period.
 	 */
-	webhookSecrets?: WebhookSecretEntry[];
+	webhookSecrets: WebhookSecretEntry[];
 }
 
 export interface WebhookSecretEntry {

@@ -4,7 +4,7 @@ import { readSettings, type Env } from "../lib/settings";
 import { ALL_SERVICES, isServiceName, loadServiceSchema, type ServiceName } from "../services";
 import { startEmbeddedPostgres, type EmbeddedPostgres } from "./embedded-postgres";
 import { startEmbeddedVacuum, type EmbeddedVacuum } from "./embedded-vacuum";
-import { startServerVacuum, type ServerVacuum } from "./server-vacuum";
+import { warnOnceIfAutovacuumOff } from "./autovacuum-check";
 import { startHealthServer, type HealthServer } from "./health";
 
 export interface RunningNode {
@@ -82,14 +82,8 @@ export async function startNode(opts: StartOptions = {}): Promise<RunningNode> {
 
 	// No autovacuum in PGlite: the runtime vacuums the embedded database itself (embedded-vacuum.ts).
 	const vacuum: EmbeddedVacuum | undefined = embedded ? startEmbeddedVacuum(env.DATABASE_URL!, env, (message) => broker.logger.warn(message)) : undefined;
-	// A server with autovacuum off gets a warning and a stand-in (server-vacuum.ts); with it on, nothing.
-	const serverVacuum: ServerVacuum | undefined =
-		!embedded && usesDatabase && env.DATABASE_URL
-			? await startServerVacuum(env.DATABASE_URL, env, broker.logger).catch((err: unknown) => {
-					broker.logger.warn(`Could not ask the database whether autovacuum is on: ${(err as Error)?.message ?? err}`);
-					return undefined;
-				})
-			: undefined;
+	// A server with autovacuum off gets a warning, once per process (autovacuum-check.ts).
+	if (!embedded && usesDatabase && env.DATABASE_URL) await warnOnceIfAutovacuumOff(env.DATABASE_URL, (message) => broker.logger.warn(message));
 
 	let stopping: Promise<void> | undefined;
 	return {
@@ -101,7 +95,6 @@ export async function startNode(opts: StartOptions = {}): Promise<RunningNode> {
 			stopping ??= (async () => {
 				health?.setDraining();
 				await vacuum?.stop();
-				await serverVacuum?.stop();
 				await broker.stop();
 				await health?.close();
 				await embedded?.stop();

@@ -9,8 +9,8 @@ export interface PeriodicPass<T> {
 /**
  * Runs `pass` every `everyMs` (0 = only when asked), one at a time; a timed
  * pass that fails goes to `onError` and the next one runs as planned. The
- * timer does not hold the process open. The database vacuums
- * (embedded-vacuum.ts, server-vacuum.ts) run this way.
+ * timer does not hold the process open. The embedded database's vacuum
+ * (embedded-vacuum.ts) runs this way.
  */
 export function periodicPass<T>(pass: () => Promise<T>, everyMs: number, onError: (err: unknown) => void): PeriodicPass<T> {
 	let running: Promise<T> | null = null;

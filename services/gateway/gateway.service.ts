@@ -323,7 +323,7 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 			const partner = req.$partner;
 			if (!req.$ridePipeline || !partner) throw unauthorized("Missing API key: send Authorization: Bearer <apiKey>");
 			ctx.meta.partnerId = partner.partnerId;
-			ctx.meta.mode = partner.mode ?? "test";
+			ctx.meta.mode = partner.mode;
 			return null;
 		},
 

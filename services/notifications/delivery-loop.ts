@@ -41,7 +41,7 @@ export interface DeliveryLoopDeps {
 	logger: Logger;
 	warnings: OutageWarnings;
 	/** The partner's webhook signing secret(s) (partners.signingSecret; several during a rotation). */
-	fetchSigningSecret(partnerId: string): Promise<string | readonly SigningSecret[]>;
+	fetchSigningSecret(partnerId: string): Promise<readonly SigningSecret[]>;
 	/** Absent when the broker has metrics off. */
 	metrics?: DeliveryMetrics;
 }
@@ -86,7 +86,7 @@ export class DeliveryLoop {
 	private readonly inFlight = new Map<string, Promise<void>>();
 	/** Tries in flight by kind (each kind has its own slots). */
 	private readonly busy: Record<RideEventKind, number> = { status: 0, location: 0 };
-	private readonly secrets = new Map<string, { secret: string | readonly SigningSecret[]; expires: number }>();
+	private readonly secrets = new Map<string, { secret: readonly SigningSecret[]; expires: number }>();
 	private pollTimer?: NodeJS.Timeout;
 	private ticking = false;
 	private tickAgain = false;
@@ -248,7 +248,7 @@ export class DeliveryLoop {
 	/** One try of one claimed event: sign, send, record. */
 	private async deliver(row: ClaimedRow, leaseToken: string): Promise<void> {
 		const { repo, warnings } = this.deps;
-		let secret: string | readonly SigningSecret[];
+		let secret: readonly SigningSecret[];
 		try {
 			secret = await this.signingSecret(row.partner_id);
 		} catch (err) {
@@ -273,7 +273,7 @@ export class DeliveryLoop {
 		await this.record(row, leaseToken, result, startedAt);
 	}
 
-	private async signingSecret(partnerId: string): Promise<string | readonly SigningSecret[]> {
+	private async signingSecret(partnerId: string): Promise<readonly SigningSecret[]> {
 		const now = Date.now();
 		const cached = this.secrets.get(partnerId);
 		if (cached && cached.expires > now) return cached.secret;

@@ -173,7 +173,7 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 			metrics: this.metrics,
 			fetchSigningSecret: async (partnerId) => {
 				const answer = await this.broker.call<PartnerSigning, SigningSecretParams>("partners.signingSecret", { partnerId });
-				return answer.webhookSecrets ?? answer.webhookSecret;
+				return answer.webhookSecrets;
 			},
 		});
 	},

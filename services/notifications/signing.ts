@@ -59,8 +59,7 @@ export function signature(secret: string, id: string, timestampSeconds: number, 
 }
 
 /** The secrets that sign at `nowMs`: the current ones, and older ones until their validUntil (newest first as given). */
-export function secretsValidAt(secrets: string | readonly SigningSecret[], nowMs: number): string[] {
-	if (typeof secrets === "string") return [secrets];
+export function secretsValidAt(secrets: readonly SigningSecret[], nowMs: number): string[] {
 	const valid = secrets.filter((s) => s.validUntil === undefined || s.validUntil === null || Date.parse(s.validUntil) > nowMs).map((s) => s.secret);
 	if (valid.length === 0) throw new Error("No webhook secret valid now");
 	return [...new Set(valid)];
@@ -70,7 +69,7 @@ export function secretsValidAt(secrets: string | readonly SigningSecret[], nowMs
  * Headers of one try: `webhook-id` stays the event id across tries, the
  * timestamp is this try's; one signature per secret valid now.
  */
-export function signedHeaders(secrets: string | readonly SigningSecret[], eventId: string, body: Buffer, nowMs: number): WebhookHeaders {
+export function signedHeaders(secrets: readonly SigningSecret[], eventId: string, body: Buffer, nowMs: number): WebhookHeaders {
 	const timestamp = Math.floor(nowMs / 1000);
 	return {
 		"webhook-id": eventId,

@@ -2,8 +2,8 @@ import type { KeyMode } from "../../contracts/partners";
 
 /**
  * Key modes in orders (pure). Every partner call carries its key's mode
- * (`ctx.meta.mode`, set by the gateway); a call without one (an older
- * gateway, the REPL) is a test call, as every call was before modes.
+ * (`ctx.meta.mode`, set by the gateway); a call without one (the REPL) is
+ * a test call.
  * Sandbox controls steer simulated drivers, so they belong to test keys:
  * on a live key `metadata.sandbox` is refused, never silently ignored.
  */

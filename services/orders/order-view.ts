@@ -14,7 +14,7 @@ import type { KeyMode } from "../../contracts/partners";
 export interface OrderRow {
 	id: string;
 	partner_id: string;
-	/** The booking key's mode (migration 003; older rows are `test`). */
+	/** The booking key's mode (migration 003). */
 	mode: KeyMode;
 	rider_id: string;
 	status: RideStatus;

@@ -143,9 +143,8 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 			params: signingSecretParams,
 			async handler(this: PartnersThis, ctx: Context<SigningSecretParams>): Promise<PartnerSigning> {
 				const secrets = await this.repo.signingSecrets(ctx.params.partnerId);
-				const current = secrets.find((s) => s.validUntil === null);
-				if (!current) throw new ApiError("NOT_FOUND", "Unknown partner");
-				return { partnerId: ctx.params.partnerId, webhookSecret: current.secret, webhookSecrets: secrets };
+				if (!secrets.some((s) => s.validUntil === null)) throw new ApiError("NOT_FOUND", "Unknown partner");
+				return { partnerId: ctx.params.partnerId, webhookSecrets: secrets };
 			},
 		},
 

@@ -1,6 +1,5 @@
-import { createHash, timingSafeEqual } from "node:crypto";
-import { HmacSha256Key } from "../../lib/hmac";
-import { haversineMeters, isValidPoint, roundCoordinate } from "../../lib/geo";
+import { createHash, createHmac, createSecretKey, timingSafeEqual, type KeyObject } from "node:crypto";
+import { haversineMeters, isValidPoint } from "../../lib/geo";
 import { type Point, SERVICE_TYPES, type ServiceType } from "../../contracts/common";
 import type { QuotedFare } from "./fare";
 import { QUOTE_MATCH_RADIUS_METRES } from "../../contracts/constants";
@@ -9,13 +8,13 @@ import type { KeyMode } from "../../contracts/partners";
 /**
  * Quote ids are self-contained signed tokens, so fare-estimate writes nothing.
  *
- * Version 2 (what encodeQuote makes), about 90 characters:
+ * About 90 characters:
  *
  *   qt_<base64url(payload ‖ mac)>
  *
- * payload (binary, ~50 bytes) = 0x02, kid (4 bytes: the first bytes of
- * SHA-256 of the secret, so every instance with the same secret agrees
- * without coordination), service type, pickup and drop as int32 of 1e-5
+ * payload (binary, ~50 bytes) = 0x02 (the format's byte), kid (4 bytes: the
+ * first bytes of SHA-256 of the secret, so every instance with the same
+ * secret agrees without coordination), service type, pickup and drop as int32 of 1e-5
  * degrees (≈ 1 m), then varints: distance, duration, expiry (whole Unix
  * seconds), total, base, distance, time fare, surge tenths, tax (paise), then
  * the 3-letter currency. mac = the first 16 bytes (128 bits) of
@@ -25,13 +24,8 @@ import type { KeyMode } from "../../contracts/partners";
  * exactly like garbage. The base64url text must be canonical (one spelling
  * per token).
  *
- * Version 1 (`qt_<base64url(JSON)>.<kid hex>.<mac>`, ~400 characters, made
- * before) still verifies; it can be dropped one quote TTL after every
- * instance makes version 2.
- *
  * A quote belongs to the partner and the key mode that asked for it: a test
- * quote is QUOTE_INVALID for a live key and the reverse. Version 1 tokens
- * from before modes carry none and are test quotes.
+ * quote is QUOTE_INVALID for a live key and the reverse.
  */
 
 export interface QuoteClaims {
@@ -49,23 +43,6 @@ export interface QuoteClaims {
 	expiresAt: number;
 }
 
-/** The wire form: short keys keep the token compact. */
-interface WirePayload {
-	v: 1;
-	p: string;
-	/** "l" for live; absent for test (and for tokens made before modes). */
-	m?: "l";
-	s: ServiceType;
-	a: [number, number];
-	b: [number, number];
-	d: number;
-	t: number;
-	c: string;
-	/** [total, base, distance, time, surgeTenths, tax] in paise. */
-	f: [number, number, number, number, number, number];
-	x: number;
-}
-
 export const QUOTE_PREFIX = "qt_";
 const COORD_DECIMALS = 5;
 
@@ -76,61 +53,36 @@ export function keyIdOf(secret: string): string {
 /**
  * The current signing secret plus older ones still accepted while quotes
  * they signed may be alive (rotation: move the old secret to the previous
- * list for at least one quote TTL). Each key is padded once (lib/hmac.ts):
- * a fare estimate signs twice, and createHmac per signature was pricing's
- * largest cost.
+ * list for at least one quote TTL). Each secret is made a KeyObject once, so
+ * a signature does not copy the secret again.
  */
 export class QuoteKeyring {
 	readonly currentKid: string;
-	/** The current kid's 4 bytes, as written into every version 2 payload. */
+	/** The current kid's 4 bytes, as written into every payload. */
 	readonly currentKidBytes: Buffer;
-	private readonly keys = new Map<string, HmacSha256Key>();
+	private readonly keys = new Map<string, KeyObject>();
 
 	constructor(current: string, previous: readonly string[] = []) {
 		if (!current) throw new Error("A quote signing secret is required");
 		this.currentKid = keyIdOf(current);
 		this.currentKidBytes = Buffer.from(this.currentKid, "hex");
-		for (const s of previous) this.keys.set(keyIdOf(s), new HmacSha256Key(s));
-		this.keys.set(this.currentKid, new HmacSha256Key(current));
+		for (const s of previous) this.keys.set(keyIdOf(s), createSecretKey(Buffer.from(s, "utf8")));
+		this.keys.set(this.currentKid, createSecretKey(Buffer.from(current, "utf8")));
 	}
 
-	mac(kid: string, data: string | Uint8Array): Buffer | undefined {
+	/** HMAC-SHA256 of `data` with the secret of `kid`, or undefined for a kid this keyring does not hold. */
+	mac(kid: string, data: Uint8Array): Buffer | undefined {
 		const key = this.keys.get(kid);
-		return key ? key.sign(typeof data === "string" ? Buffer.from(data, "utf8") : data) : undefined;
+		return key ? createHmac("sha256", key).update(data).digest() : undefined;
 	}
 }
 
-/** A version 1 token (JSON payload): kept to test that those still verify. `mode` defaults to test. */
-export function encodeQuoteV1(claims: Omit<QuoteClaims, "mode"> & { mode?: KeyMode }, keyring: QuoteKeyring): string {
-	const f = claims.fare;
-	const wire: WirePayload = {
-		v: 1,
-		p: claims.partnerId,
-		...(claims.mode === "live" ? { m: "l" as const } : {}),
-		s: claims.serviceType,
-		a: [roundCoordinate(claims.pickup.lat, COORD_DECIMALS), roundCoordinate(claims.pickup.lng, COORD_DECIMALS)],
-		b: [roundCoordinate(claims.drop.lat, COORD_DECIMALS), roundCoordinate(claims.drop.lng, COORD_DECIMALS)],
-		d: claims.distance,
-		t: claims.duration,
-		c: f.currency,
-		f: [f.total, f.baseFare, f.distanceFare, f.timeFare, f.surgeTenths, f.tax],
-		x: claims.expiresAt,
-	};
-	const payload = Buffer.from(JSON.stringify(wire), "utf8").toString("base64url");
-	const kid = keyring.currentKid;
-	const mac = keyring.mac(kid, `${payload}.${kid}`)!.toString("base64url");
-	return `${QUOTE_PREFIX}${payload}.${kid}.${mac}`;
-}
-
-// ---------------------------------------------------------------------------
-// Version 2: compact binary payload, partner and mode bound by the MAC.
-
-const V2 = 0x02;
-const V2_MAC_BYTES = 16;
-const V2_DOMAIN = Buffer.from("qt2", "ascii");
+const FORMAT_VERSION = 0x02;
+const MAC_BYTES = 16;
+const MAC_DOMAIN = Buffer.from("qt2", "ascii");
 const COORD_SCALE = 10 ** COORD_DECIMALS;
 const MODE_BYTE: Record<KeyMode, number> = { test: 0x74, live: 0x6c };
-const V2_SHAPE = /^qt_([A-Za-z0-9_-]{60,400})$/;
+const TOKEN_SHAPE = /^qt_([A-Za-z0-9_-]{60,400})$/;
 
 /** Writes `n` as a varint at `at`; returns the offset after it. */
 function writeVarint(buf: Buffer, at: number, n: number): number {
@@ -151,13 +103,13 @@ function writeVarint(buf: Buffer, at: number, n: number): number {
 const SCRATCH_BYTES = 512;
 const PAYLOAD_MAX_BYTES = 1 + 4 + 1 + 16 + 9 * 8 + 3;
 const scratch = Buffer.alloc(SCRATCH_BYTES);
-V2_DOMAIN.copy(scratch, 0);
+MAC_DOMAIN.copy(scratch, 0);
 
 function macBuffer(partnerId: string, payloadBytes: number): Buffer {
-	const needed = V2_DOMAIN.length + payloadBytes + 8 + Buffer.byteLength(partnerId, "utf8") + 1 + V2_MAC_BYTES;
+	const needed = MAC_DOMAIN.length + payloadBytes + 8 + Buffer.byteLength(partnerId, "utf8") + 1 + MAC_BYTES;
 	if (needed <= SCRATCH_BYTES) return scratch;
 	const own = Buffer.alloc(needed);
-	V2_DOMAIN.copy(own, 0);
+	MAC_DOMAIN.copy(own, 0);
 	return own;
 }
 
@@ -179,9 +131,9 @@ export function encodeQuote(claims: Omit<QuoteClaims, "mode"> & { mode?: KeyMode
 	if (typeIndex < 0) throw new Error(`Unknown service type ${claims.serviceType}`);
 	if (!isCurrency(f.currency)) throw new Error(`Currency ${f.currency} is not a 3-letter code`);
 	const buf = macBuffer(claims.partnerId, PAYLOAD_MAX_BYTES);
-	const start = V2_DOMAIN.length;
+	const start = MAC_DOMAIN.length;
 	let at = start;
-	buf[at++] = V2;
+	buf[at++] = FORMAT_VERSION;
 	at += keyring.currentKidBytes.copy(buf, at);
 	buf[at++] = typeIndex;
 	at = buf.writeInt32BE(Math.round(claims.pickup.lat * COORD_SCALE), at);
@@ -198,12 +150,12 @@ export function encodeQuote(claims: Omit<QuoteClaims, "mode"> & { mode?: KeyMode
 	const macEnd = writeMacTail(buf, payloadEnd, claims.partnerId, claims.mode ?? "test");
 	const mac = keyring.mac(keyring.currentKid, buf.subarray(0, macEnd))!;
 	// The token is payload ‖ the MAC's first 16 bytes: they go where the partner's bytes were.
-	mac.copy(buf, payloadEnd, 0, V2_MAC_BYTES);
-	return QUOTE_PREFIX + buf.toString("base64url", start, payloadEnd + V2_MAC_BYTES);
+	mac.copy(buf, payloadEnd, 0, MAC_BYTES);
+	return QUOTE_PREFIX + buf.toString("base64url", start, payloadEnd + MAC_BYTES);
 }
 
-/** The claims of a version 2 payload (already authenticated), or undefined when it does not parse. */
-function decodeV2(payload: Buffer, partnerId: string, mode: KeyMode): QuoteClaims | undefined {
+/** The claims of a payload (already authenticated), or undefined when it does not parse. */
+function decodePayload(payload: Buffer, partnerId: string, mode: KeyMode): QuoteClaims | undefined {
 	let at = 6;
 	const int32 = (): number => {
 		const v = payload.readInt32BE(at);
@@ -238,19 +190,19 @@ function decodeV2(payload: Buffer, partnerId: string, mode: KeyMode): QuoteClaim
 	return { partnerId, mode, serviceType, pickup, drop, distance, duration, fare: { currency, total, baseFare, distanceFare, timeFare, surgeTenths, tax }, expiresAt: expiresSec * 1000 };
 }
 
-/** Authenticates a version 2 token for this partner and mode: its claims, or undefined (forged, foreign, garbled). */
-function checkV2(body: string, partnerId: string, mode: KeyMode, keyring: QuoteKeyring): QuoteClaims | undefined {
+/** Authenticates a token for this partner and mode: its claims, or undefined (forged, foreign, garbled). */
+function checkToken(body: string, partnerId: string, mode: KeyMode, keyring: QuoteKeyring): QuoteClaims | undefined {
 	const bytes = Buffer.from(body, "base64url");
 	// One spelling per token: base64 ignores the last character's spare bits.
-	if (bytes.length < 6 + 16 + 9 + 3 + V2_MAC_BYTES || bytes[0] !== V2 || bytes.toString("base64url") !== body) return undefined;
-	const payload = bytes.subarray(0, bytes.length - V2_MAC_BYTES);
-	const given = bytes.subarray(bytes.length - V2_MAC_BYTES);
+	if (bytes.length < 6 + 16 + 9 + 3 + MAC_BYTES || bytes[0] !== FORMAT_VERSION || bytes.toString("base64url") !== body) return undefined;
+	const payload = bytes.subarray(0, bytes.length - MAC_BYTES);
+	const given = bytes.subarray(bytes.length - MAC_BYTES);
 	const buf = macBuffer(partnerId, payload.length);
-	payload.copy(buf, V2_DOMAIN.length);
-	const macEnd = writeMacTail(buf, V2_DOMAIN.length + payload.length, partnerId, mode);
+	payload.copy(buf, MAC_DOMAIN.length);
+	const macEnd = writeMacTail(buf, MAC_DOMAIN.length + payload.length, partnerId, mode);
 	const expected = keyring.mac(payload.toString("hex", 1, 5), buf.subarray(0, macEnd));
-	if (!expected || !timingSafeEqual(given, expected.subarray(0, V2_MAC_BYTES))) return undefined;
-	return decodeV2(payload, partnerId, mode);
+	if (!expected || !timingSafeEqual(given, expected.subarray(0, MAC_BYTES))) return undefined;
+	return decodePayload(payload, partnerId, mode);
 }
 
 export type QuoteCheck =
@@ -266,51 +218,7 @@ export interface QuoteExpectation {
 	drop: Point;
 }
 
-const TOKEN_SHAPE = /^qt_([A-Za-z0-9_-]{1,2000})\.([0-9a-f]{8})\.([A-Za-z0-9_-]{43})$/;
 const nonNegInt = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
-
-function decodeWire(payload: string): QuoteClaims | undefined {
-	let w: WirePayload;
-	try {
-		w = JSON.parse(Buffer.from(payload, "base64url").toString("utf8")) as WirePayload;
-	} catch {
-		return undefined;
-	}
-	if (typeof w !== "object" || w === null || w.v !== 1) return undefined;
-	if (typeof w.p !== "string" || !(SERVICE_TYPES as readonly string[]).includes(w.s)) return undefined;
-	if (w.m !== undefined && w.m !== "l") return undefined;
-	if (!Array.isArray(w.a) || !Array.isArray(w.b) || !Array.isArray(w.f) || w.f.length !== 6) return undefined;
-	const pickup = { lat: w.a[0], lng: w.a[1] };
-	const drop = { lat: w.b[0], lng: w.b[1] };
-	if (!isValidPoint(pickup) || !isValidPoint(drop)) return undefined;
-	if (!nonNegInt(w.d) || !nonNegInt(w.t) || !nonNegInt(w.x) || typeof w.c !== "string" || !w.f.every(nonNegInt)) return undefined;
-	const [total, baseFare, distanceFare, timeFare, surgeTenths, tax] = w.f;
-	return {
-		partnerId: w.p,
-		mode: w.m === "l" ? "live" : "test",
-		serviceType: w.s,
-		pickup,
-		drop,
-		distance: w.d,
-		duration: w.t,
-		fare: { currency: w.c, total, baseFare, distanceFare, timeFare, surgeTenths, tax },
-		expiresAt: w.x,
-	};
-}
-
-/** Authenticates a version 1 token: its claims (any partner, any mode), or undefined. */
-function checkV1(token: string, keyring: QuoteKeyring): QuoteClaims | undefined {
-	const m = TOKEN_SHAPE.exec(token);
-	if (!m) return undefined;
-	const [, payload, kid, macText] = m;
-	const expected = keyring.mac(kid, `${payload}.${kid}`);
-	// Compare the text, not decoded bytes: base64 ignores the last character's
-	// spare bits, and two spellings of one token must not both be valid.
-	const given = Buffer.from(macText, "ascii");
-	const wanted = expected && Buffer.from(expected.toString("base64url"), "ascii");
-	if (!wanted || given.length !== wanted.length || !timingSafeEqual(given, wanted)) return undefined;
-	return decodeWire(payload);
-}
 
 /**
  * Verifies a quote id against what create-order asks for. Order matters:
@@ -322,10 +230,10 @@ export function verifyQuote(token: unknown, expect: QuoteExpectation, keyring: Q
 	const invalid: QuoteCheck = { ok: false, code: "QUOTE_INVALID", message: "Quote is invalid", field: "quoteId" };
 	if (typeof token !== "string") return invalid;
 	const mode = expect.mode ?? "test";
-	const v2 = V2_SHAPE.exec(token);
-	const claims = v2 ? checkV2(v2[1], expect.partnerId, mode, keyring) : checkV1(token, keyring);
-	// Another partner's quote, or one of the key's other mode, reads exactly like garbage.
-	if (!claims || claims.partnerId !== expect.partnerId || claims.mode !== mode) return invalid;
+	const shape = TOKEN_SHAPE.exec(token);
+	// Another partner's quote, or one of the key's other mode, fails the MAC: it reads exactly like garbage.
+	const claims = shape ? checkToken(shape[1], expect.partnerId, mode, keyring) : undefined;
+	if (!claims) return invalid;
 
 	if (claims.serviceType !== expect.serviceType) {
 		return { ok: false, code: "QUOTE_INVALID", message: `Quote was made for serviceType "${claims.serviceType}"`, field: "serviceType" };

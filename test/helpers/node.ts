@@ -40,9 +40,6 @@ export async function startTestNode(opts: TestNodeOptions): Promise<TestNode> {
 		FLEET_MODE: "live",
 		WEBHOOK_ALLOW_PRIVATE: "true",
 		NAMESPACE: opts.nats?.namespace ?? uniqueNamespace(),
-		// A test database lives for one file: no autovacuum check, warning or stand-in
-		// (runtime/server-vacuum.ts has its own test, which also starts a node with it on).
-		SERVER_VACUUM_MS: "0",
 		...(opts.nats ? { TRANSPORTER: TEST_NATS_URL } : {}),
 		...opts.env,
 	};

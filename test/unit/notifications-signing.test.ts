@@ -9,7 +9,7 @@ describe("webhook signing (Standard Webhooks)", () => {
 
 	it("is verified by the standardwebhooks package, as a partner would", () => {
 		const body = webhookBody(payload);
-		const headers = signedHeaders(secret, "evt_abc", body, Date.now());
+		const headers = signedHeaders([{ secret }], "evt_abc", body, Date.now());
 		const verified = new Webhook(secret).verify(body.toString("utf8"), { ...headers }) as Record<string, unknown>;
 		expect(verified).toEqual(payload);
 		expect(headers["webhook-id"]).toBe("evt_abc");
@@ -24,7 +24,7 @@ describe("webhook signing (Standard Webhooks)", () => {
 
 	it("fails verification with another secret, a changed body, or another id", () => {
 		const body = webhookBody(payload);
-		const headers = signedHeaders(secret, "evt_abc", body, Date.now());
+		const headers = signedHeaders([{ secret }], "evt_abc", body, Date.now());
 		expect(() => new Webhook(newWebhookSecret()).verify(body.toString(), { ...headers })).toThrow();
 		expect(() => new Webhook(secret).verify(body.toString().replace("accepted", "arrived"), { ...headers })).toThrow();
 		expect(() => new Webhook(secret).verify(body.toString(), { ...headers, "webhook-id": "evt_other" })).toThrow();
@@ -32,8 +32,8 @@ describe("webhook signing (Standard Webhooks)", () => {
 
 	it("regenerates the timestamp per try while the id stays the event id", () => {
 		const body = webhookBody(payload);
-		const a = signedHeaders(secret, "evt_abc", body, 1_790_000_000_000);
-		const b = signedHeaders(secret, "evt_abc", body, 1_790_000_005_000);
+		const a = signedHeaders([{ secret }], "evt_abc", body, 1_790_000_000_000);
+		const b = signedHeaders([{ secret }], "evt_abc", body, 1_790_000_005_000);
 		expect(a["webhook-id"]).toBe(b["webhook-id"]);
 		expect(Number(b["webhook-timestamp"]) - Number(a["webhook-timestamp"])).toBe(5);
 		expect(a["webhook-signature"]).not.toBe(b["webhook-signature"]);

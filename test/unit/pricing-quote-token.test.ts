@@ -1,6 +1,7 @@
+import { createHmac } from "node:crypto";
 import { destinationPoint } from "../../lib/geo";
 import { computeFare, type Tariff } from "../../services/pricing/fare";
-import { encodeQuote, encodeQuoteV1, keyIdOf, QuoteKeyring, verifyQuote, type QuoteClaims } from "../../services/pricing/quote-token";
+import { encodeQuote, keyIdOf, QuoteKeyring, verifyQuote, type QuoteClaims } from "../../services/pricing/quote-token";
 
 const SECRET = "unit-test-secret-0123456789abcdefghijklmnop";
 const OTHER_SECRET = "another-secret-0123456789abcdefghijklmnopqrs";
@@ -47,7 +48,7 @@ describe("quote tokens", () => {
 
 	it("round-trips the price, trip and expiry", () => {
 		const token = encodeQuote(claims(), keyring);
-		// Version 2: one base64url blob, under 100 characters (was ~280–400).
+		// One base64url blob, under 100 characters.
 		expect(token).toMatch(/^qt_[A-Za-z0-9_-]+$/);
 		expect(token.length).toBeLessThan(100);
 		const check = verifyQuote(token, expectFor(), keyring, NOW);
@@ -67,7 +68,7 @@ describe("quote tokens", () => {
 		});
 	});
 
-	it("refuses a tampered version 2 payload, MAC, key id or spelling as QUOTE_INVALID", () => {
+	it("refuses a tampered payload, MAC, key id or spelling, and garbage, as QUOTE_INVALID", () => {
 		const token = encodeQuote(claims(), keyring);
 		const bytes = Buffer.from(token.slice(3), "base64url");
 		const b64 = (b: Buffer) => `qt_${b.toString("base64url")}`;
@@ -89,18 +90,13 @@ describe("quote tokens", () => {
 			`${token}x`,
 			token.slice(3),
 			`qt_${token.slice(3, -1)}=`,
+			"qt_garbage",
+			"",
 		];
 		for (const forged of forgeries) {
 			expect(verifyQuote(forged, expectFor(), keyring, NOW)).toMatchObject({ ok: false, code: "QUOTE_INVALID", message: "Quote is invalid" });
 		}
-	});
-
-	it("still verifies version 1 tokens (made before the compact form) for their partner and mode only", () => {
-		const v1 = encodeQuoteV1(claims(), keyring);
-		expect(v1).toMatch(/^qt_[A-Za-z0-9_-]+\.[0-9a-f]{8}\.[A-Za-z0-9_-]{43}$/);
-		expect(verifyQuote(v1, expectFor(), keyring, NOW)).toEqual(verifyQuote(encodeQuote(claims(), keyring), expectFor(), keyring, NOW));
-		expect(verifyQuote(v1, expectFor({ partnerId: "ptn_b" }), keyring, NOW)).toMatchObject({ ok: false, code: "QUOTE_INVALID", message: "Quote is invalid" });
-		expect(verifyQuote(v1, expectFor({ mode: "live" }), keyring, NOW)).toMatchObject({ ok: false, code: "QUOTE_INVALID", message: "Quote is invalid" });
+		expect(verifyQuote(42, expectFor(), keyring, NOW)).toMatchObject({ ok: false, code: "QUOTE_INVALID" });
 	});
 
 	it("keeps the expiry in whole seconds, rounded down (a quote never lives longer than it said)", () => {
@@ -109,31 +105,21 @@ describe("quote tokens", () => {
 		expect(check).toMatchObject({ ok: true, claims: { expiresAt: NOW + 300_000 } });
 	});
 
-	it("refuses a tampered version 1 payload, signature or key id as QUOTE_INVALID", () => {
-		const token = encodeQuoteV1(claims(), keyring);
-		const [payload, kid, mac] = token.slice(3).split(".");
-		const wire = JSON.parse(Buffer.from(payload, "base64url").toString()) as { f: number[] };
-		wire.f[0] = 1; // "make it cost one paisa"
-		const cheaper = Buffer.from(JSON.stringify(wire)).toString("base64url");
-		const flipped = mac.slice(0, 10) + (mac[10] === "A" ? "B" : "A") + mac.slice(11);
-		// The last character carries 2 spare bits that base64 decoders ignore: another spelling must not verify.
-		const lastIndex = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".indexOf(mac[42]);
-		const respelled = mac.slice(0, 42) + "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"[lastIndex ^ 1];
-		expect(Buffer.from(respelled, "base64url")).toEqual(Buffer.from(mac, "base64url"));
-		for (const forged of [
-			`qt_${cheaper}.${kid}.${mac}`,
-			`qt_${payload}.${kid}.${flipped}`,
-			`qt_${payload}.${kid}.${respelled}`,
-			`qt_${payload}.deadbeef.${mac}`,
-			`qt_${payload}.${kid}`,
-			token.slice(3),
-			"qt_garbage",
-			"",
-			`${token}x`,
-		]) {
-			expect(verifyQuote(forged, expectFor(), keyring, NOW)).toMatchObject({ ok: false, code: "QUOTE_INVALID", message: "Quote is invalid" });
+
+	it("signs with HMAC-SHA256(secret, \"qt2\" ‖ payload ‖ partner length ‖ partner ‖ mode), keeping its first 16 bytes", () => {
+		for (const [partnerId, mode, modeByte] of [
+			["ptn_a", "test", 0x74],
+			["ptn_é".repeat(40), "live", 0x6c],
+		] as const) {
+			const bytes = Buffer.from(encodeQuote(claims({ partnerId, mode }), keyring).slice(3), "base64url");
+			const payload = bytes.subarray(0, bytes.length - 16);
+			const partner = Buffer.from(partnerId, "utf8");
+			// The partner's byte length as a varint: one byte under 128, two from there.
+			const length = partner.length < 0x80 ? Buffer.from([partner.length]) : Buffer.from([(partner.length & 0x7f) | 0x80, partner.length >> 7]);
+			const mac = createHmac("sha256", SECRET).update(Buffer.concat([Buffer.from("qt2"), payload, length, partner, Buffer.from([modeByte])])).digest();
+			expect(bytes.subarray(bytes.length - 16)).toEqual(mac.subarray(0, 16));
+			expect(verifyQuote(`qt_${bytes.toString("base64url")}`, expectFor({ partnerId, mode }), keyring, NOW).ok).toBe(true);
 		}
-		expect(verifyQuote(42, expectFor(), keyring, NOW)).toMatchObject({ ok: false, code: "QUOTE_INVALID" });
 	});
 
 	it("refuses a token signed with another secret", () => {
@@ -183,7 +169,6 @@ describe("quote tokens", () => {
 		// The kid is the 4 bytes after the version byte.
 		expect(Buffer.from(newToken.slice(3), "base64url").toString("hex", 1, 5)).toBe(keyIdOf(SECRET));
 		expect(verifyQuote(newToken, expectFor(), rotated, NOW).ok).toBe(true);
-		expect(verifyQuote(encodeQuoteV1(claims(), new QuoteKeyring(OTHER_SECRET)), expectFor(), rotated, NOW).ok).toBe(true);
 		// Once the old secret is dropped, its tokens are invalid.
 		expect(verifyQuote(oldToken, expectFor(), new QuoteKeyring(SECRET), NOW)).toMatchObject({ code: "QUOTE_INVALID" });
 	});

@@ -1,3 +1,4 @@
+import type { SigningSecret } from "../../../services/notifications/signing";
 import type { Logger } from "moleculer";
 import { Webhook } from "standardwebhooks";
 import { newWebhookSecret } from "../../../lib/secrets";
@@ -104,7 +105,7 @@ interface Sent {
 	signal?: AbortSignal;
 }
 
-function setup(opts: { settings?: Partial<NotificationsSettings>; answer?: (sent: Sent) => AttemptResult | Promise<AttemptResult>; secret?: () => Promise<string> } = {}) {
+function setup(opts: { settings?: Partial<NotificationsSettings>; answer?: (sent: Sent) => AttemptResult | Promise<AttemptResult>; secret?: () => Promise<readonly SigningSecret[]> } = {}) {
 	const repo = new FakeRepo();
 	const sent: Sent[] = [];
 	const client: WebhookClient = {
@@ -129,7 +130,7 @@ function setup(opts: { settings?: Partial<NotificationsSettings>; answer?: (sent
 		warnings: { warn: (key: string, message: string) => void warned.push([key, message]) } as unknown as OutageWarnings,
 		async fetchSigningSecret(partnerId) {
 			secretFetches.push(partnerId);
-			return opts.secret ? opts.secret() : SECRET;
+			return opts.secret ? opts.secret() : [{ secret: SECRET, validUntil: null }];
 		},
 	};
 	const loop = new DeliveryLoop(deps);
