@@ -1,6 +1,6 @@
 /**
  * Writes docs/openapi.json: the OpenAPI document the gateway serves, with the
- * default limits (no environment). test/unit/openapi-drift.test.ts fails when
+ * default limits (no environment). test/unit/gateway/openapi-drift.test.ts fails when
  * the committed file differs from what this generates.
  *
  *   npx tsx scripts/generate-openapi.ts

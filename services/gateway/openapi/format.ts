@@ -2,7 +2,7 @@ import { DEFAULT_RETRY_SCHEDULE_MS } from "../../../contracts/notifications";
 
 /**
  * How the documents print contract numbers, so the OpenAPI document and
- * docs/API.md (checked by test/unit/openapi-drift.test.ts) say them alike.
+ * docs/API.md (checked by test/unit/gateway/openapi-drift.test.ts) say them alike.
  */
 
 /** 10000 → "10 s". */

@@ -1,0 +1,114 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { ServiceBroker } from "moleculer";
+import { buildBrokerConfig } from "../../../moleculer.config";
+import { freePort } from "../../helpers/http";
+import { uniqueNamespace } from "../../helpers/node";
+import { spawnNode, startServiceProcess, type ServiceProcess } from "../../helpers/processes";
+import { waitFor } from "../../helpers/wait";
+
+/**
+ * The bus is a trust boundary: a real nats-server, started here with an
+ * authorization block the way compose and k8s run it (the password read from
+ * its environment), and real server processes. A node with the credentials
+ * (password from a mounted file, as a Secret gives it) joins and answers a
+ * call from another broker; nodes with a wrong password or none are refused
+ * by the server and never start. No process prints the password, and the
+ * broker options any bus member can read (`$node.options`) do not hold it.
+ */
+
+const NATS_SERVER = "/usr/sbin/nats-server";
+const TSX = ["--import", "tsx"];
+const hasNatsServer = existsSync(NATS_SERVER);
+
+let dir: string;
+let nats: ChildProcess | undefined;
+let natsUrl: string;
+const password = `pw-${randomBytes(12).toString("hex")}`;
+const namespace = uniqueNamespace("natsauth");
+const started: ServiceProcess[] = [];
+
+async function startNatsServer(): Promise<void> {
+	const port = await freePort();
+	// The configuration compose mounts and k8s generates its ConfigMap from: the password comes from the server's environment.
+	const conf = resolve(__dirname, "../../../k8s/infra/nats-server.conf");
+	nats = spawn(NATS_SERVER, ["-c", conf, "-a", "127.0.0.1", "-p", String(port)], { env: { ...process.env, NATS_PASSWORD: password }, stdio: ["ignore", "pipe", "pipe"] });
+	let out = "";
+	nats.stderr!.on("data", (c: Buffer) => (out += c.toString()));
+	nats.stdout!.on("data", (c: Buffer) => (out += c.toString()));
+	await waitFor("nats-server ready", () => out.includes("Server is ready") || nats!.exitCode !== null, 10_000);
+	if (nats.exitCode !== null) throw new Error(`nats-server did not start: ${out}`);
+	natsUrl = `nats://127.0.0.1:${port}`;
+}
+
+/** A gateway process (it needs no database of its own) on the secured NATS. */
+function nodeEnv(nodeId: string, extra: Record<string, string>): Record<string, string> {
+	return {
+		SERVICES: "gateway",
+		PORT: "0",
+		HEALTH_PORT: "0",
+		METRICS_PORT: "0",
+		NODE_ID: nodeId,
+		NAMESPACE: namespace,
+		TRANSPORTER: natsUrl,
+		// Never connected to: the gateway reaches the database only through other services.
+		DATABASE_URL: "postgres://unused@127.0.0.1:1/unused",
+		...extra,
+	};
+}
+
+beforeAll(async () => {
+	dir = mkdtempSync(join(tmpdir(), "ride-nats-auth-"));
+	if (hasNatsServer) await startNatsServer();
+}, 20_000);
+
+afterAll(async () => {
+	for (const p of started) await p.kill("SIGKILL");
+	if (nats && nats.exitCode === null) {
+		nats.kill("SIGTERM");
+		await new Promise((r) => nats!.once("exit", r));
+	}
+	rmSync(dir, { recursive: true, force: true });
+});
+
+(hasNatsServer ? describe : describe.skip)("NATS with authentication (real nats-server)", () => {
+	test("a node with the credentials joins and answers another broker's call; nodes without them, or with a wrong password, are refused", async () => {
+		const passwordFile = join(dir, "nats-password");
+		writeFileSync(passwordFile, `${password}\n`, { mode: 0o600 });
+
+		// Started together: the refused ones have the time the good one takes to start.
+		const good = startServiceProcess("with-credentials", nodeEnv("node-good", { NATS_USER: "ride", NATS_PASSWORD_FILE: passwordFile }));
+		const wrong = spawnNode("wrong-password", [...TSX, "bin/server.ts"], nodeEnv("node-wrong", { NATS_USER: "ride", NATS_PASSWORD: "not-the-password" }));
+		const none = spawnNode("no-credentials", [...TSX, "bin/server.ts"], nodeEnv("node-none", {}));
+		started.push(wrong, none);
+		started.push(await good);
+
+		// The nats-server refuses the others: the transporter reports it and the broker never starts.
+		await wrong.waitFor(/Authorization Violation/i, 30_000);
+		await none.waitFor(/Authorization Violation/i, 30_000);
+
+		// A second broker with the credentials calls across the bus.
+		const broker = new ServiceBroker({ ...buildBrokerConfig({ TRANSPORTER: natsUrl, NAMESPACE: namespace, NATS_USER: "ride", NATS_PASSWORD: password, METRICS_PORT: "0", LOGLEVEL: "warn" }), nodeID: "caller" });
+		await broker.start();
+		try {
+			await waitFor("node-good in the registry", () => broker.registry.nodes.get("node-good")?.available === true);
+			const health = await broker.call<{ cpu?: unknown }, Record<string, never>>("$node.health", {}, { nodeID: "node-good" });
+			expect(health.cpu).toBeDefined();
+			// What any bus member can read of a node's options holds no password.
+			const options = await broker.call<unknown, Record<string, never>>("$node.options", {}, { nodeID: "node-good" });
+			expect(JSON.stringify(options)).not.toContain(password);
+			// The refused nodes never joined.
+			expect(broker.registry.nodes.get("node-wrong")).toBeUndefined();
+			expect(broker.registry.nodes.get("node-none")).toBeUndefined();
+		} finally {
+			await broker.stop();
+		}
+		expect(wrong.output()).not.toMatch(/started successfully/);
+		expect(none.output()).not.toMatch(/started successfully/);
+		for (const p of started) expect([p.name, p.output().includes(password)]).toEqual([p.name, false]);
+	}, 90_000);
+
+});

@@ -1,0 +1,132 @@
+import { Errors } from "moleculer";
+import { CoalescingNatsTransporter } from "../../../lib/coalescing-nats-transporter";
+
+/**
+ * The queue of CoalescingNatsTransporter against a recording client (the
+ * real NATS round trip is test/integration/platform/nats-coalescing.test.ts): nothing
+ * is published inside the turn that sent it, a turn's packets are published
+ * together and in order, disconnect publishes what is queued first, and a
+ * send settles when its packet is published: it rejects with the error of a
+ * publish that threw (fail fast, like moleculer's own NATS transporter).
+ */
+
+interface Recorder {
+	published: Array<[string, string]>;
+	publish(topic: string, data: Buffer): void;
+}
+
+function transporterWith(client: Recorder | null) {
+	const t = new CoalescingNatsTransporter({ url: "nats://127.0.0.1:4222" });
+	const warnings: string[] = [];
+	Object.assign(t, { client, logger: { warn: (m: string) => warnings.push(m) } });
+	return { t, warnings };
+}
+
+function recorder(failOn?: string): Recorder {
+	return {
+		published: [],
+		publish(topic, data) {
+			if (topic === failOn) throw new Error("CONNECTION_CLOSED");
+			this.published.push([topic, data.toString()]);
+		},
+	};
+}
+
+const nextTurn = () => new Promise((r) => setImmediate(r));
+
+it("publishes nothing while the turn that sent is running, then every packet of the turn, in order", async () => {
+	const client = recorder();
+	const { t } = transporterWith(client);
+	const sent = Promise.all([t.send("a", Buffer.from("1")), t.send("b", Buffer.from("2")), t.send("a", Buffer.from("3"))]);
+	await Promise.resolve();
+	expect(client.published).toEqual([]);
+	// The sends resolve once their packets are published, in the next turn.
+	await sent;
+	expect(client.published).toEqual([
+		["a", "1"],
+		["b", "2"],
+		["a", "3"],
+	]);
+	// A later turn is a new batch, behind the first.
+	await t.send("c", Buffer.from("4"));
+	await nextTurn();
+	expect(client.published.map(([, d]) => d)).toEqual(["1", "2", "3", "4"]);
+});
+
+it("publishes what is queued before the connection is closed", async () => {
+	const client = recorder();
+	const { t } = transporterWith(client);
+	let closedAfter = -1;
+	Object.assign(t, { client: Object.assign(client, { flush: async () => undefined, close: async () => void (closedAfter = client.published.length) }) });
+	const sent = t.send("last", Buffer.from("words"));
+	await t.disconnect();
+	await expect(sent).resolves.toBeUndefined();
+	expect(closedAfter).toBe(1);
+	expect(client.published).toEqual([["last", "words"]]);
+});
+
+it("rejects the send whose publish throws, at once and with that error, goes on with the rest of the batch, and warns", async () => {
+	const client = recorder("bad");
+	const { t, warnings } = transporterWith(client);
+	const before = t.send("before", Buffer.from("w"));
+	const bad = t.send("bad", Buffer.from("x"));
+	const good = t.send("good", Buffer.from("y"));
+	await expect(bad).rejects.toThrow("CONNECTION_CLOSED");
+	await expect(before).resolves.toBeUndefined();
+	await expect(good).resolves.toBeUndefined();
+	expect(client.published).toEqual([
+		["before", "w"],
+		["good", "y"],
+	]);
+	expect(warnings).toEqual(["NATS publish failed: CONNECTION_CLOSED"]);
+});
+
+it("rejects every send of a connection whose publish throws (closed), and the next batch still tries", async () => {
+	let closed = true;
+	const published: string[] = [];
+	const client = {
+		publish(topic: string) {
+			if (closed) throw Object.assign(new Error("CONNECTION_CLOSED"), { code: "CONNECTION_CLOSED" });
+			published.push(topic);
+		},
+	};
+	const { t } = transporterWith(client as unknown as Recorder);
+	const results = await Promise.allSettled([t.send("a", Buffer.from("1")), t.send("b", Buffer.from("2"))]);
+	expect(results.map((r) => r.status)).toEqual(["rejected", "rejected"]);
+	expect(results.map((r) => (r as PromiseRejectedResult).reason.code)).toEqual(["CONNECTION_CLOSED", "CONNECTION_CLOSED"]);
+	closed = false;
+	await expect(t.send("c", Buffer.from("3"))).resolves.toBeUndefined();
+	expect(published).toEqual(["c"]);
+});
+
+it("rejects a queued send with BrokerDisconnectedError when the client is gone by the time the batch is published", async () => {
+	const client = recorder();
+	const { t } = transporterWith(client);
+	const sent = t.send("a", Buffer.from("1"));
+	Object.assign(t, { client: null });
+	await expect(sent).rejects.toBeInstanceOf(Errors.BrokerDisconnectedError);
+	expect(client.published).toEqual([]);
+});
+
+it("leaves no unhandled rejection behind when the caller drops a send's promise (moleculer does for group events)", async () => {
+	const unhandled: unknown[] = [];
+	const onUnhandled = (reason: unknown) => void unhandled.push(reason);
+	process.on("unhandledRejection", onUnhandled);
+	try {
+		const client = recorder("bad");
+		const { t, warnings } = transporterWith(client);
+		void t.send("bad", Buffer.from("x"));
+		await nextTurn();
+		await nextTurn();
+		expect(warnings).toEqual(["NATS publish failed: CONNECTION_CLOSED"]);
+		expect(unhandled).toEqual([]);
+	} finally {
+		process.off("unhandledRejection", onUnhandled);
+	}
+});
+
+it("drops nothing and throws nothing without a client (not connected yet, or gone)", async () => {
+	const { t } = transporterWith(null);
+	await expect(t.send("a", Buffer.from("1"))).resolves.toBeUndefined();
+	await nextTurn();
+});
