@@ -57,7 +57,16 @@ function pureBench(): void {
 	for (let i = 0; i < n; i++) computeFare(tariff, 5_000 + (i % 1000), 900 + (i % 300), 10 + (i % 11));
 	console.log(`computeFare                        ${((n / (performance.now() - t0)) * 1000).toFixed(0)}/s`);
 	const fare = computeFare(tariff, 5234, 960, 12);
-	const claims = { partnerId: "ptn_bench", serviceType: "cab" as const, pickup: PICKUP, drop: DROP, distance: 5234, duration: 960, fare, expiresAt: Date.now() + 300_000 };
+	const claims = {
+		partnerId: "ptn_bench",
+		serviceType: "cab" as const,
+		pickup: PICKUP,
+		drop: DROP,
+		distance: 5234,
+		duration: 960,
+		fare,
+		expiresAt: Date.now() + 300_000,
+	};
 	t0 = performance.now();
 	let token = "";
 	for (let i = 0; i < n; i++) token = encodeQuote(claims, keyring);
@@ -81,11 +90,17 @@ export async function runFareEstimateBench(): Promise<void> {
 	try {
 		const meta = { meta: { partnerId: "ptn_bench" } };
 		await load("pricing.estimate (broker, both)", 20_000, 32, () => node.broker.call("pricing.estimate", { pickup: PICKUP, drop: DROP }, meta));
-		await load("pricing.estimate (broker, cab)", 20_000, 32, () => node.broker.call("pricing.estimate", { pickup: PICKUP, drop: DROP, serviceType: "cab" }, meta));
+		await load("pricing.estimate (broker, cab)", 20_000, 32, () =>
+			node.broker.call("pricing.estimate", { pickup: PICKUP, drop: DROP, serviceType: "cab" }, meta),
+		);
 		if (withHttp && node.baseUrl) {
 			const { default: axios } = await import("axios");
 			const { Agent } = await import("node:http");
-			const http = axios.create({ baseURL: node.baseUrl, httpAgent: new Agent({ keepAlive: true, maxSockets: 32 }), headers: { Authorization: `Bearer ${apiKey}` } });
+			const http = axios.create({
+				baseURL: node.baseUrl,
+				httpAgent: new Agent({ keepAlive: true, maxSockets: 32 }),
+				headers: { Authorization: `Bearer ${apiKey}` },
+			});
 			await load("POST /ride/fare-estimate (HTTP)", 5_000, 32, () => http.post("/ride/fare-estimate", { pickup: PICKUP, drop: DROP }));
 		}
 	} finally {

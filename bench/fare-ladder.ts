@@ -75,7 +75,9 @@ async function main(): Promise<void> {
 				if (got.non2xx + got.errors > 0) throw new Error(`${r.name}: ${got.non2xx} non-2xx, ${got.errors} errors`);
 				r.rps.push(got.rps);
 				r.us.push((cpu * 1e6) / got.total);
-				console.log(`round ${round + 1} ${r.name.padEnd(28)} ${fmt(got.rps).padStart(7)} req/s ${fmt((cpu * 1e6) / got.total).padStart(5)} µs CPU/request`);
+				console.log(
+					`round ${round + 1} ${r.name.padEnd(28)} ${fmt(got.rps).padStart(7)} req/s ${fmt((cpu * 1e6) / got.total).padStart(5)} µs CPU/request`,
+				);
 			}
 		}
 		const bare = rungs[1];

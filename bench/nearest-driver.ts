@@ -72,7 +72,9 @@ function indexBench(drivers: number): void {
 	const moves = randomPoints(20_000, `moves-${drivers}`);
 	const t1 = performance.now();
 	moves.forEach((p, i) => index.upsert(`drv_${i % drivers}`, p, null));
-	console.log(`  ${"location update".padEnd(22)} ${String(moves.length).padStart(6)} updates  ${(((performance.now() - t1) / moves.length) * 1000).toFixed(1).padStart(8)} µs each`);
+	console.log(
+		`  ${"location update".padEnd(22)} ${String(moves.length).padStart(6)} updates  ${(((performance.now() - t1) / moves.length) * 1000).toFixed(1).padStart(8)} µs each`,
+	);
 }
 
 async function brokerBench(drivers: number): Promise<void> {
@@ -97,7 +99,9 @@ async function brokerBench(drivers: number): Promise<void> {
 		await pg.end();
 		const t0 = performance.now();
 		node = await startTestNode({ databaseUrl: db.url, services: ["dispatch"] });
-		console.log(`dispatch started with ${drivers.toLocaleString("en")} drivers in ${(performance.now() - t0).toFixed(0)} ms (index rebuilt from PostgreSQL)`);
+		console.log(
+			`dispatch started with ${drivers.toLocaleString("en")} drivers in ${(performance.now() - t0).toFixed(0)} ms (index rebuilt from PostgreSQL)`,
+		);
 		const queries = randomPoints(3000, "broker-queries");
 		const latencies: number[] = [];
 		for (const q of queries) {

@@ -20,7 +20,12 @@ import { apiKey, fareAnswerFile, load, startHelper, startPlatformProcess, stopAl
 import { orderBody } from "./paths/create-order";
 import type { ServiceProcess } from "../test/helpers/processes";
 
-interface Node { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; hitCount: number; children?: number[] }
+interface Node {
+	id: number;
+	callFrame: { functionName: string; url: string; lineNumber: number };
+	hitCount: number;
+	children?: number[];
+}
 
 function summarise(file: string, top = 40): void {
 	const prof = JSON.parse(readFileSync(file, "utf8")) as { nodes: Node[]; samples: number[] };
@@ -28,14 +33,25 @@ function summarise(file: string, top = 40): void {
 	const byFn = new Map<string, number>();
 	const byFile = new Map<string, number>();
 	for (const n of prof.nodes) {
-		const url = n.callFrame.url.replace(/^file:\/\//, "").replace(/.*node_modules\//, "nm:").replace(/.*\/work\/[^/]+\//, "");
+		const url = n.callFrame.url
+			.replace(/^file:\/\//, "")
+			.replace(/.*node_modules\//, "nm:")
+			.replace(/.*\/work\/[^/]+\//, "");
 		const key = `${n.callFrame.functionName || "(anon)"} ${url}:${n.callFrame.lineNumber + 1}`;
 		byFn.set(key, (byFn.get(key) ?? 0) + n.hitCount);
-		const f = url.startsWith("nm:") ? url.split("/").slice(0, url.startsWith("nm:@") ? 2 : 1).join("/") : url || n.callFrame.functionName;
+		const f = url.startsWith("nm:")
+			? url
+					.split("/")
+					.slice(0, url.startsWith("nm:@") ? 2 : 1)
+					.join("/")
+			: url || n.callFrame.functionName;
 		byFile.set(f, (byFile.get(f) ?? 0) + n.hitCount);
 	}
 	const show = (m: Map<string, number>, k: number) =>
-		[...m.entries()].sort((a, b) => b[1] - a[1]).slice(0, k).forEach(([name, hits]) => console.log(`${((hits / total) * 100).toFixed(1).padStart(5)}%  ${name}`));
+		[...m.entries()]
+			.sort((a, b) => b[1] - a[1])
+			.slice(0, k)
+			.forEach(([name, hits]) => console.log(`${((hits / total) * 100).toFixed(1).padStart(5)}%  ${name}`));
 	console.log(`--- self time by function (${total} samples)`);
 	show(byFn, top);
 	console.log("--- self time by file/package");
@@ -50,12 +66,19 @@ async function main(): Promise<void> {
 	const key = apiKey();
 	const port = await freePort();
 	const profiled = `--cpu-prof --cpu-prof-dir=${dir}`;
-	const env = { DATABASE_URL: db.url, PORT: String(port), BOOTSTRAP_PARTNER_KEY: key, FLEET_MODE: process.env.FLEET_MODE ?? (what === "orders" ? "live" : "simulated") };
+	const env = {
+		DATABASE_URL: db.url,
+		PORT: String(port),
+		BOOTSTRAP_PARTNER_KEY: key,
+		FLEET_MODE: process.env.FLEET_MODE ?? (what === "orders" ? "live" : "simulated"),
+	};
 	const headers = { authorization: `Bearer ${key}` };
 	const pickup = { lat: 12.9716, lng: 77.5946 };
 	const drop = { lat: 12.9352, lng: 77.6245 };
 	const body = JSON.stringify({ pickup, drop });
-	const platform = what.startsWith("rung:") ? await startRung(what.slice(5), { ...env, NODE_OPTIONS: profiled }, headers, body) : await startPlatformProcess("platform", { ...env, NODE_OPTIONS: profiled });
+	const platform = what.startsWith("rung:")
+		? await startRung(what.slice(5), { ...env, NODE_OPTIONS: profiled }, headers, body)
+		: await startPlatformProcess("platform", { ...env, NODE_OPTIONS: profiled });
 	try {
 		const url = `http://127.0.0.1:${port}/ride/${what === "orders" ? "create-order" : "fare-estimate"}`;
 		const bodyFn = orderBody;
@@ -79,7 +102,15 @@ async function main(): Promise<void> {
  * answers (a platform without profiling is started once for that answer).
  */
 async function startRung(rung: string, env: Record<string, string>, headers: Record<string, string>, body: string): Promise<{ proc: ServiceProcess }> {
-	const quiet = { ...env, NODE_ENV: "test", LOGLEVEL: "warn", METRICS_PORT: "0", HEALTH_PORT: "", RATE_LIMIT_PER_MINUTE: "0", AUTH_FAILURE_LIMIT_PER_MINUTE: "0" };
+	const quiet = {
+		...env,
+		NODE_ENV: "test",
+		LOGLEVEL: "warn",
+		METRICS_PORT: "0",
+		HEALTH_PORT: "",
+		RATE_LIMIT_PER_MINUTE: "0",
+		AUTH_FAILURE_LIMIT_PER_MINUTE: "0",
+	};
 	if (rung === "full") return startHelper("ladder-web.ts", { ...quiet, LADDER: "full" });
 	const full = await startHelper("ladder-web.ts", { ...quiet, PORT: "0", NODE_OPTIONS: "", LADDER: "full" });
 	let bodyFile: string;

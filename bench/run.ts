@@ -52,14 +52,23 @@ function printTable(rows: Row[]): void {
 
 async function main(): Promise<void> {
 	const started = Date.now();
-	console.log(`bench${smoke ? " (smoke)" : ""}: ${availableParallelism()} cores, ${fmt(totalmem() / 2 ** 30, 1)} GiB, Node ${process.version}, ${new Date().toISOString()}, ${opts.seconds} s per load, platform: ${benchRuntime()}`);
+	console.log(
+		`bench${smoke ? " (smoke)" : ""}: ${availableParallelism()} cores, ${fmt(totalmem() / 2 ** 30, 1)} GiB, Node ${process.version}, ${new Date().toISOString()}, ${opts.seconds} s per load, platform: ${benchRuntime()}`,
+	);
 	const autovacuum = await autovacuumOnForRun();
 	console.log(`PostgreSQL: ${autovacuum.note}`);
 	const rows: Row[] = [];
 	let crashed = 0;
 	const selected = paths.filter((p) => {
 		if (p.name === "soak" && !wantSoak) {
-			rows.push({ path: p.label, figure: "skipped", floor: "–", ratio: "–", goal: "flat ±10%", note: "soak runs with `npm run bench -- soak` or BENCH_SOAK=1" });
+			rows.push({
+				path: p.label,
+				figure: "skipped",
+				floor: "–",
+				ratio: "–",
+				goal: "flat ±10%",
+				note: "soak runs with `npm run bench -- soak` or BENCH_SOAK=1",
+			});
 			return false;
 		}
 		return names.length === 0 || names.includes(p.name);
@@ -74,7 +83,9 @@ async function main(): Promise<void> {
 		} catch (err) {
 			crashed += 1;
 			console.error(`  ${p.label} crashed:`, err);
-			return [{ path: p.label, figure: "CRASHED", floor: "–", ratio: "–", goal: "–", met: false, note: String((err as Error).message ?? err).split("\n")[0] }];
+			return [
+				{ path: p.label, figure: "CRASHED", floor: "–", ratio: "–", goal: "–", met: false, note: String((err as Error).message ?? err).split("\n")[0] },
+			];
 		} finally {
 			console.log(`  (${p.label}: ${((Date.now() - t0) / 1000).toFixed(0)} s)`);
 		}

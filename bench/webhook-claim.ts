@@ -34,7 +34,12 @@ const ROUNDS = 30;
 async function main(): Promise<void> {
 	void TEST_NATS_URL;
 	const db = await createTestDatabase("benchclaim");
-	const node = await startTestNode({ databaseUrl: db.url, services: ["partners", "riders", "pricing", "orders"], nats: { namespace: uniqueNamespace("claim") }, env: { LOGLEVEL: "warn" } });
+	const node = await startTestNode({
+		databaseUrl: db.url,
+		services: ["partners", "riders", "pricing", "orders"],
+		nats: { namespace: uniqueNamespace("claim") },
+		env: { LOGLEVEL: "warn" },
+	});
 	const sequelize = new Sequelize(db.url, { dialect: "postgres", logging: false, pool: { max: 4 } });
 	try {
 		await runMigrations(sequelize, { service: "notifications", migrations }, db.url);
@@ -62,10 +67,23 @@ async function main(): Promise<void> {
 		await sequelize.query("ANALYZE");
 		console.log(`webhook-claim: ${RIDES} rides, ${ingested} pending status events`);
 
-		const args = (kind: string) => [kind === "status" ? 64 : 0, kind === "location" ? 64 : 0, "00000000-0000-0000-0000-000000000000", "bench", 45_000, 120_000, 64, 64];
+		const args = (kind: string) => [
+			kind === "status" ? 64 : 0,
+			kind === "location" ? 64 : 0,
+			"00000000-0000-0000-0000-000000000000",
+			"bench",
+			45_000,
+			120_000,
+			64,
+			64,
+		];
 		for (const kind of ["status", "location"]) {
 			const t = await sequelize.transaction();
-			const rows = await sequelize.query<Record<string, string>>(`EXPLAIN (ANALYZE, SUMMARY) ${CLAIM_SQL}`, { bind: args(kind), type: QueryTypes.SELECT, transaction: t });
+			const rows = await sequelize.query<Record<string, string>>(`EXPLAIN (ANALYZE, SUMMARY) ${CLAIM_SQL}`, {
+				bind: args(kind),
+				type: QueryTypes.SELECT,
+				transaction: t,
+			});
 			await t.rollback();
 			const plan = rows.map((r) => r["QUERY PLAN"]);
 			console.log(`  EXPLAIN ${kind}: ${plan.filter((l) => /Planning Time|Execution Time/.test(l)).join(", ")}`);
@@ -75,18 +93,25 @@ async function main(): Promise<void> {
 			let got = 0;
 			for (let i = 0; i < ROUNDS; i++) {
 				const t0 = performance.now();
-				const rows = await repo.claim(kind === "status" ? 64 : 0, kind === "location" ? 64 : 0, randomUUID(), "bench", 45_000, 120_000, { partnerCap: 64, hostCap: 64 });
+				const rows = await repo.claim(kind === "status" ? 64 : 0, kind === "location" ? 64 : 0, randomUUID(), "bench", 45_000, 120_000, {
+					partnerCap: 64,
+					hostCap: 64,
+				});
 				times.push(performance.now() - t0);
 				got = rows.length;
 				// Give the claims back so every round sees the same backlog.
 				await sequelize.query("UPDATE webhook_deliveries SET lease_token = NULL, lease_owner = NULL, lease_until = NULL WHERE lease_owner = 'bench'");
 			}
 			times.sort((a, b) => a - b);
-			console.log(`  repo.claim ${kind}: ${got} rows, median ${times[Math.floor(ROUNDS / 2)].toFixed(2)} ms, min ${times[0].toFixed(2)} ms, max ${times[ROUNDS - 1].toFixed(2)} ms (${ROUNDS} calls)`);
+			console.log(
+				`  repo.claim ${kind}: ${got} rows, median ${times[Math.floor(ROUNDS / 2)].toFixed(2)} ms, min ${times[0].toFixed(2)} ms, max ${times[ROUNDS - 1].toFixed(2)} ms (${ROUNDS} calls)`,
+			);
 		}
 		{
 			// Everything pending is in flight (leased): what the tick after a finished try costs when there is nothing to take.
-			await sequelize.query("UPDATE webhook_deliveries SET lease_token = gen_random_uuid(), lease_owner = 'other', lease_until = now() + interval '1 hour' WHERE state = 'pending'");
+			await sequelize.query(
+				"UPDATE webhook_deliveries SET lease_token = gen_random_uuid(), lease_owner = 'other', lease_until = now() + interval '1 hour' WHERE state = 'pending'",
+			);
 			const times: number[] = [];
 			for (let i = 0; i < ROUNDS; i++) {
 				const t0 = performance.now();
@@ -95,7 +120,9 @@ async function main(): Promise<void> {
 			}
 			await sequelize.query("UPDATE webhook_deliveries SET lease_token = NULL, lease_owner = NULL, lease_until = NULL WHERE lease_owner = 'other'");
 			times.sort((a, b) => a - b);
-			console.log(`  repo.claim, every pending event leased (nothing to take): median ${times[Math.floor(ROUNDS / 2)].toFixed(2)} ms, min ${times[0].toFixed(2)} ms`);
+			console.log(
+				`  repo.claim, every pending event leased (nothing to take): median ${times[Math.floor(ROUNDS / 2)].toFixed(2)} ms, min ${times[0].toFixed(2)} ms`,
+			);
 		}
 		const times: number[] = [];
 		for (let i = 0; i < ROUNDS; i++) {

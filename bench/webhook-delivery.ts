@@ -51,15 +51,22 @@ async function main(): Promise<void> {
 		await waitFor("every event", () => endpoint.delivered().length >= total, 300_000, 20);
 		const done = performance.now();
 
-		const latencies = endpoint.delivered().map((h) => h.receivedAt - Date.parse(String(h.body.occurredAt))).sort((a, b) => a - b);
+		const latencies = endpoint
+			.delivered()
+			.map((h) => h.receivedAt - Date.parse(String(h.body.occurredAt)))
+			.sort((a, b) => a - b);
 		const seconds = (done - started) / 1000;
 		console.log(`webhook delivery: ${RIDES} rides × ${EVENTS_PER_RIDE} events = ${total} events, 1 notifications instance`);
-		console.log(`  ride changes written in ${((written - started) / 1000).toFixed(2)} s (${(total / ((written - started) / 1000)).toFixed(0)} events/s through orders)`);
+		console.log(
+			`  ride changes written in ${((written - started) / 1000).toFixed(2)} s (${(total / ((written - started) / 1000)).toFixed(0)} events/s through orders)`,
+		);
 		console.log(`  all delivered after ${seconds.toFixed(2)} s: ${(total / seconds).toFixed(0)} events/s end to end`);
 		console.log(
 			`  latency occurred → received: p50 ${percentile(latencies, 50)} ms  p95 ${percentile(latencies, 95)} ms  p99 ${percentile(latencies, 99)} ms  max ${latencies[latencies.length - 1]} ms`,
 		);
-		console.log(`  requests ${endpoint.received.length} (duplicates ${endpoint.received.length - total}), bad signatures ${endpoint.received.filter((h) => !h.signatureValid).length}`);
+		console.log(
+			`  requests ${endpoint.received.length} (duplicates ${endpoint.received.length - total}), bad signatures ${endpoint.received.filter((h) => !h.signatureValid).length}`,
+		);
 	} finally {
 		await endpoint.close();
 		await node.stop();

@@ -76,7 +76,12 @@ async function startReceiver(): Promise<Receiver> {
 async function main(): Promise<void> {
 	const db = await createTestDatabase("benchwhrate");
 	const namespace = uniqueNamespace("whrate");
-	const node = await startTestNode({ databaseUrl: db.url, services: ["partners", "riders", "pricing", "orders"], nats: { namespace }, env: { LOGLEVEL: "warn" } });
+	const node = await startTestNode({
+		databaseUrl: db.url,
+		services: ["partners", "riders", "pricing", "orders"],
+		nats: { namespace },
+		env: { LOGLEVEL: "warn" },
+	});
 	const receiver = await startReceiver();
 	const env = {
 		SERVICES: "notifications",
@@ -129,7 +134,14 @@ async function main(): Promise<void> {
 				);
 				const row = rows[0];
 				const eventId = newId("evt");
-				const payload = { eventId, orderId, status: "accepted", sequence: row.version, occurredAt: new Date(row.updated_at).toISOString(), metadata: row.metadata };
+				const payload = {
+					eventId,
+					orderId,
+					status: "accepted",
+					sequence: row.version,
+					occurredAt: new Date(row.updated_at).toISOString(),
+					metadata: row.metadata,
+				};
 				await c.query(
 					`INSERT INTO ride_events (id, order_id, partner_id, sequence, kind, status, webhook_url, payload, occurred_at) VALUES ($1, $2, $3, $4, 'status', 'accepted', $5, $6::jsonb, $7)`,
 					[eventId, orderId, row.partner_id, row.version, row.webhook_url, JSON.stringify(payload), row.updated_at],
@@ -166,7 +178,9 @@ async function main(): Promise<void> {
 		const writeSecs = (performance.now() - t0) / 1000;
 		await waitAll("steady", 120_000);
 		const lat = [...committed].map(([id, at]) => receiver.received.get(id)! - at).sort((a, b) => a - b);
-		console.log(`webhook-rate: ${ORDERS} rides, ${total} status events written at ${(total / writeSecs).toFixed(0)}/s (target ${RATE}/s), 1 notifications process, ${CONCURRENCY} slots`);
+		console.log(
+			`webhook-rate: ${ORDERS} rides, ${total} status events written at ${(total / writeSecs).toFixed(0)}/s (target ${RATE}/s), 1 notifications process, ${CONCURRENCY} slots`,
+		);
 		console.log(`  commit → receipt: p50 ${pct(lat, 50)} ms  p90 ${pct(lat, 90)} ms  p99 ${pct(lat, 99)} ms  max ${lat[lat.length - 1]} ms`);
 
 		// 2. backlog throughput
@@ -184,7 +198,16 @@ async function main(): Promise<void> {
 			try {
 				await c.query("BEGIN");
 				// The claim is a function call since migration 003: this shows the call; bench/webhook-claim.ts times the claim itself.
-				const plan = await c.query(`EXPLAIN (ANALYZE, BUFFERS) ${CLAIM_SQL}`, [64, 0, "00000000-0000-0000-0000-000000000000", "explain", 45000, 120000, 64, 64]);
+				const plan = await c.query(`EXPLAIN (ANALYZE, BUFFERS) ${CLAIM_SQL}`, [
+					64,
+					0,
+					"00000000-0000-0000-0000-000000000000",
+					"explain",
+					45000,
+					120000,
+					64,
+					64,
+				]);
 				console.log(plan.rows.map((r: Record<string, string>) => r["QUERY PLAN"]).join("\n"));
 				await c.query("ROLLBACK");
 			} finally {

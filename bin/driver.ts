@@ -56,7 +56,10 @@ export function actionOf(c: Command): { action: string; params: Record<string, u
 	const o = c.options;
 	switch (c.verb) {
 		case "create":
-			return { action: "dispatch.createDriverToken", params: { name: o.name, phone: o.phone, vehicleNumber: o.vehicle, serviceType: o["service-type"], ...(o.mode ? { mode: o.mode } : {}) } };
+			return {
+				action: "dispatch.createDriverToken",
+				params: { name: o.name, phone: o.phone, vehicleNumber: o.vehicle, serviceType: o["service-type"], ...(o.mode ? { mode: o.mode } : {}) },
+			};
 		case "revoke":
 			return { action: "dispatch.revokeDriverTokens", params: { driverId: o.driver } };
 		case "list":

@@ -30,7 +30,11 @@ export interface VerbCommand<V extends string, O extends string> extends Operato
  * `<verb> --option value …`, strictly: an unknown verb or option, a missing
  * value, a stray positional or a missing required option is a UsageError.
  */
-export function parseVerb<V extends string, O extends string>(argv: string[], options: Record<V, ParseArgsOptionsConfig>, required: Partial<Record<V, readonly O[]>> = {}): VerbCommand<V, O> {
+export function parseVerb<V extends string, O extends string>(
+	argv: string[],
+	options: Record<V, ParseArgsOptionsConfig>,
+	required: Partial<Record<V, readonly O[]>> = {},
+): VerbCommand<V, O> {
 	const [verb, ...rest] = argv;
 	if (!verb || !Object.hasOwn(options, verb)) throw new UsageError(verb ? `Unknown command "${verb}"` : "No command given");
 	const v = verb as V;

@@ -40,7 +40,6 @@ const USAGE = `Usage:
   npm run partner -- revoke-key (--key <keyId> | --partner <partnerId>)
   npm run partner -- rotate-webhook-secret --partner <partnerId> [--grace <n>[s|m|h|d]] [--webhook-secret <whsec_…>]`;
 
-
 type Verb = "create" | "list" | "list-keys" | "rotate-key" | "revoke-key" | "rotate-webhook-secret";
 type OptionName = "name" | "api-key" | "webhook-secret" | "partner" | "label" | "key" | "grace" | "mode";
 
@@ -69,7 +68,8 @@ export function parseGrace(value: string): number {
 export function parseArgs(argv: string[]): Command {
 	const command = parseVerb<Verb, OptionName>(argv, OPTIONS, REQUIRED);
 	const { options } = command;
-	if (command.verb === "revoke-key" && !options.key === !options.partner) throw new UsageError("revoke-key needs exactly one of --key <keyId> or --partner <partnerId>");
+	if (command.verb === "revoke-key" && !options.key === !options.partner)
+		throw new UsageError("revoke-key needs exactly one of --key <keyId> or --partner <partnerId>");
 	if (options.grace !== undefined) parseGrace(options.grace);
 	if (options.mode !== undefined && !(KEY_MODES as readonly string[]).includes(options.mode)) {
 		throw new UsageError(`--mode must be ${KEY_MODES.join(" or ")} (got "${options.mode}")`);
@@ -95,7 +95,11 @@ function actionOf(c: Command): { action: string; params: Record<string, unknown>
 		case "rotate-webhook-secret":
 			return {
 				action: "partners.rotateWebhookSecret",
-				params: defined({ partnerId: o.partner, graceSeconds: o.grace === undefined ? undefined : parseGrace(o.grace), webhookSecret: o["webhook-secret"] }),
+				params: defined({
+					partnerId: o.partner,
+					graceSeconds: o.grace === undefined ? undefined : parseGrace(o.grace),
+					webhookSecret: o["webhook-secret"],
+				}),
 			};
 	}
 }

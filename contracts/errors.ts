@@ -54,8 +54,7 @@ export const ERRORS = {
 		retryable: false,
 		forStatus: "fallback",
 		documented: true,
-		meaning:
-			`A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown \`serviceType\`, a string containing U+0000 or an unpaired surrogate, nesting deeper than ${PARAMS_MAX_DEPTH} levels, a value the database cannot store, a body that is not a JSON object, or a bad \`Idempotency-Key\` header). \`details\` names each field.`,
+		meaning: `A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown \`serviceType\`, a string containing U+0000 or an unpaired surrogate, nesting deeper than ${PARAMS_MAX_DEPTH} levels, a value the database cannot store, a body that is not a JSON object, or a bad \`Idempotency-Key\` header). \`details\` names each field.`,
 	},
 	INVALID_WEBHOOK_URL: {
 		status: 400,
@@ -139,7 +138,8 @@ export const ERRORS = {
 		status: 409,
 		retryable: false,
 		documented: false,
-		meaning: "Too many OTP tries for this ride: starting it with an OTP is refused until an operator unlocks it (orders.unlockOtp); the driver may drop out, the partner may cancel (driver and fleet calls).",
+		meaning:
+			"Too many OTP tries for this ride: starting it with an OTP is refused until an operator unlocks it (orders.unlockOtp); the driver may drop out, the partner may cancel (driver and fleet calls).",
 	},
 	DRIVER_NOT_AVAILABLE: {
 		status: 409,

@@ -5,16 +5,7 @@
  * body it stores, the broker events it emits, and the ride statuses.
  * Type-only plus plain data: no service code, no I/O.
  */
-import {
-	etaRule,
-	locationRule,
-	orderIdRule,
-	placeRule,
-	serviceTypeRule,
-	type DriverLocation,
-	type Place,
-	type ServiceType,
-} from "./common";
+import { etaRule, locationRule, orderIdRule, placeRule, serviceTypeRule, type DriverLocation, type Place, type ServiceType } from "./common";
 import { E164_PATTERN } from "./riders";
 import { SERVICE_RETRY_AFTER_SECONDS } from "./constants";
 import type { EventDeliveryState } from "./notifications";
@@ -22,15 +13,7 @@ import type { KeyMode } from "./partners";
 
 // ---- ride statuses (API.md, "Ride states") -----------------------------------------
 
-export const RIDE_STATUSES = [
-	"searching",
-	"accepted",
-	"arrived",
-	"started",
-	"dropped",
-	"customer_cancelled",
-	"no_driver_found",
-] as const;
+export const RIDE_STATUSES = ["searching", "accepted", "arrived", "started", "dropped", "customer_cancelled", "no_driver_found"] as const;
 export type RideStatus = (typeof RIDE_STATUSES)[number];
 
 export const ACTIVE_STATUSES = ["searching", "accepted", "arrived", "started"] as const satisfies readonly RideStatus[];

@@ -13,7 +13,12 @@ const partnerIdRule = { type: "string", min: 1, max: 100 } as const;
 export const upsertRiderParams = {
 	partnerId: partnerIdRule,
 	name: { type: "string", trim: true, min: 1, max: 200 },
-	phone: { type: "string", trim: true, pattern: E164_PATTERN, messages: { stringPattern: "The '{field}' field must be an E.164 phone number like +919812345678." } },
+	phone: {
+		type: "string",
+		trim: true,
+		pattern: E164_PATTERN,
+		messages: { stringPattern: "The '{field}' field must be an E.164 phone number like +919812345678." },
+	},
 	email: { type: "email", mode: "precise", max: 254, optional: true },
 } as const;
 export interface UpsertRiderParams {

@@ -56,7 +56,8 @@ type Entry = { ok: true; answers: LookupAddress[] } | { ok: false; error: NodeJS
 function dnsError(host: string, cause: NodeJS.ErrnoException | undefined): NodeJS.ErrnoException {
 	const raw = cause?.code ?? "EAI_FAIL";
 	// getaddrinfo's codes, which webhook-client classifies as DNS.
-	const code = raw === "ENOTFOUND" || raw === "ENODATA" || raw === "ENONAME" ? "ENOTFOUND" : raw === "ETIMEOUT" || raw === "ECANCELLED" ? "EAI_AGAIN" : "EAI_FAIL";
+	const code =
+		raw === "ENOTFOUND" || raw === "ENODATA" || raw === "ENONAME" ? "ENOTFOUND" : raw === "ETIMEOUT" || raw === "ECANCELLED" ? "EAI_AGAIN" : "EAI_FAIL";
 	return Object.assign(new Error(`DNS lookup of ${host} failed (${raw})`), { code, dnsCode: raw, hostname: host });
 }
 
@@ -163,10 +164,14 @@ export function readDnsSettings(env: Env): DnsSettings {
 	const raw = envString(env, "WEBHOOK_DNS_SERVERS");
 	let servers: string[] | undefined;
 	if (raw !== undefined) {
-		servers = raw.split(",").map((s) => s.trim()).filter(Boolean);
+		servers = raw
+			.split(",")
+			.map((s) => s.trim())
+			.filter(Boolean);
 		const valid = (s: string) => isIP(s) !== 0 || /^(\d{1,3}(\.\d{1,3}){3}):\d{1,5}$/.test(s) || /^\[[0-9a-f:.]+\]:\d{1,5}$/i.test(s);
 		const bad = servers.find((s) => !valid(s));
-		if (servers.length === 0 || bad !== undefined) throw new SettingError("WEBHOOK_DNS_SERVERS", "a comma list of IP addresses, optionally with :port", raw);
+		if (servers.length === 0 || bad !== undefined)
+			throw new SettingError("WEBHOOK_DNS_SERVERS", "a comma list of IP addresses, optionally with :port", raw);
 		try {
 			new Resolver().setServers(servers);
 		} catch {

@@ -31,5 +31,4 @@ export class ApiError extends Errors.MoleculerClientError {
 
 export const orderNotFound = (): ApiError => new ApiError("ORDER_NOT_FOUND", "Order not found");
 
-export const validationError = (field: string, message: string): ApiError =>
-	new ApiError("VALIDATION_ERROR", message, { details: [{ field, message }] });
+export const validationError = (field: string, message: string): ApiError => new ApiError("VALIDATION_ERROR", message, { details: [{ field, message }] });

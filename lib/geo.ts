@@ -20,7 +20,7 @@ export function normalizeBearing(deg: number): number {
 
 /** Normalises a longitude to [-180, 180). */
 export function normalizeLng(lng: number): number {
-	const r = (((lng + 180) % 360) + 360) % 360 - 180;
+	const r = ((((lng + 180) % 360) + 360) % 360) - 180;
 	return r === 0 ? 0 : r;
 }
 
@@ -95,8 +95,15 @@ export function roundCoordinate(value: number, decimals = 5): number {
 export function isValidPoint(p: unknown): p is Point {
 	const q = p as Point | null | undefined;
 	return (
-		typeof q === "object" && q !== null &&
-		typeof q.lat === "number" && Number.isFinite(q.lat) && q.lat >= -90 && q.lat <= 90 &&
-		typeof q.lng === "number" && Number.isFinite(q.lng) && q.lng >= -180 && q.lng <= 180
+		typeof q === "object" &&
+		q !== null &&
+		typeof q.lat === "number" &&
+		Number.isFinite(q.lat) &&
+		q.lat >= -90 &&
+		q.lat <= 90 &&
+		typeof q.lng === "number" &&
+		Number.isFinite(q.lng) &&
+		q.lng >= -180 &&
+		q.lng <= 180
 	);
 }

@@ -96,7 +96,9 @@ export function findUnsafeInput(value: unknown, opts: { maxDepth?: number; limit
 		} else {
 			for (const [k, v] of Object.entries(item.value)) {
 				const field = childField(item.field, k);
-				children.push(isUnsafeString(k) ? { value: undefined, field, depth: item.depth + 1, badKey: true } : { value: v, field, depth: item.depth + 1 });
+				children.push(
+					isUnsafeString(k) ? { value: undefined, field, depth: item.depth + 1, badKey: true } : { value: v, field, depth: item.depth + 1 },
+				);
 			}
 		}
 		// Reversed onto the stack so they come off in document order.

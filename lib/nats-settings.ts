@@ -99,7 +99,12 @@ export function readNatsOptions(env: Env, readFile: ReadFile = readText): NatsCo
 		options.authenticator = credsAuthenticator(new TextEncoder().encode(creds));
 	}
 	if (seed !== undefined) {
-		if (!/^SU[A-Z2-7]{56}$/.test(seed)) throw new SettingError(raw(env, "NATS_NKEY_SEED_FILE") ? "NATS_NKEY_SEED_FILE" : "NATS_NKEY_SEED", "a user nkey seed (SU…, 58 characters)", "(hidden)");
+		if (!/^SU[A-Z2-7]{56}$/.test(seed))
+			throw new SettingError(
+				raw(env, "NATS_NKEY_SEED_FILE") ? "NATS_NKEY_SEED_FILE" : "NATS_NKEY_SEED",
+				"a user nkey seed (SU…, 58 characters)",
+				"(hidden)",
+			);
 		options.authenticator = nkeyAuthenticator(new TextEncoder().encode(seed));
 	}
 

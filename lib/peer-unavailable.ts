@@ -18,7 +18,15 @@ const PEER_UNAVAILABLE_NAMES = new Set([
 ]);
 
 /** The types of those same Moleculer errors. */
-const PEER_UNAVAILABLE_TYPES = new Set(["SERVICE_NOT_FOUND", "SERVICE_NOT_AVAILABLE", "REQUEST_TIMEOUT", "REQUEST_REJECTED", "REQUEST_SKIPPED", "QUEUE_FULL", "BAD_GATEWAY"]);
+const PEER_UNAVAILABLE_TYPES = new Set([
+	"SERVICE_NOT_FOUND",
+	"SERVICE_NOT_AVAILABLE",
+	"REQUEST_TIMEOUT",
+	"REQUEST_REJECTED",
+	"REQUEST_SKIPPED",
+	"QUEUE_FULL",
+	"BAD_GATEWAY",
+]);
 
 export function isPeerUnavailable(err: unknown): boolean {
 	if (typeof err !== "object" || err === null) return false;

@@ -115,7 +115,10 @@ export function envEnum<T extends string>(env: Env, name: string, values: readon
 export function envList(env: Env, name: string, fallback: string[] = []): string[] {
 	const raw = rawOf(env, name);
 	if (raw === undefined) return fallback;
-	return raw.split(",").map((s) => s.trim()).filter(Boolean);
+	return raw
+		.split(",")
+		.map((s) => s.trim())
+		.filter(Boolean);
 }
 
 /** Free text, or `fallback` when unset or blank. */
@@ -188,7 +191,9 @@ export function readSettings(env: Env): RuntimeSettings {
 	const production = env.NODE_ENV === "production";
 	const fleetMode = envEnum(env, "FLEET_MODE", ["simulated", "live"] as const, "simulated");
 	const services = env.SERVICES
-		? env.SERVICES.split(",").map((s) => s.trim()).filter(Boolean)
+		? env.SERVICES.split(",")
+				.map((s) => s.trim())
+				.filter(Boolean)
 		: undefined;
 	return {
 		port: envNumber(env, "PORT", 3000),

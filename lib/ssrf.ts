@@ -23,20 +23,10 @@ export interface AddressPolicy {
 	allowPrivate: boolean;
 }
 
-export type AddressVerdict =
-	| { allowed: true; address: string }
-	| { allowed: false; address: string; reason: string };
+export type AddressVerdict = { allowed: true; address: string } | { allowed: false; address: string; reason: string };
 
 /** Cloud instance metadata services (AWS, GCP, Azure, Alibaba, Oracle, AWS ECS, AWS IPv6). */
-const METADATA_ADDRESSES = new Set([
-	"169.254.169.254",
-	"169.254.170.2",
-	"169.254.169.123",
-	"100.100.100.200",
-	"168.63.129.16",
-	"192.0.0.192",
-	"fd00:ec2::254",
-]);
+const METADATA_ADDRESSES = new Set(["169.254.169.254", "169.254.170.2", "169.254.169.123", "100.100.100.200", "168.63.129.16", "192.0.0.192", "fd00:ec2::254"]);
 
 /** Names that reach metadata services or the local machine without any DNS answer being involved. */
 const METADATA_HOSTNAMES = new Set([

@@ -68,7 +68,6 @@ export interface PartnerMeta {
 	requestId?: string;
 }
 
-
 export const AccessMiddleware: Middleware = {
 	name: "Access",
 	// Runs after mixins are merged and before the actions are registered, so

@@ -26,7 +26,8 @@ export const DataErrorsMiddleware: Middleware = {
 		// One closure per action, not per call: a call that succeeds costs one `then`.
 		const convert = (err: unknown): never => {
 			const converted = toDataValidationError(err);
-			if (converted !== err) this.getLogger("data-errors").warn(`A database data exception (SQLSTATE ${dataExceptionState(err)}) in ${name} answered 400`);
+			if (converted !== err)
+				this.getLogger("data-errors").warn(`A database data exception (SQLSTATE ${dataExceptionState(err)}) in ${name} answered 400`);
 			throw converted;
 		};
 		return function convertDataErrors(this: unknown, ctx: Context) {

@@ -129,7 +129,14 @@ class PreparingClient extends GuardedClient {
 	// eslint-disable-next-line @typescript-eslint/no-explicit-any
 	query(config: unknown, values?: unknown, callback?: unknown): any {
 		const query = super.query as (...args: unknown[]) => unknown;
-		if (typeof config === "string" && Array.isArray(values) && values.length > 0 && typeof callback === "function" && this.getTransactionStatus() === "I" && !this.unprepared.has(config)) {
+		if (
+			typeof config === "string" &&
+			Array.isArray(values) &&
+			values.length > 0 &&
+			typeof callback === "function" &&
+			this.getTransactionStatus() === "I" &&
+			!this.unprepared.has(config)
+		) {
 			const name = statementName(config);
 			if (name !== undefined) {
 				const done = callback as QueryCallback;
@@ -273,7 +280,13 @@ export function DbMixin(opts: DbMixinOptions): Partial<ServiceSchema> {
 
 /** Postgres unique_violation, whatever layer (pg or Sequelize) raised it. */
 export function isUniqueViolation(err: unknown, constraint?: string): boolean {
-	const e = err as { name?: string; parent?: { code?: string; constraint?: string }; original?: { code?: string; constraint?: string }; code?: string; constraint?: string };
+	const e = err as {
+		name?: string;
+		parent?: { code?: string; constraint?: string };
+		original?: { code?: string; constraint?: string };
+		code?: string;
+		constraint?: string;
+	};
 	const pgErr = e?.parent ?? e?.original ?? e;
 	if (pgErr?.code !== "23505" && e?.name !== "SequelizeUniqueConstraintError") return false;
 	return constraint === undefined || pgErr?.constraint === constraint;

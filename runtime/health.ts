@@ -36,7 +36,6 @@ export interface HealthOptions {
 	databaseUrl?: string;
 }
 
-
 export async function startHealthServer(broker: ServiceBroker, opts: HealthOptions): Promise<HealthServer> {
 	let draining = false;
 	const pool = opts.databaseUrl
@@ -48,10 +47,7 @@ export async function startHealthServer(broker: ServiceBroker, opts: HealthOptio
 	async function databaseAnswers(): Promise<boolean> {
 		if (!pool) return true;
 		try {
-			await Promise.race([
-				pool.query("SELECT 1"),
-				new Promise((_, reject) => setTimeout(() => reject(new Error("timeout")), 2_000).unref()),
-			]);
+			await Promise.race([pool.query("SELECT 1"), new Promise((_, reject) => setTimeout(() => reject(new Error("timeout")), 2_000).unref())]);
 			return true;
 		} catch {
 			return false;

@@ -57,7 +57,8 @@ async function fare(api, key) {
 	const r = await post(api, key, "/ride/fare-estimate", TRIP);
 	if (r.status !== 200) throw new Error(`fare-estimate answered ${r.status}: ${r.text.slice(0, 300)}`);
 	const types = JSON.stringify(r.json).match(/"(scooty|cab)"/g) ?? [];
-	if (!types.some((t) => t.includes("scooty")) || !types.some((t) => t.includes("cab"))) throw new Error(`fare-estimate without both service types: ${r.text.slice(0, 300)}`);
+	if (!types.some((t) => t.includes("scooty")) || !types.some((t) => t.includes("cab")))
+		throw new Error(`fare-estimate without both service types: ${r.text.slice(0, 300)}`);
 	return "fare estimate 200 with scooty and cab";
 }
 
@@ -120,7 +121,8 @@ async function ride(api, key, secret, hookPort, seconds = "120") {
 		if (order.status !== 201) throw new Error(`create-order answered ${order.status}: ${order.text.slice(0, 300)}`);
 		const until = Date.now() + Number(seconds) * 1000;
 		while (!dropped && Date.now() < until) await sleep(200);
-		if (!dropped) throw new Error(`no signed "dropped" webhook within ${seconds} s; received [${received.join(", ")}], ${badSignatures} with a bad signature`);
+		if (!dropped)
+			throw new Error(`no signed "dropped" webhook within ${seconds} s; received [${received.join(", ")}], ${badSignatures} with a bad signature`);
 		if (badSignatures > 0) throw new Error(`${badSignatures} webhook(s) with a bad signature`);
 		return `ride booked (201) and driven to dropped; signed webhooks received: ${received.join(", ")}`;
 	} finally {

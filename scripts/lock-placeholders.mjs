@@ -48,7 +48,8 @@ for (const [path, entry] of Object.entries(packages)) {
 	for (const [name, version] of Object.entries(entry.optionalDependencies ?? {})) {
 		const nested = path ? `${path}/node_modules/${name}` : `node_modules/${name}`;
 		if (packages[nested] || packages[`node_modules/${name}`]) continue;
-		if (!/^\d+\.\d+\.\d+(?:[-+][\w.-]+)?$/.test(version)) throw new Error(`${path || "(root)"}: optional ${name}@${version} is not an exact version; cannot add a placeholder`);
+		if (!/^\d+\.\d+\.\d+(?:[-+][\w.-]+)?$/.test(version))
+			throw new Error(`${path || "(root)"}: optional ${name}@${version} is not an exact version; cannot add a placeholder`);
 		const fields = { ...(entry.dev ? { dev: true } : {}), optional: true, ...platformOf(name) };
 		// npm's own layout (version, then the other keys sorted), so a later `npm install` rewrites nothing.
 		packages[`node_modules/${name}`] = { version, ...Object.fromEntries(Object.entries(fields).sort(([a], [b]) => a.localeCompare(b, "en"))) };
@@ -58,7 +59,9 @@ for (const [path, entry] of Object.entries(packages)) {
 
 if (check) {
 	if (added.length > 0) {
-		console.error(`package-lock.json lacks ${added.length} optional entr${added.length === 1 ? "y" : "ies"} (npm ci would refuse it): ${added.join(", ")}\nrun: node scripts/lock-placeholders.mjs`);
+		console.error(
+			`package-lock.json lacks ${added.length} optional entr${added.length === 1 ? "y" : "ies"} (npm ci would refuse it): ${added.join(", ")}\nrun: node scripts/lock-placeholders.mjs`,
+		);
 		process.exit(1);
 	}
 	console.log("package-lock.json: every optional dependency has an entry");

@@ -28,11 +28,45 @@ const problem = (where, message) => problems.push(`${where}: ${message}`);
 
 const TOP_KEYS = new Set(["version", "name", "services", "volumes", "networks", "secrets", "configs"]);
 const SERVICE_KEYS = new Set([
-	"image", "build", "command", "entrypoint", "environment", "env_file", "ports", "expose", "volumes",
-	"depends_on", "healthcheck", "restart", "stop_grace_period", "stop_signal", "deploy", "networks",
-	"labels", "logging", "user", "working_dir", "init", "read_only", "tmpfs", "ulimits", "cap_drop",
-	"cap_add", "security_opt", "mem_limit", "cpus", "profiles", "container_name", "hostname",
-	"extra_hosts", "secrets", "configs", "pull_policy", "shm_size", "tty", "stdin_open",
+	"image",
+	"build",
+	"command",
+	"entrypoint",
+	"environment",
+	"env_file",
+	"ports",
+	"expose",
+	"volumes",
+	"depends_on",
+	"healthcheck",
+	"restart",
+	"stop_grace_period",
+	"stop_signal",
+	"deploy",
+	"networks",
+	"labels",
+	"logging",
+	"user",
+	"working_dir",
+	"init",
+	"read_only",
+	"tmpfs",
+	"ulimits",
+	"cap_drop",
+	"cap_add",
+	"security_opt",
+	"mem_limit",
+	"cpus",
+	"profiles",
+	"container_name",
+	"hostname",
+	"extra_hosts",
+	"secrets",
+	"configs",
+	"pull_policy",
+	"shm_size",
+	"tty",
+	"stdin_open",
 ]);
 const HEALTHCHECK_KEYS = new Set(["test", "interval", "timeout", "retries", "start_period", "start_interval", "disable"]);
 const BUILD_KEYS = new Set(["context", "dockerfile", "args", "target", "cache_from", "labels", "network", "shm_size", "extra_hosts"]);
@@ -101,7 +135,8 @@ function checkService(name, svc, doc) {
 	if (svc.environment !== undefined) {
 		if (isMap(svc.environment)) {
 			for (const [k, v] of Object.entries(svc.environment)) {
-				if (v !== null && !["string", "number", "boolean"].includes(typeof v)) problem(`${at}.environment.${k}`, "must be a string, number, boolean or null");
+				if (v !== null && !["string", "number", "boolean"].includes(typeof v))
+					problem(`${at}.environment.${k}`, "must be a string, number, boolean or null");
 			}
 		} else if (Array.isArray(svc.environment)) {
 			for (const e of svc.environment) if (typeof e !== "string" || !/^[^=]+(=.*)?$/.test(e)) problem(`${at}.environment`, `"${e}" is not KEY=value`);
@@ -110,37 +145,44 @@ function checkService(name, svc, doc) {
 
 	if (svc.ports !== undefined) {
 		if (!Array.isArray(svc.ports)) problem(`${at}.ports`, "must be a list");
-		else for (const p of svc.ports) {
-			if (isMap(p)) {
-				if (!Number.isInteger(Number(p.target))) problem(`${at}.ports`, "long syntax needs an integer target");
-			} else if (!PORT.test(String(p))) problem(`${at}.ports`, `"${p}" is not a port mapping`);
-		}
+		else
+			for (const p of svc.ports) {
+				if (isMap(p)) {
+					if (!Number.isInteger(Number(p.target))) problem(`${at}.ports`, "long syntax needs an integer target");
+				} else if (!PORT.test(String(p))) problem(`${at}.ports`, `"${p}" is not a port mapping`);
+			}
 	}
 
 	if (svc.volumes !== undefined) {
 		if (!Array.isArray(svc.volumes)) problem(`${at}.volumes`, "must be a list");
-		else for (const v of svc.volumes) {
-			const source = isMap(v) ? v.source : String(v).split(":")[0];
-			const isNamed = typeof source === "string" && /^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(source);
-			if (isNamed && !(isMap(doc.volumes) && source in doc.volumes)) problem(`${at}.volumes`, `named volume "${source}" is not declared under volumes`);
-		}
+		else
+			for (const v of svc.volumes) {
+				const source = isMap(v) ? v.source : String(v).split(":")[0];
+				const isNamed = typeof source === "string" && /^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(source);
+				if (isNamed && !(isMap(doc.volumes) && source in doc.volumes))
+					problem(`${at}.volumes`, `named volume "${source}" is not declared under volumes`);
+			}
 	}
 
 	if (svc.depends_on !== undefined) {
 		const deps = Array.isArray(svc.depends_on) ? Object.fromEntries(svc.depends_on.map((d) => [d, {}])) : svc.depends_on;
 		if (!isMap(deps)) problem(`${at}.depends_on`, "must be a list or a mapping");
-		else for (const [dep, spec] of Object.entries(deps)) {
-			if (!isMap(doc.services) || !(dep in doc.services)) problem(`${at}.depends_on`, `unknown service "${dep}"`);
-			if (dep === name) problem(`${at}.depends_on`, "a service cannot depend on itself");
-			if (isMap(spec)) {
-				for (const key of Object.keys(spec)) if (!["condition", "restart", "required"].includes(key)) problem(`${at}.depends_on.${dep}`, `unknown key "${key}"`);
-				if (spec.condition !== undefined && !DEPENDS_CONDITIONS.has(spec.condition)) problem(`${at}.depends_on.${dep}.condition`, `"${spec.condition}" is not one of ${[...DEPENDS_CONDITIONS].join(", ")}`);
-				if (spec.condition === "service_healthy") {
-					const target = doc.services?.[dep];
-					if (!isMap(target?.healthcheck) || target.healthcheck.disable === true) problem(`${at}.depends_on.${dep}`, `waits for "${dep}" to be healthy but it has no healthcheck`);
-				}
-			} else if (spec !== null && !Array.isArray(svc.depends_on)) problem(`${at}.depends_on.${dep}`, "must be a mapping");
-		}
+		else
+			for (const [dep, spec] of Object.entries(deps)) {
+				if (!isMap(doc.services) || !(dep in doc.services)) problem(`${at}.depends_on`, `unknown service "${dep}"`);
+				if (dep === name) problem(`${at}.depends_on`, "a service cannot depend on itself");
+				if (isMap(spec)) {
+					for (const key of Object.keys(spec))
+						if (!["condition", "restart", "required"].includes(key)) problem(`${at}.depends_on.${dep}`, `unknown key "${key}"`);
+					if (spec.condition !== undefined && !DEPENDS_CONDITIONS.has(spec.condition))
+						problem(`${at}.depends_on.${dep}.condition`, `"${spec.condition}" is not one of ${[...DEPENDS_CONDITIONS].join(", ")}`);
+					if (spec.condition === "service_healthy") {
+						const target = doc.services?.[dep];
+						if (!isMap(target?.healthcheck) || target.healthcheck.disable === true)
+							problem(`${at}.depends_on.${dep}`, `waits for "${dep}" to be healthy but it has no healthcheck`);
+					}
+				} else if (spec !== null && !Array.isArray(svc.depends_on)) problem(`${at}.depends_on.${dep}`, "must be a mapping");
+			}
 	}
 
 	if (svc.healthcheck !== undefined) {
@@ -150,11 +192,15 @@ function checkService(name, svc, doc) {
 			for (const key of Object.keys(hc)) if (!HEALTHCHECK_KEYS.has(key)) problem(`${at}.healthcheck`, `unknown key "${key}"`);
 			if (hc.disable !== true) {
 				const test = hc.test;
-				const ok = typeof test === "string" || (Array.isArray(test) && ["CMD", "CMD-SHELL", "NONE"].includes(test[0]) && test.every((t) => typeof t === "string"));
+				const ok =
+					typeof test === "string" ||
+					(Array.isArray(test) && ["CMD", "CMD-SHELL", "NONE"].includes(test[0]) && test.every((t) => typeof t === "string"));
 				if (!ok) problem(`${at}.healthcheck.test`, 'must be a string or ["CMD" | "CMD-SHELL", …]');
 			}
-			for (const key of ["interval", "timeout", "start_period", "start_interval"]) if (hc[key] !== undefined) checkDuration(hc[key], `${at}.healthcheck.${key}`);
-			if (hc.retries !== undefined && !(Number.isInteger(hc.retries) && hc.retries > 0)) problem(`${at}.healthcheck.retries`, "must be a positive integer");
+			for (const key of ["interval", "timeout", "start_period", "start_interval"])
+				if (hc[key] !== undefined) checkDuration(hc[key], `${at}.healthcheck.${key}`);
+			if (hc.retries !== undefined && !(Number.isInteger(hc.retries) && hc.retries > 0))
+				problem(`${at}.healthcheck.retries`, "must be a positive integer");
 		}
 	}
 }

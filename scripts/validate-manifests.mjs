@@ -45,7 +45,8 @@ function yamlFiles(d) {
 
 /** kubernetes-models module of an apiVersion/kind, e.g. apps/v1 Deployment → kubernetes-models/apps/v1/Deployment. */
 async function modelFor(apiVersion, kind) {
-	if (typeof apiVersion !== "string" || typeof kind !== "string" || !/^[A-Za-z0-9.]+(\/[a-z0-9]+)?$/.test(apiVersion) || !/^[A-Z][A-Za-z]+$/.test(kind)) return null;
+	if (typeof apiVersion !== "string" || typeof kind !== "string" || !/^[A-Za-z0-9.]+(\/[a-z0-9]+)?$/.test(apiVersion) || !/^[A-Z][A-Za-z]+$/.test(kind))
+		return null;
 	try {
 		// The core group ("v1") and named groups ("apps/v1") map the same way.
 		const mod = await import(`kubernetes-models/${apiVersion}/${kind}`);
@@ -106,11 +107,12 @@ const byKind = (kind) => resources.filter((r) => r.doc?.kind === kind);
 const named = (kind, name) => byKind(kind).find((r) => r.doc.metadata?.name === name);
 const workloads = () => [...byKind("Deployment"), ...byKind("StatefulSet")];
 const podLabels = (r) => r.doc.spec?.template?.metadata?.labels ?? {};
-const matches = (selector, labels) =>
-	selector && Object.keys(selector).length > 0 && Object.entries(selector).every(([k, v]) => labels[k] === v);
+const matches = (selector, labels) => selector && Object.keys(selector).length > 0 && Object.entries(selector).every(([k, v]) => labels[k] === v);
 const containersOf = (r) => [...(r.doc.spec?.template?.spec?.containers ?? []), ...(r.doc.spec?.template?.spec?.initContainers ?? [])];
 const hasPort = (containers, port) =>
-	typeof port === "number" ? containers.some((c) => (c.ports ?? []).some((p) => p.containerPort === port)) : containers.some((c) => (c.ports ?? []).some((p) => p.name === port));
+	typeof port === "number"
+		? containers.some((c) => (c.ports ?? []).some((p) => p.containerPort === port))
+		: containers.some((c) => (c.ports ?? []).some((p) => p.name === port));
 
 // 2. References
 for (const w of [...workloads(), ...byKind("Job")]) {
@@ -119,8 +121,10 @@ for (const w of [...workloads(), ...byKind("Job")]) {
 	const containers = containersOf(w);
 	for (const c of containers) {
 		for (const ref of c.envFrom ?? []) {
-			if (ref.configMapRef && !named("ConfigMap", ref.configMapRef.name)) problem(w.where, `reads ConfigMap "${ref.configMapRef.name}", which is not defined`);
-			if (ref.secretRef && !named("Secret", ref.secretRef.name)) problem(w.where, `reads Secret "${ref.secretRef.name}", which is not defined (see secret.example.yaml)`);
+			if (ref.configMapRef && !named("ConfigMap", ref.configMapRef.name))
+				problem(w.where, `reads ConfigMap "${ref.configMapRef.name}", which is not defined`);
+			if (ref.secretRef && !named("Secret", ref.secretRef.name))
+				problem(w.where, `reads Secret "${ref.secretRef.name}", which is not defined (see secret.example.yaml)`);
 		}
 		for (const e of c.env ?? []) {
 			const s = e.valueFrom?.secretKeyRef;
@@ -155,14 +159,16 @@ for (const ing of byKind("Ingress")) {
 				continue;
 			}
 			const port = backend.port?.name ?? backend.port?.number;
-			if (!(svc.doc.spec?.ports ?? []).some((p) => p.name === port || p.port === port)) problem(ing.where, `backend port "${port}" is not a port of Service ${backend.name}`);
+			if (!(svc.doc.spec?.ports ?? []).some((p) => p.name === port || p.port === port))
+				problem(ing.where, `backend port "${port}" is not a port of Service ${backend.name}`);
 		}
 	}
 }
 
 for (const h of byKind("HorizontalPodAutoscaler")) {
 	const ref = h.doc.spec?.scaleTargetRef;
-	if (!ref || !resources.some((r) => r.doc.kind === ref.kind && r.doc.metadata?.name === ref.name)) problem(h.where, `scaleTargetRef ${ref?.kind}/${ref?.name} is not defined`);
+	if (!ref || !resources.some((r) => r.doc.kind === ref.kind && r.doc.metadata?.name === ref.name))
+		problem(h.where, `scaleTargetRef ${ref?.kind}/${ref?.name} is not defined`);
 	if ((h.doc.spec?.minReplicas ?? 1) > h.doc.spec?.maxReplicas) problem(h.where, "minReplicas is above maxReplicas");
 }
 
@@ -171,7 +177,10 @@ for (const p of byKind("PodDisruptionBudget")) {
 }
 
 for (const s of byKind("Secret")) {
-	const values = { ...(s.doc.stringData ?? {}), ...Object.fromEntries(Object.entries(s.doc.data ?? {}).map(([k, v]) => [k, Buffer.from(String(v), "base64").toString()])) };
+	const values = {
+		...(s.doc.stringData ?? {}),
+		...Object.fromEntries(Object.entries(s.doc.data ?? {}).map(([k, v]) => [k, Buffer.from(String(v), "base64").toString()])),
+	};
 	for (const [k, v] of Object.entries(values)) {
 		if (!String(v).includes("REPLACE_ME")) problem(s.where, `${k} looks like a real value: committed Secrets hold REPLACE_ME placeholders only`);
 	}
@@ -203,9 +212,16 @@ for (const d of platformDeployments) {
 }
 
 if (kustomization) {
-	const servicesOf = (d) => (d.doc.spec?.template?.spec?.containers ?? []).flatMap((c) => (c.env ?? []).filter((e) => e.name === "SERVICES").flatMap((e) => String(e.value).split(",")));
+	const servicesOf = (d) =>
+		(d.doc.spec?.template?.spec?.containers ?? []).flatMap((c) =>
+			(c.env ?? []).filter((e) => e.name === "SERVICES").flatMap((e) => String(e.value).split(",")),
+		);
 	for (const name of PLATFORM_SERVICES) {
-		const dep = platformDeployments.find((d) => servicesOf(d).map((s) => s.trim()).includes(name));
+		const dep = platformDeployments.find((d) =>
+			servicesOf(d)
+				.map((s) => s.trim())
+				.includes(name),
+		);
 		if (!dep) {
 			problem(dir, `no Deployment runs ${name} (SERVICES)`);
 			continue;
@@ -218,7 +234,8 @@ if (kustomization) {
 	if (byKind("ConfigMap").length === 0) problem(dir, "no ConfigMap");
 	if (byKind("Ingress").length === 0) problem(dir, "no Ingress for the gateway");
 	if (!byKind("Job").some((j) => containersOf(j).some((c) => (c.command ?? []).join(" ").includes("migrate")))) problem(dir, "no migration Job");
-	for (const infra of ["nats", "postgres", "redis"]) if (!byKind("StatefulSet").some((s) => s.doc.metadata?.name === infra)) problem(dir, `no in-cluster ${infra} StatefulSet`);
+	for (const infra of ["nats", "postgres", "redis"])
+		if (!byKind("StatefulSet").some((s) => s.doc.metadata?.name === infra)) problem(dir, `no in-cluster ${infra} StatefulSet`);
 }
 
 if (problems.length > 0) {

@@ -27,8 +27,10 @@ export interface BenchOptions {
 	seconds: number;
 }
 
-export const pct = (sorted: number[], p: number): number => (sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]);
-export const fmt = (n: number, digits = 0): string => (Number.isFinite(n) ? n.toLocaleString("en", { maximumFractionDigits: digits, minimumFractionDigits: digits }) : "n/a");
+export const pct = (sorted: number[], p: number): number =>
+	sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+export const fmt = (n: number, digits = 0): string =>
+	Number.isFinite(n) ? n.toLocaleString("en", { maximumFractionDigits: digits, minimumFractionDigits: digits }) : "n/a";
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export interface LoadResult {
@@ -133,7 +135,9 @@ export async function startPlatformProcess(label: string, env: Record<string, st
 			...env,
 		},
 		120_000,
-		RUNTIME === "dist" ? ["--import", join(ROOT, "bench/lib/probe.mjs"), "dist/bin/server.js"] : [...TSX, "--import", join(ROOT, "bench/lib/probe.mjs"), "bin/server.ts"],
+		RUNTIME === "dist"
+			? ["--import", join(ROOT, "bench/lib/probe.mjs"), "dist/bin/server.js"]
+			: [...TSX, "--import", join(ROOT, "bench/lib/probe.mjs"), "bin/server.ts"],
 	);
 	return { proc, probe: () => readProbe(file) };
 }

@@ -11,8 +11,6 @@ import { connect, createTestDatabase } from "../../test/helpers/db";
 import { freePort } from "../../test/helpers/http";
 import { apiKey, fmt, sleep, startPlatformProcess, stopAll, xactRate, type BenchOptions, type Row } from "../lib/common";
 
-
-
 export async function background(opts: BenchOptions): Promise<Row[]> {
 	const db = await createTestDatabase("benchbg");
 	const pg = await connect(db.url);
@@ -53,7 +51,9 @@ export async function background(opts: BenchOptions): Promise<Row[]> {
 		};
 		await Promise.all(Array.from({ length: 16 }, next));
 		await sleep(opts.smoke ? 500 : 10_000); // the first matching attempts of each ride pass
-		const waiting = await pg.query<{ n: string }>("SELECT count(*)::text AS n FROM orders WHERE status = 'searching'").catch(() => ({ rows: [{ n: "?" }] }));
+		const waiting = await pg
+			.query<{ n: string }>("SELECT count(*)::text AS n FROM orders WHERE status = 'searching'")
+			.catch(() => ({ rows: [{ n: "?" }] }));
 		// At least one longest backoff (DISPATCH_RETRY_MAX_MS, 30 s): rides created in one burst
 		// retry in step (1, 2, 4 … 30 s), so a shorter window says more about where it
 		// falls in that wave than about the steady cost (issue 9: +10 vs +1.5 per 100

@@ -14,7 +14,22 @@ import { spawnSync } from "node:child_process";
 import { randomInt } from "node:crypto";
 import { connect, createTestDatabase } from "../../test/helpers/db";
 import { freePort } from "../../test/helpers/http";
-import { apiKey, fmt, freshProbe, load, okPerSecond, postgresCpuSeconds, sleep, startHelper, startPlatformProcess, stopAll, writeTemp, xacts, type BenchOptions, type Row } from "../lib/common";
+import {
+	apiKey,
+	fmt,
+	freshProbe,
+	load,
+	okPerSecond,
+	postgresCpuSeconds,
+	sleep,
+	startHelper,
+	startPlatformProcess,
+	stopAll,
+	writeTemp,
+	xacts,
+	type BenchOptions,
+	type Row,
+} from "../lib/common";
 
 const CONNECTIONS = 32;
 
@@ -39,7 +54,9 @@ async function pgbench(seconds: number): Promise<{ tps?: number; pgCpuUsPerTx?: 
 	const db = await createTestDatabase("benchpgb");
 	const pg = await connect(db.url);
 	try {
-		await pg.query("CREATE TABLE bench_rides (id bigserial PRIMARY KEY, rider text NOT NULL, active boolean NOT NULL DEFAULT true, created_at timestamptz NOT NULL DEFAULT now())");
+		await pg.query(
+			"CREATE TABLE bench_rides (id bigserial PRIMARY KEY, rider text NOT NULL, active boolean NOT NULL DEFAULT true, created_at timestamptz NOT NULL DEFAULT now())",
+		);
 		await pg.query("CREATE UNIQUE INDEX bench_rides_one_active ON bench_rides (rider) WHERE active");
 		const script = writeTemp("insert.sql", "INSERT INTO bench_rides (rider) VALUES (md5(random()::text));\n");
 		const u = new URL(db.url);
@@ -48,7 +65,28 @@ async function pgbench(seconds: number): Promise<{ tps?: number; pgCpuUsPerTx?: 
 		for (let attempt = 0; attempt < 3; attempt++) {
 			// Other suites share the server: "too many clients" is retried after a pause.
 			cpu0 = postgresCpuSeconds(db.url);
-			res = spawnSync("pgbench", ["-n", "-f", script, "-c", "16", "-j", "2", "-T", String(seconds), "-h", u.hostname, "-p", u.port || "5432", "-U", u.username || "postgres", db.name], { encoding: "utf8" });
+			res = spawnSync(
+				"pgbench",
+				[
+					"-n",
+					"-f",
+					script,
+					"-c",
+					"16",
+					"-j",
+					"2",
+					"-T",
+					String(seconds),
+					"-h",
+					u.hostname,
+					"-p",
+					u.port || "5432",
+					"-U",
+					u.username || "postgres",
+					db.name,
+				],
+				{ encoding: "utf8" },
+			);
 			if (!/too many clients/.test(String(res.stderr))) break;
 			await new Promise((r) => setTimeout(r, 3000));
 		}
@@ -93,7 +131,12 @@ export async function createOrder(opts: BenchOptions): Promise<Row[]> {
 	try {
 		const port = await freePort();
 		platform = await startPlatformProcess("platform", { DATABASE_URL: db.url, PORT: String(port), BOOTSTRAP_PARTNER_KEY: key, FLEET_MODE: "live" });
-		const spec = { url: `http://127.0.0.1:${port}/ride/create-order`, connections: CONNECTIONS, headers: { authorization: `Bearer ${key}` }, bodyFn: orderBody };
+		const spec = {
+			url: `http://127.0.0.1:${port}/ride/create-order`,
+			connections: CONNECTIONS,
+			headers: { authorization: `Bearer ${key}` },
+			bodyFn: orderBody,
+		};
 		await load({ ...spec, seconds: opts.smoke ? 1 : 2 }); // warm-up
 		// Background transactions of an idle platform, subtracted from the per-order count.
 		await sleep(1100);
@@ -127,10 +170,20 @@ export async function createOrder(opts: BenchOptions): Promise<Row[]> {
 		const postgresNote = !Number.isFinite(postgresUs)
 			? ""
 			: `, PostgreSQL ${fmt(postgresUs)} µs` +
-				(floor.pgCpuUsPerTx ? ` (pgbench: ${fmt(floor.pgCpuUsPerTx)} µs of PostgreSQL per insert, so an order costs PostgreSQL ${fmt(postgresUs / floor.pgCpuUsPerTx, 1)} inserts' work: even with a platform that used no CPU, the ratio could reach ≈ ${fmt(floor.pgCpuUsPerTx / postgresUs, 2)})` : "");
+				(floor.pgCpuUsPerTx
+					? ` (pgbench: ${fmt(floor.pgCpuUsPerTx)} µs of PostgreSQL per insert, so an order costs PostgreSQL ${fmt(postgresUs / floor.pgCpuUsPerTx, 1)} inserts' work: even with a platform that used no CPU, the ratio could reach ≈ ${fmt(floor.pgCpuUsPerTx / postgresUs, 2)})`
+					: "");
 		const note = `${fmt(stPerOrder, 1)} statements and ${fmt(txPerOrder, 1)} transactions per order (idle ${fmt(idleRate, 1)} tx/s subtracted); CPU per order: platform ${fmt(platformUs)} µs${postgresNote}${ours.non2xx + ours.errors ? `, ${ours.non2xx} non-2xx, ${ours.errors} errors/timeouts` : ""}${floor.why ? `; ${floor.why}` : ""}`;
 		return [
-			{ path: "create-order, 32 connections, orders/s", figure: `${fmt(ordersPerSecond)} orders/s`, floor: floor.tps ? `pgbench ${fmt(floor.tps)} tps` : "skipped", ratio: fmt(ratio, 2), goal: "≥ 0.3", met: floor.tps ? ratio >= 0.3 : undefined, note },
+			{
+				path: "create-order, 32 connections, orders/s",
+				figure: `${fmt(ordersPerSecond)} orders/s`,
+				floor: floor.tps ? `pgbench ${fmt(floor.tps)} tps` : "skipped",
+				ratio: fmt(ratio, 2),
+				goal: "≥ 0.3",
+				met: floor.tps ? ratio >= 0.3 : undefined,
+				note,
+			},
 			{
 				path: "create-order vs the stack's ceiling",
 				figure: `${fmt(ordersPerSecond)} orders/s`,
@@ -147,7 +200,14 @@ export async function createOrder(opts: BenchOptions): Promise<Row[]> {
 				goal: "–",
 				note: `the ceiling itself is ${floor.tps ? fmt(contractCeiling.rps / floor.tps, 2) : "n/a"} × pgbench (p99 ${contractCeiling.p99} ms): no create-order that keeps its rider and order in PostgreSQL can pass that ratio on this machine`,
 			},
-			{ path: "create-order, 32 connections, p99", figure: `${ours.p99} ms (p50 ${ours.p50} ms)`, floor: "–", ratio: "–", goal: "≤ 50 ms", met: orders > 0 ? ours.p99 <= 50 : undefined },
+			{
+				path: "create-order, 32 connections, p99",
+				figure: `${ours.p99} ms (p50 ${ours.p50} ms)`,
+				floor: "–",
+				ratio: "–",
+				goal: "≤ 50 ms",
+				met: orders > 0 ? ours.p99 <= 50 : undefined,
+			},
 		];
 	} finally {
 		await stopAll(platform?.proc);

@@ -52,12 +52,18 @@ export async function fareEstimate(opts: BenchOptions): Promise<Row[]> {
 		const ours = await warmAndLoad({ url, connections: CONNECTIONS, seconds, headers, body: BODY }, opts);
 		const bare = await warmAndLoad({ url: `http://127.0.0.1:${web.port}/ride/fare-estimate`, connections: CONNECTIONS, seconds, body: BODY }, opts);
 		const node = await warmAndLoad({ url: `http://127.0.0.1:${raw.port}/ride/fare-estimate`, connections: CONNECTIONS, seconds, body: BODY }, opts);
-		const ceiling = await warmAndLoad({ url: `http://127.0.0.1:${contract.port}/ride/fare-estimate`, connections: CONNECTIONS, seconds, headers, body: BODY }, opts);
+		const ceiling = await warmAndLoad(
+			{ url: `http://127.0.0.1:${contract.port}/ride/fare-estimate`, connections: CONNECTIONS, seconds, headers, body: BODY },
+			opts,
+		);
 		if (ceiling.non2xx + ceiling.errors > 0) throw new Error(`the contract's ceiling answered ${ceiling.non2xx} non-2xx, ${ceiling.errors} errors`);
 		const bad = ours.non2xx + ours.errors;
 		const note = `${text.length} B body${bad ? `, ${bad} non-2xx/errors` : ""}, p99 ${ours.p99} ms`;
 		rows.push({ ...ratioRow("fare-estimate, 1 process vs bare moleculer-web", ours.rps, "moleculer-web", bare.rps, 0.9), note });
-		rows.push({ ...ratioRow("fare-estimate, 1 process vs raw node:http", ours.rps, "node:http", node.rps, 0.5), note: `${note}; bare moleculer-web itself is ${fmt(bare.rps / node.rps, 2)} × node:http` });
+		rows.push({
+			...ratioRow("fare-estimate, 1 process vs raw node:http", ours.rps, "node:http", node.rps, 0.5),
+			note: `${note}; bare moleculer-web itself is ${fmt(bare.rps / node.rps, 2)} × node:http`,
+		});
 		rows.push({
 			path: "fare-estimate vs the contract's ceiling",
 			figure: `${fmt(ours.rps)} req/s`,
@@ -107,9 +113,17 @@ async function overNats(databaseUrl: string, opts: BenchOptions, bodyFile: strin
 		const gw = await startHelper("bare-web.ts", { BENCH_BODY_FILE: bodyFile, BENCH_ROLE: "gateway", TRANSPORTER: TEST_NATS_URL, NAMESPACE: bareNs });
 		procs.push(gw.proc);
 		const ours = await warmAndLoad({ url, connections: CONNECTIONS, seconds: opts.seconds, headers, body: BODY }, opts);
-		const bare = await warmAndLoad({ url: `http://127.0.0.1:${gw.port}/ride/fare-estimate`, connections: CONNECTIONS, seconds: opts.seconds, body: BODY }, opts);
+		const bare = await warmAndLoad(
+			{ url: `http://127.0.0.1:${gw.port}/ride/fare-estimate`, connections: CONNECTIONS, seconds: opts.seconds, body: BODY },
+			opts,
+		);
 		const bad = ours.non2xx + ours.errors;
-		return [{ ...ratioRow("fare-estimate, 4 processes over NATS", ours.rps, "moleculer-web over NATS", bare.rps, 0.9), note: `p99 ${ours.p99} ms${bad ? `, ${bad} non-2xx/errors` : ""}` }];
+		return [
+			{
+				...ratioRow("fare-estimate, 4 processes over NATS", ours.rps, "moleculer-web over NATS", bare.rps, 0.9),
+				note: `p99 ${ours.p99} ms${bad ? `, ${bad} non-2xx/errors` : ""}`,
+			},
+		];
 	} finally {
 		await stopAll(...procs);
 	}

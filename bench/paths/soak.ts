@@ -33,9 +33,20 @@ async function soakOne(label: string, env: Record<string, string>): Promise<Row[
 	const port = await freePort();
 	let platform;
 	try {
-		platform = await startPlatformProcess(`soak-${label}`, { ...env, PORT: String(port), BOOTSTRAP_PARTNER_KEY: key, BOOTSTRAP_WEBHOOK_SECRET: secret, FLEET_MODE: "simulated", SIM_SPEED: "60" });
+		platform = await startPlatformProcess(`soak-${label}`, {
+			...env,
+			PORT: String(port),
+			BOOTSTRAP_PARTNER_KEY: key,
+			BOOTSTRAP_WEBHOOK_SECRET: secret,
+			FLEET_MODE: "simulated",
+			SIM_SPEED: "60",
+		});
 		const post = async (path: string, body: unknown) => {
-			const r = await fetch(`http://127.0.0.1:${port}${path}`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+			const r = await fetch(`http://127.0.0.1:${port}${path}`, {
+				method: "POST",
+				headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+				body: JSON.stringify(body),
+			});
 			await r.text();
 			return r.status;
 		};
@@ -62,7 +73,8 @@ async function soakOne(label: string, env: Record<string, string>): Promise<Row[
 		// Steady load: 1/10 of each second's estimates every 100 ms, a booking every 200 ms.
 		let tick = 0;
 		const loadTimer = setInterval(() => {
-			for (let i = 0; i < ESTIMATES_PER_S / (1000 / TICK_MS); i++) fire("/ride/fare-estimate", { pickup: { lat: 12.9716, lng: 77.5946 }, drop: { lat: 12.9352, lng: 77.6245 } });
+			for (let i = 0; i < ESTIMATES_PER_S / (1000 / TICK_MS); i++)
+				fire("/ride/fare-estimate", { pickup: { lat: 12.9716, lng: 77.5946 }, drop: { lat: 12.9352, lng: 77.6245 } });
 			if (tick++ % (1000 / TICK_MS / BOOKINGS_PER_S) === 0) fire("/ride/create-order", rideRequest(`${endpoint.url}/soak`, n++));
 		}, TICK_MS);
 		await sleep(WARMUP_MS);
@@ -88,11 +100,38 @@ async function soakOne(label: string, env: Record<string, string>): Promise<Row[
 		const mb = (b: number) => `${fmt(b / 2 ** 20)} MB`;
 		const drift = (a: number, b: number) => b / a - 1;
 		// Every window, not only the first and the last: whether a change is a trend or one noisy window.
-		const windows = Array.from({ length: Math.floor(DURATION_MS / minute) }, (_, i) => samples.filter((s) => s.at - t0 > i * minute && s.at - t0 <= (i + 1) * minute));
+		const windows = Array.from({ length: Math.floor(DURATION_MS / minute) }, (_, i) =>
+			samples.filter((s) => s.at - t0 > i * minute && s.at - t0 <= (i + 1) * minute),
+		);
 		const series = (f: (p: Probe) => number, show: (v: number) => string) => windows.map((w) => show(mean(w, f))).join(", ");
 		return [
-			{ path: `soak ${label}: RSS first → last ${fmt(minute / 1000)} s`, figure: `${mb(rss[0])} → ${mb(rss[1])}`, floor: "first window", ratio: fmt(rss[1] / rss[0], 2), goal: "flat ±10%", met: Math.abs(drift(rss[0], rss[1])) <= 0.1, note: `${fmt(WARMUP_MS / 60_000, 1)} min warm-up then ${fmt(DURATION_MS / 60_000, 1)} min measured: ${n - bookingsAtStart} bookings, ${endpoint.delivered().length - deliveredAtStart} webhooks delivered, ${[...failedBy.values()].reduce((a, c) => a + c, 0)} failed calls${failedBy.size ? ` (${[...failedBy].map(([how, count]) => `${how}: ${count}`).join(", ")})` : ""}; RSS per window (MB): ${series((p) => p.rss, (v) => fmt(v / 2 ** 20))}; V8 heap used per window (MB): ${series((p) => p.heapUsed, (v) => fmt(v / 2 ** 20))}` },
-			{ path: `soak ${label}: event-loop delay p99`, figure: `${fmt(eld[0], 1)} → ${fmt(eld[1], 1)} ms`, floor: "first window", ratio: fmt(eld[1] / eld[0], 2), goal: "flat ±10%", met: Math.abs(drift(eld[0], eld[1])) <= 0.1, note: `per window (ms): ${series((p) => p.eldP99Ms, (v) => fmt(v, 1))}` },
+			{
+				path: `soak ${label}: RSS first → last ${fmt(minute / 1000)} s`,
+				figure: `${mb(rss[0])} → ${mb(rss[1])}`,
+				floor: "first window",
+				ratio: fmt(rss[1] / rss[0], 2),
+				goal: "flat ±10%",
+				met: Math.abs(drift(rss[0], rss[1])) <= 0.1,
+				note: `${fmt(WARMUP_MS / 60_000, 1)} min warm-up then ${fmt(DURATION_MS / 60_000, 1)} min measured: ${n - bookingsAtStart} bookings, ${endpoint.delivered().length - deliveredAtStart} webhooks delivered, ${[...failedBy.values()].reduce((a, c) => a + c, 0)} failed calls${failedBy.size ? ` (${[...failedBy].map(([how, count]) => `${how}: ${count}`).join(", ")})` : ""}; RSS per window (MB): ${series(
+					(p) => p.rss,
+					(v) => fmt(v / 2 ** 20),
+				)}; V8 heap used per window (MB): ${series(
+					(p) => p.heapUsed,
+					(v) => fmt(v / 2 ** 20),
+				)}`,
+			},
+			{
+				path: `soak ${label}: event-loop delay p99`,
+				figure: `${fmt(eld[0], 1)} → ${fmt(eld[1], 1)} ms`,
+				floor: "first window",
+				ratio: fmt(eld[1] / eld[0], 2),
+				goal: "flat ±10%",
+				met: Math.abs(drift(eld[0], eld[1])) <= 0.1,
+				note: `per window (ms): ${series(
+					(p) => p.eldP99Ms,
+					(v) => fmt(v, 1),
+				)}`,
+			},
 		];
 	} finally {
 		await stopAll(platform?.proc);

@@ -97,7 +97,12 @@ export async function webhooks(opts: BenchOptions): Promise<Row[]> {
 	const db = await createTestDatabase("benchwh");
 	const ns = uniqueNamespace("benchwh");
 	let notif: Awaited<ReturnType<typeof startPlatformProcess>> | undefined;
-	const node = await startTestNode({ databaseUrl: db.url, services: ["partners", "riders", "pricing", "orders"], nats: { namespace: ns }, env: { LOGLEVEL: "warn" } });
+	const node = await startTestNode({
+		databaseUrl: db.url,
+		services: ["partners", "riders", "pricing", "orders"],
+		nats: { namespace: ns },
+		env: { LOGLEVEL: "warn" },
+	});
 	const pool = new Pool({ connectionString: db.url, max: WRITERS });
 	try {
 		const partner = await createPartner(node.broker);
@@ -111,9 +116,10 @@ export async function webhooks(opts: BenchOptions): Promise<Row[]> {
 				const batch = await Promise.all(Array.from({ length: Math.min(25, RIDES - i) }, () => createRide(node.broker, partner, url)));
 				rides.push(...batch.map((r) => ({ orderId: r.orderId, status: "searching" as const, version: 0, metadata: null, busy: false })));
 			}
-			const current = await pool.query<{ id: string; version: number; metadata: Record<string, unknown> | null }>("SELECT id, version, metadata FROM orders WHERE id = ANY($1)", [
-				rides.map((r) => r.orderId),
-			]);
+			const current = await pool.query<{ id: string; version: number; metadata: Record<string, unknown> | null }>(
+				"SELECT id, version, metadata FROM orders WHERE id = ANY($1)",
+				[rides.map((r) => r.orderId)],
+			);
 			const byId = new Map(current.rows.map((r) => [r.id, r]));
 			for (const ride of rides) Object.assign(ride, { version: byId.get(ride.orderId)!.version, metadata: byId.get(ride.orderId)!.metadata });
 
@@ -129,7 +135,9 @@ export async function webhooks(opts: BenchOptions): Promise<Row[]> {
 				const eta = to === "accepted" ? 240 : null;
 				const payload = buildEventPayload({
 					eventId,
-					row: { id: ride.orderId, driver, driver_location: driverLocation, eta, metadata: ride.metadata } as unknown as Parameters<typeof buildEventPayload>[0]["row"],
+					row: { id: ride.orderId, driver, driver_location: driverLocation, eta, metadata: ride.metadata } as unknown as Parameters<
+						typeof buildEventPayload
+					>[0]["row"],
 					status: to,
 					sequence,
 					occurredAt,
@@ -140,7 +148,18 @@ export async function webhooks(opts: BenchOptions): Promise<Row[]> {
 					   WHERE id = $1 AND status = $2 AND version = $8 RETURNING id, partner_id, webhook_url)
 					 INSERT INTO ride_events (id, order_id, partner_id, sequence, kind, status, webhook_url, payload, occurred_at)
 					 SELECT $9, u.id, u.partner_id, $8 + 1, 'status', $3, u.webhook_url, $10::jsonb, $4 FROM u`,
-					[ride.orderId, ride.status, to, occurredAt, driver && JSON.stringify(driver), driverLocation && JSON.stringify(driverLocation), eta, ride.version, eventId, JSON.stringify(payload)],
+					[
+						ride.orderId,
+						ride.status,
+						to,
+						occurredAt,
+						driver && JSON.stringify(driver),
+						driverLocation && JSON.stringify(driverLocation),
+						eta,
+						ride.version,
+						eventId,
+						JSON.stringify(payload),
+					],
 				);
 				if (r.rowCount !== 1) throw new Error(`ride ${ride.orderId} was not ${ride.status} at version ${ride.version}`);
 				const committedAt = Date.now();
@@ -249,7 +268,8 @@ export async function webhooks(opts: BenchOptions): Promise<Row[]> {
 			const cpuNote =
 				`CPU while offering: notifications ${fmt(((processCpuSeconds(notif.proc.child.pid) - cpu0.notif) / wall) * 100)}% of a core, ` +
 				`bench process ${fmt(((self.user + self.system) / 1e6 / wall) * 100)}%, machine ${fmt(((machine.busy - cpu0.machine.busy) / (machine.total - cpu0.machine.total)) * 100)}% busy`;
-			const commitSpan = written.length > 1 ? (Math.max(...written.map((w) => w.committedAt)) - Math.min(...written.map((w) => w.committedAt))) / 1000 : NaN;
+			const commitSpan =
+				written.length > 1 ? (Math.max(...written.map((w) => w.committedAt)) - Math.min(...written.map((w) => w.committedAt))) / 1000 : NaN;
 			await receipts.waitAll(
 				written.map((w) => w.eventId),
 				"paced events",
@@ -271,7 +291,9 @@ export async function webhooks(opts: BenchOptions): Promise<Row[]> {
 				}
 				for (const [k, l] of [...slots].sort((a, b) => a[0] - b[0])) {
 					l.sort((a, b) => a - b);
-					console.log(`    +${String(k * 250).padStart(5)} ms: ${String(l.length).padStart(4)} events, p50 ${pct(l, 50)} ms, max ${l[l.length - 1]} ms`);
+					console.log(
+						`    +${String(k * 250).padStart(5)} ms: ${String(l.length).padStart(4)} events, p50 ${pct(l, 50)} ms, max ${l[l.length - 1]} ms`,
+					);
 				}
 			}
 			const fromOccurred = written.map((w) => receipts.at.get(w.eventId)! - w.occurredAt).sort((a, b) => a - b);
@@ -295,7 +317,12 @@ export async function webhooks(opts: BenchOptions): Promise<Row[]> {
 						const id = `msg_${randomUUID()}`;
 						const now = new Date();
 						await http.post(url, sample, {
-							headers: { "content-type": "application/json", "webhook-id": id, "webhook-timestamp": String(Math.floor(now.getTime() / 1000)), "webhook-signature": signer.sign(id, now, sample) },
+							headers: {
+								"content-type": "application/json",
+								"webhook-id": id,
+								"webhook-timestamp": String(Math.floor(now.getTime() / 1000)),
+								"webhook-signature": signer.sign(id, now, sample),
+							},
 						});
 					}
 				}),

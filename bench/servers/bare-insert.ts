@@ -59,10 +59,19 @@ broker.createService({
 broker.createService(bareApiService({ "POST create-order": "bench.create" }));
 
 void (async () => {
-	await sequelize.query("CREATE TABLE IF NOT EXISTS bench_orders (id bigserial PRIMARY KEY, rider text NOT NULL, active boolean NOT NULL DEFAULT true, created_at timestamptz NOT NULL DEFAULT now())");
+	await sequelize.query(
+		"CREATE TABLE IF NOT EXISTS bench_orders (id bigserial PRIMARY KEY, rider text NOT NULL, active boolean NOT NULL DEFAULT true, created_at timestamptz NOT NULL DEFAULT now())",
+	);
 	await sequelize.query("CREATE UNIQUE INDEX IF NOT EXISTS bench_orders_one_active ON bench_orders (rider) WHERE active");
 	await sequelize.query("CREATE TABLE IF NOT EXISTS bench_riders (id bigserial PRIMARY KEY, phone text NOT NULL UNIQUE, name text NOT NULL)");
 	await broker.start();
 	console.log(`listening ${listeningPort(broker)}`);
 })();
-process.on("SIGTERM", () => void broker.stop().then(() => sequelize.close()).then(() => process.exit(0)));
+process.on(
+	"SIGTERM",
+	() =>
+		void broker
+			.stop()
+			.then(() => sequelize.close())
+			.then(() => process.exit(0)),
+);

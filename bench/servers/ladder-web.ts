@@ -68,7 +68,10 @@ async function start(): Promise<number> {
 		);
 	} else {
 		server = "gateway";
-		broker.createService({ name: "partners", actions: { authenticate: { access: "internal", handler: () => ({ partnerId: "ptn_ladder", mode: "test" }) } } } as ServiceSchema);
+		broker.createService({
+			name: "partners",
+			actions: { authenticate: { access: "internal", handler: () => ({ partnerId: "ptn_ladder", mode: "test" }) } },
+		} as ServiceSchema);
 		broker.createService(withEnv(loadServiceSchema("gateway"), env));
 	}
 	await broker.start();
@@ -92,7 +95,9 @@ async function startContractCeiling(answer: { quotes: Array<Record<string, unkno
 					const trip = `${ctx.meta.partnerId}|${pickup.lat},${pickup.lng}|${drop.lat},${drop.lng}`;
 					const quotes = answer.quotes.map((q) => ({
 						...q,
-						quoteId: `qt_${createHmac("sha256", signingKey).update(`${trip}|${String(q.serviceType)}|${String(q.totalAmount)}|${String(q.expiresAt)}`).digest("base64url")}`,
+						quoteId: `qt_${createHmac("sha256", signingKey)
+							.update(`${trip}|${String(q.serviceType)}|${String(q.totalAmount)}|${String(q.expiresAt)}`)
+							.digest("base64url")}`,
 					}));
 					return { ...answer, quotes };
 				},
@@ -108,9 +113,18 @@ async function startContractCeiling(answer: { quotes: Array<Record<string, unkno
 	};
 	const variant = process.env.CONTRACT_AUTH || "hook";
 	const api =
-		variant === "authenticate" ? bareApiService({ "POST fare-estimate": "contract.estimate" }, { authentication: true }, { methods: { authenticate } })
-		: variant === "hook" ? bareApiService({ "POST fare-estimate": "contract.estimate" }, { onBeforeCall: authenticate })
-		: bareApiService({ "POST fare-estimate": "contract.estimate" }, { onBeforeCall: (ctx: Context<unknown, { partnerId?: string }>) => { ctx.meta.partnerId = "ptn_ladder"; } });
+		variant === "authenticate"
+			? bareApiService({ "POST fare-estimate": "contract.estimate" }, { authentication: true }, { methods: { authenticate } })
+			: variant === "hook"
+				? bareApiService({ "POST fare-estimate": "contract.estimate" }, { onBeforeCall: authenticate })
+				: bareApiService(
+						{ "POST fare-estimate": "contract.estimate" },
+						{
+							onBeforeCall: (ctx: Context<unknown, { partnerId?: string }>) => {
+								ctx.meta.partnerId = "ptn_ladder";
+							},
+						},
+					);
 	broker.createService(api);
 	await broker.start();
 	process.on("SIGTERM", () => void broker.stop().then(() => process.exit(0)));

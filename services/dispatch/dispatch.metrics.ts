@@ -35,7 +35,12 @@ export class DispatchMetrics {
 			labelNames: ["outcome", "service_type"],
 			description: "Offers answered or timed out: accepted, declined (by the driver or going offline), expired",
 		});
-		m.register({ type: "counter", name: METRIC_MATCHED, labelNames: ["service_type"], description: "Rides that got a driver (searching → accepted, again after a drop-out)" });
+		m.register({
+			type: "counter",
+			name: METRIC_MATCHED,
+			labelNames: ["service_type"],
+			description: "Rides that got a driver (searching → accepted, again after a drop-out)",
+		});
 		m.register({ type: "counter", name: METRIC_NO_DRIVER, labelNames: ["service_type"], description: "Rides ended as no_driver_found" });
 		m.register({
 			type: "histogram",

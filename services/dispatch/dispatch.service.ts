@@ -289,13 +289,17 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		/** A new ride: mirror it from the event's snapshot and match it now (the sweep also finds rides whose event was lost). */
 		[ORDER_EVENTS.created]: {
 			async handler(this: This, ctx: Context<OrderCreatedEvent>) {
-				await this.mirror.mirrorNewRide(ctx.params).catch((err: unknown) => trouble(this, `orders.created ${ctx.params.orderId}: ${shortError(err)} (the sweep will pick it up)`));
+				await this.mirror
+					.mirrorNewRide(ctx.params)
+					.catch((err: unknown) => trouble(this, `orders.created ${ctx.params.orderId}: ${shortError(err)} (the sweep will pick it up)`));
 			},
 		},
 		/** The order moved (a cancel frees the driver); ignored when dispatch already knows that status. */
 		[ORDER_EVENTS.statusChanged]: {
 			async handler(this: This, ctx: Context<Pick<StatusChangedEvent, "orderId" | "to">>) {
-				await this.mirror.orderMoved(ctx.params.orderId, ctx.params.to).catch((err: unknown) => trouble(this, `orders.statusChanged ${ctx.params.orderId}: ${shortError(err)} (the sweep will reconcile it)`));
+				await this.mirror
+					.orderMoved(ctx.params.orderId, ctx.params.to)
+					.catch((err: unknown) => trouble(this, `orders.statusChanged ${ctx.params.orderId}: ${shortError(err)} (the sweep will reconcile it)`));
 			},
 		},
 		/** Another instance (or this one) changed a driver: keep the index fresh. */
@@ -315,7 +319,8 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		const repo = (this.repo = new DispatchRepo(this.db));
 		const metrics = (this.metrics = new DispatchMetrics(broker));
 		const orders = new OrdersClient(broker);
-		const announce = (event: string, payload: object) => broker.broadcast(event, payload).catch((err: unknown) => log.debug(`${event} broadcast: ${shortError(err)}`));
+		const announce = (event: string, payload: object) =>
+			broker.broadcast(event, payload).catch((err: unknown) => log.debug(`${event} broadcast: ${shortError(err)}`));
 
 		this.index = new DriverIndex({ settings, repo, onWork, log, announce: (change) => void announce(contract.DISPATCH_EVENTS.driverChanged, change) });
 		const fleetRuns = () => broker.registry.getServiceList({ onlyAvailable: true }).some((svc: { name: string }) => svc.name === "fleet");
@@ -349,11 +354,14 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		};
 		every(settings.tickMs, () => matcher.tick());
 		// Jitter the sweep per instance so several instances do not sweep in lockstep.
-		const firstSweep = setTimeout(() => {
-			if (this.stopping) return;
-			void mirror.sweep();
-			every(settings.sweepMs, () => mirror.sweep());
-		}, Math.floor(Math.random() * Math.min(settings.sweepMs, 2000)));
+		const firstSweep = setTimeout(
+			() => {
+				if (this.stopping) return;
+				void mirror.sweep();
+				every(settings.sweepMs, () => mirror.sweep());
+			},
+			Math.floor(Math.random() * Math.min(settings.sweepMs, 2000)),
+		);
 		firstSweep.unref();
 		this.timers.push(firstSweep);
 		every(settings.indexRefreshMs, async () => {

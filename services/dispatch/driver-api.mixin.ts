@@ -140,7 +140,9 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 			access: "internal",
 			params: driverApi.revokeDriverTokensParams,
 			async handler(this: This, ctx: Context<driverApi.RevokeDriverTokensParams>): Promise<{ ok: true }> {
-				await this.broker.broadcast(driverApi.DRIVER_TOKEN_EVENTS.changed, { driverId: ctx.params.driverId } satisfies driverApi.DriverTokensChangedEvent);
+				await this.broker.broadcast(driverApi.DRIVER_TOKEN_EVENTS.changed, {
+					driverId: ctx.params.driverId,
+				} satisfies driverApi.DriverTokensChangedEvent);
 				return { ok: true };
 			},
 		},

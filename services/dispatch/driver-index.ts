@@ -78,7 +78,10 @@ export async function syncDemand(
 }
 
 export interface DriverIndexDeps {
-	settings: Pick<DispatchSettings, "h3Resolution" | "searchRadiusM" | "supplyRadiusM" | "speedsKmh" | "roadFactor" | "demandPerPartner" | "candidatesPerAttempt">;
+	settings: Pick<
+		DispatchSettings,
+		"h3Resolution" | "searchRadiusM" | "supplyRadiusM" | "speedsKmh" | "roadFactor" | "demandPerPartner" | "candidatesPerAttempt"
+	>;
 	repo: {
 		drivers: Pick<DriversRepo, "indexDrivers" | "driversChangedSince" | "availableInBox">;
 		mirror: Pick<RideMirrorRepo, "demandRides">;
@@ -172,7 +175,9 @@ export class DriverIndex {
 		for (const row of rows) this.apply(toDriverChange(row));
 		this.refreshedUpTo = now;
 		const { test, live } = this.available;
-		this.deps.log.info(`Driver index built: live ${live.scooty.size} scooty, ${live.cab.size} cab; test ${test.scooty.size} scooty, ${test.cab.size} cab available`);
+		this.deps.log.info(
+			`Driver index built: live ${live.scooty.size} scooty, ${live.cab.size} cab; test ${test.scooty.size} scooty, ${test.cab.size} cab available`,
+		);
 	}
 
 	/** Re-reads drivers changed since the last read (with overlap for late commits): catches missed broadcasts. */
@@ -229,14 +234,22 @@ export class DriverIndex {
 	/** Whether some available driver not excluded from the ride is within the search radius. */
 	hasCandidate(ride: RideRow): boolean {
 		const excluded = new Set(ride.excluded_driver_ids);
-		const found = this.available[ride.mode][ride.service_type].nearest(pickupOf(ride), { limit: 1, radiusM: this.deps.settings.searchRadiusM, accept: (id) => !excluded.has(id) });
+		const found = this.available[ride.mode][ride.service_type].nearest(pickupOf(ride), {
+			limit: 1,
+			radiusM: this.deps.settings.searchRadiusM,
+			accept: (id) => !excluded.has(id),
+		});
 		return found.length > 0;
 	}
 
 	/** Nearest available candidates: the index first; the database when the index has nobody (it may be behind). */
 	async candidates(pickup: Point, serviceType: ServiceType, mode: DriverMode, excluded: Set<string>, t: Transaction): Promise<Array<{ driverId: string }>> {
 		const { searchRadiusM, candidatesPerAttempt } = this.deps.settings;
-		const fromIndex = this.available[mode][serviceType].nearest(pickup, { limit: candidatesPerAttempt, radiusM: searchRadiusM, accept: (id) => !excluded.has(id) });
+		const fromIndex = this.available[mode][serviceType].nearest(pickup, {
+			limit: candidatesPerAttempt,
+			radiusM: searchRadiusM,
+			accept: (id) => !excluded.has(id),
+		});
 		if (fromIndex.length > 0) return fromIndex.map((n) => ({ driverId: n.id }));
 		const rows = await this.deps.repo.drivers.availableInBox(pickup, serviceType, mode, searchRadiusM, [...excluded], candidatesPerAttempt, t);
 		return rows.filter((r) => haversineMeters(pickup, r) <= searchRadiusM).map((r) => ({ driverId: r.id }));

@@ -130,7 +130,11 @@ export class DriverMoves {
 		if (!claimed) {
 			// Nothing changed; tell the driver why.
 			const driver = await this.loadDriver(driverId);
-			throw conflict(driver.order_id === orderId && driver.status === "on_trip" ? "Offer already accepted" : "No open offer for this driver and ride (expired, declined or cancelled)");
+			throw conflict(
+				driver.order_id === orderId && driver.status === "on_trip"
+					? "Offer already accepted"
+					: "No open offer for this driver and ride (expired, declined or cancelled)",
+			);
 		}
 		const { driver, ride } = claimed;
 		index.publish([driver]);
@@ -138,7 +142,17 @@ export class DriverMoves {
 		let order: InternalOrder;
 		try {
 			const info = { id: driver.id, name: driver.name, phone: driver.phone, vehicleNumber: driver.vehicle_number };
-			order = await orders.transition({ orderId, from: "searching", to: "accepted", driver: info, location: locationOf(driver) ?? undefined, eta: this.etaFor(driver, ride, "accepted") }, ctx);
+			order = await orders.transition(
+				{
+					orderId,
+					from: "searching",
+					to: "accepted",
+					driver: info,
+					location: locationOf(driver) ?? undefined,
+					eta: this.etaFor(driver, ride, "accepted"),
+				},
+				ctx,
+			);
 		} catch (err) {
 			if (isDefinitiveRefusal(err)) {
 				// Somebody moved first (cancel, no_driver_found): the ride is not this driver's.
@@ -215,7 +229,8 @@ export class DriverMoves {
 		let from = ride.order_status;
 		let order: InternalOrder | undefined;
 		for (let attempt = 0; attempt < 2 && !order; attempt++) {
-			if (from !== "accepted" && from !== "arrived") throw new ApiError("INVALID_TRANSITION", `A driver can only drop out before the ride started (it is ${from})`);
+			if (from !== "accepted" && from !== "arrived")
+				throw new ApiError("INVALID_TRANSITION", `A driver can only drop out before the ride started (it is ${from})`);
 			try {
 				// `driver.id`: orders applies the drop-out only while this driver is still the ride's driver.
 				order = await orders.transition({ orderId, from, to: "searching", driver: { id: driverId }, reason: reason ?? "driver dropped out" }, ctx);
@@ -253,7 +268,15 @@ export class DriverMoves {
 		const job: DriverJob = { driver: toDriverView(driver), offer: null, ride: null };
 		if (driver.status === "offered") {
 			const r = await this.deps.repo.matching.openOfferOf(driver.id);
-			if (r) job.offer = { orderId: r.order_id, expiresAt: new Date(r.expires_at).toISOString(), pickup: pickupOf(r), drop: dropOf(r), distanceM: r.distance_m, eta: r.eta };
+			if (r)
+				job.offer = {
+					orderId: r.order_id,
+					expiresAt: new Date(r.expires_at).toISOString(),
+					pickup: pickupOf(r),
+					drop: dropOf(r),
+					distanceM: r.distance_m,
+					eta: r.eta,
+				};
 		} else if (driver.status === "on_trip" && driver.order_id) {
 			const r = await this.deps.repo.mirror.ride(driver.order_id);
 			if (r) job.ride = rideJob(r);

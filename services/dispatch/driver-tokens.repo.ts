@@ -23,12 +23,17 @@ export class DriverTokensRepo {
 
 	/** The driver of a live (unrevoked) token. */
 	async driverOf(tokenHash: string): Promise<string | undefined> {
-		return (await this.db.rows<{ driver_id: string }>("SELECT driver_id FROM driver_tokens WHERE token_hash = $1 AND revoked_at IS NULL", [tokenHash]))[0]?.driver_id;
+		return (await this.db.rows<{ driver_id: string }>("SELECT driver_id FROM driver_tokens WHERE token_hash = $1 AND revoked_at IS NULL", [tokenHash]))[0]
+			?.driver_id;
 	}
 
 	/** Revokes every live token of the driver; the number revoked. */
 	async revokeAll(driverId: string): Promise<number> {
-		return (await this.db.rows<{ id: string }>("UPDATE driver_tokens SET revoked_at = now() WHERE driver_id = $1 AND revoked_at IS NULL RETURNING id", [driverId])).length;
+		return (
+			await this.db.rows<{ id: string }>("UPDATE driver_tokens SET revoked_at = now() WHERE driver_id = $1 AND revoked_at IS NULL RETURNING id", [
+				driverId,
+			])
+		).length;
 	}
 
 	async list(): Promise<DriverTokenRow[]> {

@@ -21,7 +21,9 @@ export function newDriverToken(): string {
 export interface DriverTokensDeps {
 	repo: DriverTokensRepo;
 	/** Registers the driver, idempotent by phone (driver moves). */
-	register: (p: driverApi.CreateDriverTokenParams & { mode: NonNullable<driverApi.CreateDriverTokenParams["mode"]>; simulated: false }) => Promise<DriverView>;
+	register: (
+		p: driverApi.CreateDriverTokenParams & { mode: NonNullable<driverApi.CreateDriverTokenParams["mode"]>; simulated: false },
+	) => Promise<DriverView>;
 	/** Tells every instance (this one included) to drop its cache. */
 	announceChanged: (event: driverApi.DriverTokensChangedEvent) => Promise<void>;
 	cacheMs: number;

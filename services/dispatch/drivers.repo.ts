@@ -40,7 +40,10 @@ const BUMP = "rev = rev + 1, updated_at = clock_timestamp()";
 export class DriversRepo {
 	constructor(private readonly db: Db) {}
 
-	async insertDriver(id: string, p: { name: string; phone: string; vehicleNumber: string; serviceType: ServiceType; simulated?: boolean; mode: DriverMode }): Promise<DriverRow | undefined> {
+	async insertDriver(
+		id: string,
+		p: { name: string; phone: string; vehicleNumber: string; serviceType: ServiceType; simulated?: boolean; mode: DriverMode },
+	): Promise<DriverRow | undefined> {
 		const rows = await this.db.rows<DriverRow>(
 			`INSERT INTO drivers (id, name, phone, vehicle_number, service_type, simulated, mode)
 			 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (phone) DO NOTHING RETURNING *`,
@@ -69,7 +72,10 @@ export class DriversRepo {
 	}
 
 	async setDriverOffline(driverId: string): Promise<DriverRow | undefined> {
-		const rows = await this.db.rows<DriverRow>(`UPDATE drivers SET status = 'offline', ${BUMP} WHERE id = $1 AND status IN ('available','offline') RETURNING *`, [driverId]);
+		const rows = await this.db.rows<DriverRow>(
+			`UPDATE drivers SET status = 'offline', ${BUMP} WHERE id = $1 AND status IN ('available','offline') RETURNING *`,
+			[driverId],
+		);
 		return rows[0];
 	}
 
@@ -111,7 +117,11 @@ export class DriversRepo {
 
 	/** The offered driver takes the ride. */
 	async startTrip(driverId: string, orderId: string, t: Transaction): Promise<DriverRow | undefined> {
-		const rows = await this.db.rows<DriverRow>(`UPDATE drivers SET status = 'on_trip', ${BUMP} WHERE id = $1 AND status = 'offered' AND order_id = $2 RETURNING *`, [driverId, orderId], t);
+		const rows = await this.db.rows<DriverRow>(
+			`UPDATE drivers SET status = 'on_trip', ${BUMP} WHERE id = $1 AND status = 'offered' AND order_id = $2 RETURNING *`,
+			[driverId, orderId],
+			t,
+		);
 		return rows[0];
 	}
 
@@ -150,11 +160,22 @@ export class DriversRepo {
 
 	/** Drivers changed since `since`, with overlap for late commits. */
 	async driversChangedSince(since: Date): Promise<IndexRow[]> {
-		return this.db.rows<IndexRow>("SELECT id, service_type, status, lat, lng, rev, mode FROM drivers WHERE updated_at > $1::timestamptz - interval '10 seconds'", [since.toISOString()]);
+		return this.db.rows<IndexRow>(
+			"SELECT id, service_type, status, lat, lng, rev, mode FROM drivers WHERE updated_at > $1::timestamptz - interval '10 seconds'",
+			[since.toISOString()],
+		);
 	}
 
 	/** Available drivers of a type and mode in the box around `pickup`, roughly nearest first (when the index knows nobody). */
-	async availableInBox(pickup: Point, serviceType: ServiceType, mode: DriverMode, radiusM: number, excluded: string[], limit: number, t: Transaction): Promise<Array<{ id: string; lat: number; lng: number }>> {
+	async availableInBox(
+		pickup: Point,
+		serviceType: ServiceType,
+		mode: DriverMode,
+		radiusM: number,
+		excluded: string[],
+		limit: number,
+		t: Transaction,
+	): Promise<Array<{ id: string; lat: number; lng: number }>> {
 		const dLat = radiusM / 111_320;
 		const cos = Math.max(0.01, Math.cos((pickup.lat * Math.PI) / 180));
 		const dLng = radiusM / (111_320 * cos);

@@ -162,7 +162,11 @@ export class MatchingRepo {
 
 	/** Ends the driver's pending offer of the ride as declined, expired or cancelled. */
 	async endOffer(orderId: string, driverId: string, how: "declined" | "expired" | "cancelled", t: Transaction): Promise<boolean> {
-		const rows = await this.db.rows("UPDATE dispatch_offers SET state = $3, responded_at = now() WHERE order_id = $1 AND driver_id = $2 AND state = 'pending' RETURNING id", [orderId, driverId, how], t);
+		const rows = await this.db.rows(
+			"UPDATE dispatch_offers SET state = $3, responded_at = now() WHERE order_id = $1 AND driver_id = $2 AND state = 'pending' RETURNING id",
+			[orderId, driverId, how],
+			t,
+		);
 		return rows.length > 0;
 	}
 

@@ -33,7 +33,16 @@ function offerId(): string {
 export interface MatcherDeps {
 	settings: Pick<
 		DispatchSettings,
-		"retryMatchMs" | "retryMaxMs" | "dispatchTimeoutMs" | "searchRadiusM" | "offerTimeoutMs" | "transitionLeaseMs" | "speedsKmh" | "roadFactor" | "locationIntervalMs" | "liveLocationIntervalMs"
+		| "retryMatchMs"
+		| "retryMaxMs"
+		| "dispatchTimeoutMs"
+		| "searchRadiusM"
+		| "offerTimeoutMs"
+		| "transitionLeaseMs"
+		| "speedsKmh"
+		| "roadFactor"
+		| "locationIntervalMs"
+		| "liveLocationIntervalMs"
 	>;
 	repo: Pick<DispatchRepo, "drivers" | "mirror" | "matching" | "tx" | "now">;
 	index: Pick<DriverIndex, "candidates" | "forget" | "publish" | "hasCandidate">;
@@ -106,7 +115,12 @@ export class Matcher {
 	 */
 	private async matchRides(): Promise<void> {
 		const s = this.deps.settings;
-		const due = await this.deps.repo.matching.dueSearches(DUE_PAGE, { minMs: s.retryMatchMs, maxMs: s.retryMaxMs, dispatchTimeoutMs: s.dispatchTimeoutMs, radiusM: s.searchRadiusM });
+		const due = await this.deps.repo.matching.dueSearches(DUE_PAGE, {
+			minMs: s.retryMatchMs,
+			maxMs: s.retryMaxMs,
+			dispatchTimeoutMs: s.dispatchTimeoutMs,
+			radiusM: s.searchRadiusM,
+		});
 		if (due.length === DUE_PAGE && due.some((r) => r.backed_off)) this.kick();
 		for (const { order_id, backed_off } of due) {
 			if (backed_off) continue;
@@ -160,7 +174,10 @@ export class Matcher {
 			}
 			const distanceM = haversineMeters({ lat: claimed.lat, lng: claimed.lng }, pickup);
 			const eta = etaSeconds(distanceM, s.speedsKmh[ride.service_type], s.roadFactor);
-			const expiresAt = await repo.matching.insertOffer({ id: offerId(), orderId, driverId: claimed.id, distanceM: Math.round(distanceM), eta, timeoutMs: s.offerTimeoutMs }, t);
+			const expiresAt = await repo.matching.insertOffer(
+				{ id: offerId(), orderId, driverId: claimed.id, distanceM: Math.round(distanceM), eta, timeoutMs: s.offerTimeoutMs },
+				t,
+			);
 			await repo.matching.matchAgainAt(orderId, expiresAt, t);
 			return { driver: claimed, expiresAt };
 		});
@@ -171,14 +188,24 @@ export class Matcher {
 		}
 		index.publish([result.driver]);
 		this.deps.metrics.offerMade(result.driver.service_type);
-		this.deps.announceOffer({ orderId, driverId: result.driver.id, simulated: result.driver.simulated, expiresAt: new Date(result.expiresAt).toISOString() });
+		this.deps.announceOffer({
+			orderId,
+			driverId: result.driver.id,
+			simulated: result.driver.simulated,
+			expiresAt: new Date(result.expiresAt).toISOString(),
+		});
 	}
 
 	/** Nobody took the ride in time: `searching → no_driver_found` (orders decides if somebody moved first). */
 	private async endRide(orderId: string): Promise<void> {
 		const { orders, mirror, metrics, log } = this.deps;
 		try {
-			const order = await orders.transition({ orderId, from: "searching", to: "no_driver_found", reason: "no driver accepted within the dispatch timeout" });
+			const order = await orders.transition({
+				orderId,
+				from: "searching",
+				to: "no_driver_found",
+				reason: "no driver accepted within the dispatch timeout",
+			});
 			metrics.noDriverFound(order.serviceType);
 			await mirror.applyOrder(order, { abandonInFlight: true });
 		} catch (err) {
@@ -242,7 +269,13 @@ export class Matcher {
 			serverTime: new Date(now).toISOString(),
 			offers: offers.map(toSimOffer),
 			rides: rides.map(toSimRide).filter((r): r is SimRide => r !== null),
-			searching: searching.map((r) => ({ orderId: r.order_id, serviceType: r.service_type, pickup: pickupOf(r), sandbox: r.sandbox, hasCandidate: index.hasCandidate(r) })),
+			searching: searching.map((r) => ({
+				orderId: r.order_id,
+				serviceType: r.service_type,
+				pickup: pickupOf(r),
+				sandbox: r.sandbox,
+				hasCandidate: index.hasCandidate(r),
+			})),
 		};
 	}
 

@@ -128,14 +128,37 @@ export class RideMirrorRepo {
 	 * this call inserted it.
 	 */
 	async insertRide(
-		r: { orderId: string; partnerId: string; mode: DriverMode; serviceType: ServiceType; pickup: Point; drop: Point; sandbox: SandboxScenario | null; seen?: { version: number; updatedAt: string }; closedAs?: string },
+		r: {
+			orderId: string;
+			partnerId: string;
+			mode: DriverMode;
+			serviceType: ServiceType;
+			pickup: Point;
+			drop: Point;
+			sandbox: SandboxScenario | null;
+			seen?: { version: number; updatedAt: string };
+			closedAs?: string;
+		},
 		t?: Transaction,
 	): Promise<boolean> {
 		const rows = await this.db.rows(
 			`INSERT INTO dispatch_rides (order_id, partner_id, service_type, pickup_lat, pickup_lng, drop_lat, drop_lng, state, order_status, sandbox, mode, order_version, order_updated_at)
 			 VALUES ($1, $8, $2, $3, $4, $5, $6, CASE WHEN $12::text IS NULL THEN 'searching' ELSE 'closed' END, COALESCE($12::text, 'searching'), $7, $9, COALESCE($10::int, 0), $11::timestamptz)
 			 ON CONFLICT (order_id) DO NOTHING RETURNING order_id`,
-			[r.orderId, r.serviceType, r.pickup.lat, r.pickup.lng, r.drop.lat, r.drop.lng, r.sandbox, r.partnerId, r.mode, r.seen?.version ?? null, r.seen?.updatedAt ?? null, r.closedAs ?? null],
+			[
+				r.orderId,
+				r.serviceType,
+				r.pickup.lat,
+				r.pickup.lng,
+				r.drop.lat,
+				r.drop.lng,
+				r.sandbox,
+				r.partnerId,
+				r.mode,
+				r.seen?.version ?? null,
+				r.seen?.updatedAt ?? null,
+				r.closedAs ?? null,
+			],
 			t,
 		);
 		return rows.length > 0;
@@ -147,10 +170,7 @@ export class RideMirrorRepo {
 	 * like `insertRide` an existing row is left alone. One answer per ride, in
 	 * order: whether this statement inserted it.
 	 */
-	async insertNewRides(
-		rides: NewRide[],
-		first: FirstLook,
-	): Promise<boolean[]> {
+	async insertNewRides(rides: NewRide[], first: FirstLook): Promise<boolean[]> {
 		// A ride nobody could be offered now starts backed off (its first retry, as
 		// `dueSearches` would set it a moment later) instead of due: that saves
 		// the update of every lonely new ride. A driver who comes near wakes it
@@ -236,7 +256,11 @@ export class RideMirrorRepo {
 	}
 
 	/** The ride has a driver and a status; a new status restarts its phase clock and, while moving, the location cadence. */
-	async assignRide(seen: SeenOrder, a: { driverId: string | null; status: string; statusChanged: boolean; moving: boolean; locationIntervalMs: number; origin: Point | null }, t: Transaction): Promise<void> {
+	async assignRide(
+		seen: SeenOrder,
+		a: { driverId: string | null; status: string; statusChanged: boolean; moving: boolean; locationIntervalMs: number; origin: Point | null },
+		t: Transaction,
+	): Promise<void> {
 		await this.db.rows(
 			`UPDATE dispatch_rides SET state = 'assigned', driver_id = $4, order_status = $5, order_version = $2, order_updated_at = $3,
 				lease_until = NULL,
@@ -266,8 +290,6 @@ export class RideMirrorRepo {
 
 	/** Rides that count as demand: those still searching (a cancelled or matched request is no demand). */
 	async demandRides() {
-		return this.db.rows<DemandRow>(
-			"SELECT order_id, service_type, pickup_lat, pickup_lng, partner_id, mode FROM dispatch_rides WHERE state = 'searching'",
-		);
+		return this.db.rows<DemandRow>("SELECT order_id, service_type, pickup_lat, pickup_lng, partner_id, mode FROM dispatch_rides WHERE state = 'searching'");
 	}
 }

@@ -20,7 +20,10 @@ import type { NewRide, SeenOrder } from "./ride-mirror.repo";
  */
 
 export interface RideMirrorDeps {
-	settings: Pick<DispatchSettings, "fleetMode" | "locationIntervalMs" | "liveLocationIntervalMs" | "retryMatchMs" | "dispatchTimeoutMs" | "searchRadiusM" | "sweepPage">;
+	settings: Pick<
+		DispatchSettings,
+		"fleetMode" | "locationIntervalMs" | "liveLocationIntervalMs" | "retryMatchMs" | "dispatchTimeoutMs" | "searchRadiusM" | "sweepPage"
+	>;
 	repo: Pick<DispatchRepo, "drivers" | "mirror" | "matching" | "tx">;
 	orders: Pick<OrdersClient, "get" | "listActiveStates">;
 	index: Pick<DriverIndex, "publish" | "setDemand">;
@@ -43,7 +46,11 @@ export class RideMirror {
 		const { retryMatchMs, dispatchTimeoutMs, searchRadiusM } = deps.settings;
 		const firstLook = { retryMatchMs, dispatchTimeoutMs, radiusM: searchRadiusM };
 		// Up to 4 statements out at once: the pool is shared with the process's other services.
-		this.newRides = new StatementBatcher((rides) => deps.repo.mirror.insertNewRides(rides, firstLook), (r) => r.orderId, { maxBatch: 200, maxInFlight: 4 });
+		this.newRides = new StatementBatcher(
+			(rides) => deps.repo.mirror.insertNewRides(rides, firstLook),
+			(r) => r.orderId,
+			{ maxBatch: 200, maxInFlight: 4 },
+		);
 	}
 
 	/** The sweep in progress (to await at stop), or null. */
@@ -67,7 +74,15 @@ export class RideMirror {
 			let ride = await repo.mirror.lockRide(order.orderId, t);
 			if (!ride) {
 				const sandbox = sandboxScenario(order.metadata, settings.fleetMode, order.mode);
-				const row = { orderId: order.orderId, partnerId: order.partnerId, mode: order.mode, serviceType: order.serviceType, pickup: order.pickup, drop: order.drop, sandbox };
+				const row = {
+					orderId: order.orderId,
+					partnerId: order.partnerId,
+					mode: order.mode,
+					serviceType: order.serviceType,
+					pickup: order.pickup,
+					drop: order.drop,
+					sandbox,
+				};
 				if (isTerminalStatus(order.status)) {
 					// A tombstone: the order ended before dispatch mirrored it, and a
 					// late orders.created (which carries the searching snapshot) must
@@ -129,11 +144,16 @@ export class RideMirror {
 						changedDrivers.push(...held);
 						const d = held[0] ?? (await repo.drivers.driver(driverId, t));
 						if (d && d.lat !== null && d.lng !== null) origin = { lat: d.lat, lng: d.lng };
-						if (d && d.order_id !== order.orderId) this.deps.log.trouble(`Order ${order.orderId} names driver ${driverId}, who holds ${d.order_id ?? "nothing"}`);
+						if (d && d.order_id !== order.orderId)
+							this.deps.log.trouble(`Order ${order.orderId} names driver ${driverId}, who holds ${d.order_id ?? "nothing"}`);
 					}
 					const moving = isMovingStatus(order.status);
 					const locationIntervalMs = ride.mode === "live" ? settings.liveLocationIntervalMs : settings.locationIntervalMs;
-					await repo.mirror.assignRide(seen, { driverId, status: order.status, statusChanged: action.statusChanged, moving, locationIntervalMs, origin }, t);
+					await repo.mirror.assignRide(
+						seen,
+						{ driverId, status: order.status, statusChanged: action.statusChanged, moving, locationIntervalMs, origin },
+						t,
+					);
 					return;
 				}
 			}
@@ -187,7 +207,8 @@ export class RideMirror {
 			return { ride, released: await repo.drivers.freeDrivers(orderId, t) };
 		});
 		// No longer demand here either (other instances drop it at their next demand refresh).
-		if (ride) index.setDemand({ orderId, partnerId: ride.partner_id ?? "", mode: ride.mode, serviceType: ride.service_type, pickup: pickupOf(ride) }, false);
+		if (ride)
+			index.setDemand({ orderId, partnerId: ride.partner_id ?? "", mode: ride.mode, serviceType: ride.service_type, pickup: pickupOf(ride) }, false);
 		index.publish(released);
 	}
 
@@ -268,6 +289,8 @@ export class RideMirror {
 		if (this.deps.settings.fleetMode !== "simulated" || now - this.startedAt <= 30_000 || now - this.fleetWarnedAt <= 60_000) return;
 		if (this.deps.fleetRuns()) return;
 		this.fleetWarnedAt = now;
-		this.deps.log.trouble("FLEET_MODE=simulated but no fleet service runs in this namespace: add `fleet` to SERVICES (e.g. SERVICES=dispatch,fleet), or set FLEET_MODE=live");
+		this.deps.log.trouble(
+			"FLEET_MODE=simulated but no fleet service runs in this namespace: add `fleet` to SERVICES (e.g. SERVICES=dispatch,fleet), or set FLEET_MODE=live",
+		);
 	}
 }

@@ -1,6 +1,15 @@
 import type { Context, Service, ServiceSchema } from "moleculer";
 import { SERVICE_TYPES } from "../../contracts/common";
-import { DISPATCH_EVENTS, type DriverPosition, type DriverView, type OfferCreatedEvent, type RegisterParams, type SimRide, type SimSearching, type SimulatedWork } from "../../contracts/dispatch";
+import {
+	DISPATCH_EVENTS,
+	type DriverPosition,
+	type DriverView,
+	type OfferCreatedEvent,
+	type RegisterParams,
+	type SimRide,
+	type SimSearching,
+	type SimulatedWork,
+} from "../../contracts/dispatch";
 import type { DriverCancelParams, DriverLocationsParams, DriverOnlineParams, DriverOrderParams, DriverStartParams } from "../../contracts/driver";
 import { ORDER_EVENTS, type OrderIdParams, type RiderOtpResult } from "../../contracts/orders";
 import { CoalescedPass } from "../../lib/coalesced-pass";
@@ -170,7 +179,11 @@ const FleetService: ServiceSchema<FleetSettings, FleetMethods, FleetLocal> = {
 
 			for (const offer of work.offers) {
 				if (offerStep(offer, now, this.settings).kind !== "accept") continue;
-				tasks.push(() => this.act(offer.driverId, "accept", () => this.asDriver(offer.driverId, "driverAccept", { orderId: offer.orderId } satisfies DriverOrderParams)));
+				tasks.push(() =>
+					this.act(offer.driverId, "accept", () =>
+						this.asDriver(offer.driverId, "driverAccept", { orderId: offer.orderId } satisfies DriverOrderParams),
+					),
+				);
 			}
 
 			const interval = reportIntervalMs(this.settings);
@@ -201,7 +214,10 @@ const FleetService: ServiceSchema<FleetSettings, FleetMethods, FleetLocal> = {
 							this.logger.debug(`No simulated ${ride.serviceType} driver free for ${ride.orderId} (SIM_MAX_DRIVERS ${this.settings.maxDrivers})`);
 							// Every slot tried is busy: look again in a second (a ride may end meanwhile).
 							this.spawnedFor.set(ride.orderId, Date.now() - RESPAWN_AFTER_MS + RETRY_FULL_MS);
-						} else this.logger.info(`${placed.spawned ? "Spawned" : "Moved"} simulated ${ride.serviceType} driver ${placed.driver.driverId} near the pickup of ${ride.orderId}`);
+						} else
+							this.logger.info(
+								`${placed.spawned ? "Spawned" : "Moved"} simulated ${ride.serviceType} driver ${placed.driver.driverId} near the pickup of ${ride.orderId}`,
+							);
 					} catch (err) {
 						this.spawnedFor.delete(ride.orderId);
 						this.trouble(`Spawning a driver for ${ride.orderId}: ${shortError(err)}`);
@@ -253,7 +269,9 @@ const FleetService: ServiceSchema<FleetSettings, FleetMethods, FleetLocal> = {
 
 		/** POST /driver/location with one fix. */
 		reportAt(this: FleetThis, driverId: string, location: DriverPosition): Promise<DriverView> {
-			return this.asDriver<DriverView>(driverId, "driverReportLocations", { locations: [{ lat: location.lat, lng: location.lng, heading: location.heading }] } satisfies DriverLocationsParams);
+			return this.asDriver<DriverView>(driverId, "driverReportLocations", {
+				locations: [{ lat: location.lat, lng: location.lng, heading: location.heading }],
+			} satisfies DriverLocationsParams);
 		},
 
 		/** One driver action at a time per driver (from this instance); races with other instances are fine. */
@@ -284,7 +302,9 @@ const FleetService: ServiceSchema<FleetSettings, FleetMethods, FleetLocal> = {
 				if (driver.serviceType !== ride.serviceType || this.busy.has(driver.driverId)) continue;
 				if (driver.status !== "offline" && driver.status !== "available") continue;
 				const spawned = driver.location === null;
-				const moved = await this.asDriver<DriverView>(driver.driverId, "driverGoOnline", { location: { lat: d.home.lat, lng: d.home.lng, heading: 0 } } satisfies DriverOnlineParams);
+				const moved = await this.asDriver<DriverView>(driver.driverId, "driverGoOnline", {
+					location: { lat: d.home.lat, lng: d.home.lng, heading: 0 },
+				} satisfies DriverOnlineParams);
 				return { driver: moved, spawned };
 			}
 			return null;
@@ -306,7 +326,9 @@ const FleetService: ServiceSchema<FleetSettings, FleetMethods, FleetLocal> = {
 		async bringOnline(this: FleetThis, d: SeedDriver): Promise<DriverView> {
 			const driver = await this.register(d);
 			if (driver.status !== "offline") return driver;
-			return this.asDriver<DriverView>(driver.driverId, "driverGoOnline", { location: { lat: d.home.lat, lng: d.home.lng, heading: 0 } } satisfies DriverOnlineParams);
+			return this.asDriver<DriverView>(driver.driverId, "driverGoOnline", {
+				location: { lat: d.home.lat, lng: d.home.lng, heading: 0 },
+			} satisfies DriverOnlineParams);
 		},
 
 		/** Seeded drivers: `FLEET_DRIVERS_PER_CITY` of each type around each city centre. */
@@ -343,7 +365,9 @@ const FleetService: ServiceSchema<FleetSettings, FleetMethods, FleetLocal> = {
 				try {
 					if (this.stopping) return;
 					this.seeded = await this.seed();
-					this.logger.info(`Simulated fleet seeded: ${this.seeded} drivers around ${this.settings.simCities.length} cities (SIM_SPEED ${this.settings.simSpeed})`);
+					this.logger.info(
+						`Simulated fleet seeded: ${this.seeded} drivers around ${this.settings.simCities.length} cities (SIM_SPEED ${this.settings.simSpeed})`,
+					);
 					this.kick();
 					return;
 				} catch (err) {
@@ -357,7 +381,10 @@ const FleetService: ServiceSchema<FleetSettings, FleetMethods, FleetLocal> = {
 	created(this: FleetThis) {
 		useServiceSettings(this, readFleetSettings);
 		this.timers = [];
-		this.ticker = new CoalescedPass(() => this.tickPass(), () => this.stopping);
+		this.ticker = new CoalescedPass(
+			() => this.tickPass(),
+			() => this.stopping,
+		);
 		this.seeding = null;
 		this.seeded = 0;
 		this.stopping = false;

@@ -51,7 +51,13 @@ export function readFleetSettings(env: Env): FleetSettings {
 	const travel = readTravelSettings(env);
 	const driversPerCity = envNumber(env, "FLEET_DRIVERS_PER_CITY", 10, (n) => Number.isInteger(n) && n >= 0 && n <= 100_000, "an integer 0..100000");
 	const seeded = seededCount({ simCities: travel.simCities, driversPerCity });
-	const maxDrivers = envNumber(env, "SIM_MAX_DRIVERS", Math.max(200, seeded), (n) => Number.isInteger(n) && n >= seeded && n <= 1_000_000, `an integer ${seeded}..1000000 (at least the ${seeded} seeded drivers)`);
+	const maxDrivers = envNumber(
+		env,
+		"SIM_MAX_DRIVERS",
+		Math.max(200, seeded),
+		(n) => Number.isInteger(n) && n >= seeded && n <= 1_000_000,
+		`an integer ${seeded}..1000000 (at least the ${seeded} seeded drivers)`,
+	);
 	return {
 		...travel,
 		driversPerCity,

@@ -97,7 +97,13 @@ export function pickSlots(slots: number, tries: number, rand: () => number = Mat
 }
 
 /** Real milliseconds a simulated driver takes for a leg: road distance at the type's speed, compressed by SIM_SPEED. */
-export function legDurationMs(from: Point, to: Point, serviceType: ServiceType, settings: Pick<FleetSettings, "roadFactor" | "speedsKmh" | "simSpeed" | "fastLegMs">, sandbox: SandboxScenario | null): number {
+export function legDurationMs(
+	from: Point,
+	to: Point,
+	serviceType: ServiceType,
+	settings: Pick<FleetSettings, "roadFactor" | "speedsKmh" | "simSpeed" | "fastLegMs">,
+	sandbox: SandboxScenario | null,
+): number {
 	if (sandbox === "fast") return settings.fastLegMs;
 	const metres = haversineMeters(from, to) * settings.roadFactor;
 	const worldMs = (metres / ((settings.speedsKmh[serviceType] * 1000) / 3600)) * 1000;

@@ -129,7 +129,12 @@ class Renderer {
 			const required = Array.isArray(s.required) ? (s.required as string[]) : [];
 			for (const [name, prop] of Object.entries(props)) {
 				const p = isObject(prop) ? prop : {};
-				const described = typeof p.description === "string" ? p.description : typeof this.resolve(p).description === "string" && typeof p.$ref !== "string" ? String(this.resolve(p).description) : "";
+				const described =
+					typeof p.description === "string"
+						? p.description
+						: typeof this.resolve(p).description === "string" && typeof p.$ref !== "string"
+							? String(this.resolve(p).description)
+							: "";
 				const limits = this.constraints(p);
 				rows.push(
 					`<tr><td><code>${escapeHtml(name)}</code></td><td>${this.typeOf(p)}</td><td>${required.includes(name) ? "yes" : "no"}</td><td>${inlineMarkdown(described)}${limits ? `<div class="limits">${limits}</div>` : ""}</td></tr>`,
@@ -162,7 +167,9 @@ class Renderer {
 					if (code && Array.isArray(code.enum)) codes = code.enum.map((c) => `<code>${escapeHtml(String(c))}</code>`).join(" ");
 				}
 			}
-			parts.push(`${escapeHtml(mediaType)}: ${codes ? `${this.typeOf({ $ref: "#/components/schemas/Error" })} with code ${codes}` : this.typeOf(schema)}`);
+			parts.push(
+				`${escapeHtml(mediaType)}: ${codes ? `${this.typeOf({ $ref: "#/components/schemas/Error" })} with code ${codes}` : this.typeOf(schema)}`,
+			);
 		}
 		return parts.join("<br>");
 	}
@@ -177,7 +184,8 @@ class Renderer {
 		const security = Array.isArray(op.security) ? op.security : this.doc.security;
 		const needsAuth = Array.isArray(security) && security.length > 0;
 		const body = isObject(op.requestBody) ? op.requestBody : undefined;
-		const bodySchema = body && isObject(body.content) && isObject(body.content["application/json"]) ? (body.content["application/json"] as Json).schema : undefined;
+		const bodySchema =
+			body && isObject(body.content) && isObject(body.content["application/json"]) ? (body.content["application/json"] as Json).schema : undefined;
 		const responses = isObject(op.responses) ? op.responses : {};
 		const parts: string[] = [
 			`<section class="op" id="${id}">`,
@@ -188,7 +196,9 @@ class Renderer {
 		if (parameters.length > 0) {
 			parts.push("<h4>Headers</h4><table><thead><tr><th>Name</th><th>Required</th><th>Description</th></tr></thead><tbody>");
 			for (const p of parameters) {
-				parts.push(`<tr><td><code>${escapeHtml(String(p.name))}</code></td><td>${p.required ? "yes" : "no"}</td><td>${inlineMarkdown(String(p.description ?? ""))}${this.constraints(p.schema) ? `<div class="limits">${this.constraints(p.schema)}</div>` : ""}</td></tr>`);
+				parts.push(
+					`<tr><td><code>${escapeHtml(String(p.name))}</code></td><td>${p.required ? "yes" : "no"}</td><td>${inlineMarkdown(String(p.description ?? ""))}${this.constraints(p.schema) ? `<div class="limits">${this.constraints(p.schema)}</div>` : ""}</td></tr>`,
+				);
 			}
 			parts.push("</tbody></table>");
 		}
@@ -200,7 +210,9 @@ class Renderer {
 		parts.push("<h4>Responses</h4><table><thead><tr><th>Status</th><th>Body</th><th>Meaning</th><th>Headers</th></tr></thead><tbody>");
 		for (const [status, response] of Object.entries(responses)) {
 			const r = this.resolve(response);
-			parts.push(`<tr><td><strong>${escapeHtml(status)}</strong></td><td>${this.responseBody(r)}</td><td>${inlineMarkdown(String(r.description ?? ""))}</td><td>${this.headersOf(r)}</td></tr>`);
+			parts.push(
+				`<tr><td><strong>${escapeHtml(status)}</strong></td><td>${this.responseBody(r)}</td><td>${inlineMarkdown(String(r.description ?? ""))}</td><td>${this.headersOf(r)}</td></tr>`,
+			);
 		}
 		parts.push("</tbody></table></section>");
 		return parts.join("\n");
@@ -250,7 +262,9 @@ class Renderer {
 		for (const [name, schema] of Object.entries(schemas)) {
 			const s = isObject(schema) ? schema : {};
 			nav.push(`<li><a href="#${anchor("schema", name)}">${escapeHtml(name)}</a></li>`);
-			body.push(`<div class="schema" id="${anchor("schema", name)}"><h3>${escapeHtml(name)}</h3>${typeof s.description === "string" ? blockMarkdown(s.description) : ""}${this.schemaTable(s)}</div>`);
+			body.push(
+				`<div class="schema" id="${anchor("schema", name)}"><h3>${escapeHtml(name)}</h3>${typeof s.description === "string" ? blockMarkdown(s.description) : ""}${this.schemaTable(s)}</div>`,
+			);
 		}
 		nav.push("</ul></li>");
 		body.push("</section>");

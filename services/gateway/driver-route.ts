@@ -55,12 +55,18 @@ export async function prepareDriverRequest(this: DriverGatewayParts, req: Driver
 	req.$ctx.meta.requestId = req.$ctx.requestID ?? undefined;
 	const bearer = parseBearer(req.headers.authorization);
 	if (!bearer.ok) {
-		throw unauthorized(bearer.reason === "missing" ? "Missing driver token: send Authorization: Bearer <token>" : "Malformed Authorization header: expected Bearer <token>");
+		throw unauthorized(
+			bearer.reason === "missing"
+				? "Missing driver token: send Authorization: Bearer <token>"
+				: "Malformed Authorization header: expected Bearer <token>",
+		);
 	}
 	const address = clientAddress(req.socket?.remoteAddress, req.headers["x-forwarded-for"], this.settings.trustProxyHops);
 	const gate = await this.authThrottle.check(address, bearer.apiKey);
 	if (!gate.allowed) {
-		throw new ApiError("RATE_LIMITED", `Too many failed authentications from this address; retry in ${gate.retryAfterSeconds} s`, { retryAfter: gate.retryAfterSeconds });
+		throw new ApiError("RATE_LIMITED", `Too many failed authentications from this address; retry in ${gate.retryAfterSeconds} s`, {
+			retryAfter: gate.retryAfterSeconds,
+		});
 	}
 	const driver = await req.$ctx.call<AuthenticatedDriver | null, AuthenticateDriverParams>("dispatch.authenticateDriver", { token: bearer.apiKey });
 	if (!driver) {
@@ -76,7 +82,9 @@ export async function prepareDriverRequest(this: DriverGatewayParts, req: Driver
 		res.setHeader("X-RateLimit-Remaining", String(decision.remaining));
 	}
 	if (!decision.allowed) {
-		throw new ApiError("RATE_LIMITED", `Rate limit of ${decision.limit} requests per minute exceeded; retry in ${decision.retryAfterSeconds} s`, { retryAfter: decision.retryAfterSeconds });
+		throw new ApiError("RATE_LIMITED", `Rate limit of ${decision.limit} requests per minute exceeded; retry in ${decision.retryAfterSeconds} s`, {
+			retryAfter: decision.retryAfterSeconds,
+		});
 	}
 	req.body = await readJsonBody(req, this.settings.bodyLimitBytes);
 	req.$driverPipeline = true;
@@ -104,7 +112,8 @@ export function driverRoute(pipeline: (req: DriverRequest, res: ServerResponse) 
 		onBeforeCall(ctx: Context<unknown, { requestId?: string }>, _route: unknown, req: DriverRequest) {
 			ctx.meta.requestId = ctx.requestID ?? undefined;
 			// Params are the JSON body only, and never carry an identity.
-			const body: Record<string, unknown> = typeof req.body === "object" && req.body !== null && !Array.isArray(req.body) ? { ...(req.body as Record<string, unknown>) } : {};
+			const body: Record<string, unknown> =
+				typeof req.body === "object" && req.body !== null && !Array.isArray(req.body) ? { ...(req.body as Record<string, unknown>) } : {};
 			delete body.driverId;
 			delete body.partnerId;
 			req.$params = body;

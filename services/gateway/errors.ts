@@ -196,7 +196,8 @@ export function toErrorResponse(thrown: unknown, opts: ErrorMappingOptions): Err
 	}
 
 	if (status !== undefined && status >= 400 && status < 500) {
-		let code: string = FIXED_CODES[status] ?? (type && CODE_PATTERN.test(type) ? type : undefined) ?? STATUS_CODES[STATUS_ALIASES[status] ?? status] ?? "BAD_REQUEST";
+		let code: string =
+			FIXED_CODES[status] ?? (type && CODE_PATTERN.test(type) ? type : undefined) ?? STATUS_CODES[STATUS_ALIASES[status] ?? status] ?? "BAD_REQUEST";
 		let httpStatus = status;
 		// The contract answers every validation failure with 400, whoever raised it.
 		if (code === "VALIDATION_ERROR") httpStatus = 400;

@@ -61,7 +61,6 @@ interface GatewayRequest extends IncomingMessage {
 	$ridePipeline?: boolean;
 }
 
-
 /** moleculer-web's settings, as the schema declares them. */
 interface WebSettings extends ServiceSettingSchema {
 	port: number;
@@ -192,7 +191,12 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 					}),
 					"GET /health/ready": opsHandler(async function ready(req, res) {
 						const r = await this.readiness();
-						this.sendJson(res, r.ready ? 200 : 503, { status: r.status, checks: r.checks }, r.ready ? {} : { "Retry-After": String(UNAVAILABLE_RETRY_AFTER_SECONDS) });
+						this.sendJson(
+							res,
+							r.ready ? 200 : 503,
+							{ status: r.status, checks: r.checks },
+							r.ready ? {} : { "Retry-After": String(UNAVAILABLE_RETRY_AFTER_SECONDS) },
+						);
 					}),
 					"GET /openapi.json": opsHandler(function openapi(req, res) {
 						this.sendJson(res, 200, this.openapi, { "Cache-Control": "no-cache" });
@@ -254,7 +258,11 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 
 			const bearer = parseBearer(req.headers.authorization);
 			if (!bearer.ok) {
-				throw unauthorized(bearer.reason === "missing" ? "Missing API key: send Authorization: Bearer <apiKey>" : "Malformed Authorization header: expected Bearer <apiKey>");
+				throw unauthorized(
+					bearer.reason === "missing"
+						? "Missing API key: send Authorization: Bearer <apiKey>"
+						: "Malformed Authorization header: expected Bearer <apiKey>",
+				);
 			}
 			// An address that keeps sending unknown keys stops costing partners a lookup per key.
 			const address = clientAddress(req.socket?.remoteAddress, req.headers["x-forwarded-for"], this.settings.trustProxyHops);

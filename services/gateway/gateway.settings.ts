@@ -91,7 +91,13 @@ export function envProxyHops(env: Env, name: string): number {
 	const word = raw.toLowerCase();
 	if (["true", "yes", "on"].includes(word)) return 1;
 	if (["false", "no", "off"].includes(word)) return 0;
-	return envNumber(env, name, 0, (n) => Number.isInteger(n) && n >= 0 && n <= MAX_PROXY_HOPS, `true, false or a whole number of proxies 0..${MAX_PROXY_HOPS}`);
+	return envNumber(
+		env,
+		name,
+		0,
+		(n) => Number.isInteger(n) && n >= 0 && n <= MAX_PROXY_HOPS,
+		`true, false or a whole number of proxies 0..${MAX_PROXY_HOPS}`,
+	);
 }
 
 export function readGatewaySettings(env: Env): GatewaySettings {

@@ -40,12 +40,15 @@ const IDEMPOTENCY_KEY = /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/;
 /** `Idempotency-Key` → the key, undefined when absent; 400 VALIDATION_ERROR when unusable. */
 export function idempotencyKeyFrom(header: string | string[] | undefined): string | undefined {
 	if (header === undefined) return undefined;
-	const problem =
-		Array.isArray(header) ? "must be sent once"
-		: header.length === 0 ? "must not be empty"
-		: header.length > IDEMPOTENCY_KEY_MAX_LENGTH ? `must be at most ${IDEMPOTENCY_KEY_MAX_LENGTH} characters`
-		: !IDEMPOTENCY_KEY.test(header) ? "must be visible ASCII characters"
-		: undefined;
+	const problem = Array.isArray(header)
+		? "must be sent once"
+		: header.length === 0
+			? "must not be empty"
+			: header.length > IDEMPOTENCY_KEY_MAX_LENGTH
+				? `must be at most ${IDEMPOTENCY_KEY_MAX_LENGTH} characters`
+				: !IDEMPOTENCY_KEY.test(header)
+					? "must be visible ASCII characters"
+					: undefined;
 	if (problem === undefined) return header as string;
 	throw new ApiError("VALIDATION_ERROR", `Idempotency-Key ${problem}`, {
 		details: [{ field: "Idempotency-Key", message: `Idempotency-Key ${problem}` }],
@@ -85,7 +88,10 @@ export function parseJsonObject(text: string): unknown {
 	let value: unknown;
 	try {
 		// The reviver (slow) only when a `__proto__` key is possible: spelt out, or hidden behind a \u escape.
-		value = text.includes("__proto__") || text.includes("\\u") ? JSON.parse(text, (key, v: unknown) => (key === "__proto__" ? undefined : v)) : JSON.parse(text);
+		value =
+			text.includes("__proto__") || text.includes("\\u")
+				? JSON.parse(text, (key, v: unknown) => (key === "__proto__" ? undefined : v))
+				: JSON.parse(text);
 	} catch {
 		throw new ApiError("INVALID_JSON", "Request body is not valid JSON");
 	}

@@ -142,7 +142,9 @@ export class DeliveryLoop {
 		}
 		if (Date.now() - this.lastSettleAt >= SETTLE_EVERY_MS) {
 			this.lastSettleAt = Date.now();
-			await this.deps.repo.settleLocations(settings.locationTtlMs).catch((err: unknown) => warnings.warn("settle", "Settling location events failed", err));
+			await this.deps.repo
+				.settleLocations(settings.locationTtlMs)
+				.catch((err: unknown) => warnings.warn("settle", "Settling location events failed", err));
 		}
 	}
 
@@ -171,7 +173,9 @@ export class DeliveryLoop {
 				for (const id of ids) this.hinted.delete(id);
 				if (this.hinted.size > 0) this.tickAgain = true;
 				// An id not committed yet, or already ingested by another instance, copies nothing; the window scan is the net.
-				await this.deps.repo.ingestIds(ids, settings.locationTtlMs).catch((err: unknown) => warnings.warn("ingest", "Ingest of hinted ride events failed (will retry)", err));
+				await this.deps.repo
+					.ingestIds(ids, settings.locationTtlMs)
+					.catch((err: unknown) => warnings.warn("ingest", "Ingest of hinted ride events failed (will retry)", err));
 			}
 			await this.claimAndSend();
 		} finally {
@@ -186,16 +190,27 @@ export class DeliveryLoop {
 	/** Claims due events of both kinds up to this instance's free slots of each, and starts their tries. */
 	private async claimAndSend(): Promise<void> {
 		const { settings, warnings } = this.deps;
-		const free: Record<RideEventKind, number> = { status: settings.concurrency - this.busy.status, location: settings.locationConcurrency - this.busy.location };
+		const free: Record<RideEventKind, number> = {
+			status: settings.concurrency - this.busy.status,
+			location: settings.locationConcurrency - this.busy.location,
+		};
 		if (this.stopping || (free.status <= 0 && free.location <= 0)) return;
 		let rows: ClaimedRow[];
 		const token = randomUUID();
 		try {
 			// Committed before any HTTP call is made.
-			rows = await this.deps.repo.claim(Math.max(0, free.status), Math.max(0, free.location), token, this.deps.instanceId, settings.leaseMs, settings.locationTtlMs, {
-				partnerCap: settings.partnerConcurrency,
-				hostCap: settings.hostConcurrency,
-			});
+			rows = await this.deps.repo.claim(
+				Math.max(0, free.status),
+				Math.max(0, free.location),
+				token,
+				this.deps.instanceId,
+				settings.leaseMs,
+				settings.locationTtlMs,
+				{
+					partnerCap: settings.partnerConcurrency,
+					hostCap: settings.hostConcurrency,
+				},
+			);
 		} catch (err) {
 			warnings.warn("claim", "Claiming webhook deliveries failed (will retry)", err);
 			return;
@@ -237,7 +252,13 @@ export class DeliveryLoop {
 		}
 		if (now - this.lastSafetyNetAt >= settings.safetyNetMs) {
 			this.lastSafetyNetAt = now;
-			this.safetyNet ??= new SafetyNet({ repo, logger: this.deps.logger, ingestWindowMs: settings.ingestWindowMs, locationTtlMs: settings.locationTtlMs, metrics: this.deps.metrics });
+			this.safetyNet ??= new SafetyNet({
+				repo,
+				logger: this.deps.logger,
+				ingestWindowMs: settings.ingestWindowMs,
+				locationTtlMs: settings.locationTtlMs,
+				metrics: this.deps.metrics,
+			});
 			const late = await this.safetyNet.run(this.window.lowerBound(now));
 			if (late > 0) this.requestTick();
 			total += late;
@@ -318,16 +339,20 @@ export class DeliveryLoop {
 			host: row.host,
 		};
 		// The database may be briefly away (restart, cut connections): keep trying while the lease is still ours.
-		const updated = await this.withRetries(`recording ${row.event_id}`, () => this.records.submit(attempt), settings.leaseMs - (Date.now() - startedAt) - 1_000).catch(
-			(err: unknown) => {
-				// Unrecorded: the lease runs out and the event is tried again (at least once).
-				warnings.warn("record", `Could not record the try of ${row.event_id}; it will be retried after its lease`, err);
-				return undefined;
-			},
-		);
+		const updated = await this.withRetries(
+			`recording ${row.event_id}`,
+			() => this.records.submit(attempt),
+			settings.leaseMs - (Date.now() - startedAt) - 1_000,
+		).catch((err: unknown) => {
+			// Unrecorded: the lease runs out and the event is tried again (at least once).
+			warnings.warn("record", `Could not record the try of ${row.event_id}; it will be retried after its lease`, err);
+			return undefined;
+		});
 		if (updated === false && decision.state === "delivered") {
 			// A 2xx is the truth even when our lease was lost meanwhile.
-			await repo.markDelivered(row.event_id, result.status, startedIso).catch((err: unknown) => warnings.warn("record", `Could not mark ${row.event_id} delivered`, err));
+			await repo
+				.markDelivered(row.event_id, result.status, startedIso)
+				.catch((err: unknown) => warnings.warn("record", `Could not mark ${row.event_id} delivered`, err));
 		}
 		if (hostVerdict(result.outcome) === "failure") await this.hostFailed(row.host);
 		if (decision.state === "failed") {
@@ -343,7 +368,9 @@ export class DeliveryLoop {
 			const next = await this.deps.repo.hostFailed(host, (state) => afterHostFailure(state, rules));
 			if (next.openForMs !== null) {
 				this.deps.metrics?.breakerOpened();
-				this.deps.logger.warn(`Webhook host ${host} failed ${next.failures} time(s) in a row: paused for ${next.openForMs} ms (circuit open), then one probe`);
+				this.deps.logger.warn(
+					`Webhook host ${host} failed ${next.failures} time(s) in a row: paused for ${next.openForMs} ms (circuit open), then one probe`,
+				);
 			}
 		} catch (err) {
 			this.deps.warnings.warn("breaker", `Could not update the circuit breaker of ${host}`, err);

@@ -15,11 +15,20 @@ export class DeliveryMetrics {
 	constructor(private readonly metrics: MetricRegistry) {
 		// Registered once per broker: a notifications service created again finds them there.
 		if (!metrics.hasMetric(METRIC_LATE)) {
-			metrics.register({ type: "counter", name: METRIC_LATE, description: "Ride events the safety-net ingest found (committed later than the ingest window)" });
+			metrics.register({
+				type: "counter",
+				name: METRIC_LATE,
+				description: "Ride events the safety-net ingest found (committed later than the ingest window)",
+			});
 			metrics.register({ type: "counter", name: METRIC_BREAKER, description: "Times a webhook host's circuit breaker opened (by this instance)" });
 		}
 		if (metrics.hasMetric(METRIC_ATTEMPTS)) return;
-		metrics.register({ type: "counter", name: METRIC_ATTEMPTS, labelNames: ["outcome", "kind"], description: "Webhook tries by outcome (delivered or error class)" });
+		metrics.register({
+			type: "counter",
+			name: METRIC_ATTEMPTS,
+			labelNames: ["outcome", "kind"],
+			description: "Webhook tries by outcome (delivered or error class)",
+		});
 		metrics.register({
 			type: "histogram",
 			name: METRIC_LATENCY,

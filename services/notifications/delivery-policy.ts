@@ -7,10 +7,7 @@ import type { AttemptOutcome } from "./webhook-client";
  * the decision with one statement (notifications.repo.ts, RECORD_SQL).
  */
 
-export type AfterAttempt =
-	| { state: "delivered" }
-	| { state: "pending"; nextAttemptAt: number }
-	| { state: "failed" | "expired" };
+export type AfterAttempt = { state: "delivered" } | { state: "pending"; nextAttemptAt: number } | { state: "failed" | "expired" };
 
 export interface AfterAttemptInput {
 	kind: RideEventKind;

@@ -342,7 +342,15 @@ export class NotificationsRepo {
 	}
 
 	/** CLAIM_SQL: leases up to `statusLimit` status and `locationLimit` location events to `owner`, committed when it returns. */
-	claim(statusLimit: number, locationLimit: number, leaseToken: string, owner: string, leaseMs: number, locationTtlMs: number, caps: ClaimCaps): Promise<ClaimedRow[]> {
+	claim(
+		statusLimit: number,
+		locationLimit: number,
+		leaseToken: string,
+		owner: string,
+		leaseMs: number,
+		locationTtlMs: number,
+		caps: ClaimCaps,
+	): Promise<ClaimedRow[]> {
 		return this.db.rows<ClaimedRow>(CLAIM_SQL, [statusLimit, locationLimit, leaseToken, owner, leaseMs, locationTtlMs, caps.partnerCap, caps.hostCap]);
 	}
 

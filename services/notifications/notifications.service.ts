@@ -160,7 +160,11 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 		useServiceSettings(this, readNotificationsSettings);
 		this.instanceId = `${this.broker.nodeID}/${randomUUID().slice(0, 8)}`;
 		this.repo = new NotificationsRepo(this.db);
-		this.client = createWebhookClient({ allowPrivate: this.settings.allowPrivate, timeoutMs: this.settings.timeoutMs, resolveAll: webhookDnsResolver(serviceEnv(this)) });
+		this.client = createWebhookClient({
+			allowPrivate: this.settings.allowPrivate,
+			timeoutMs: this.settings.timeoutMs,
+			resolveAll: webhookDnsResolver(serviceEnv(this)),
+		});
 		this.warnings = new OutageWarnings(this.logger);
 		this.metrics = this.broker.isMetricsEnabled() ? new DeliveryMetrics(this.broker.metrics) : undefined;
 		this.loop = new DeliveryLoop({

@@ -27,7 +27,6 @@ import type { NotificationsRepo } from "./notifications.repo";
  * nothing is re-read per poll.
  */
 
-
 /** Pure: fed one SnapshotPoint per look, says up to which position every ride event is final. */
 export class FinalityCheckpoints {
 	private pending: { position: number; xmax?: bigint } | undefined;

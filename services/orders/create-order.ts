@@ -84,9 +84,15 @@ async function placeOrder(deps: CreateOrderDeps, ctx: Context<CreateOrderParams,
 
 	const pickupPoint: Point = { lat: p.pickup.lat, lng: p.pickup.lng };
 	const dropPoint: Point = { lat: p.drop.lat, lng: p.drop.lng };
-	const priced = p.quoteId !== undefined
-		? await callService<PricedTrip>(ctx, deps.logger, "pricing.verifyQuote", { quoteId: p.quoteId, serviceType: p.serviceType, pickup: pickupPoint, drop: dropPoint })
-		: await callService<PricedTrip>(ctx, deps.logger, "pricing.quote", { serviceType: p.serviceType, pickup: pickupPoint, drop: dropPoint });
+	const priced =
+		p.quoteId !== undefined
+			? await callService<PricedTrip>(ctx, deps.logger, "pricing.verifyQuote", {
+					quoteId: p.quoteId,
+					serviceType: p.serviceType,
+					pickup: pickupPoint,
+					drop: dropPoint,
+				})
+			: await callService<PricedTrip>(ctx, deps.logger, "pricing.quote", { serviceType: p.serviceType, pickup: pickupPoint, drop: dropPoint });
 
 	// The rider is written only once the request is known to be good: a refused order changes nothing.
 	const rider = await callService<Rider>(ctx, deps.logger, "riders.upsert", {
@@ -119,7 +125,9 @@ async function placeOrder(deps: CreateOrderDeps, ctx: Context<CreateOrderParams,
 		};
 		// One statement: the insert, and with a claim its 201 answer in the same
 		// statement, so a replay can never miss an order that exists.
-		const { row, claimLost } = claim ? await deps.orders.insertOrder(order, claim, answerTemplate(order)) : { row: await deps.insertNew(order), claimLost: false };
+		const { row, claimLost } = claim
+			? await deps.orders.insertOrder(order, claim, answerTemplate(order))
+			: { row: await deps.insertNew(order), claimLost: false };
 		if (claimLost) throw keyTakenOver();
 		if (row) {
 			// From here on this handler's logs (and the calls and events it makes) carry the new order's id.

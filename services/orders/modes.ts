@@ -15,7 +15,10 @@ export function modeOf(meta: { mode?: KeyMode | string }): KeyMode {
 /** Why this create-order may not carry `metadata.sandbox`, or null when it may. */
 export function sandboxRefusal(mode: KeyMode, metadata: Record<string, unknown> | undefined): { field: string; message: string } | null {
 	if (mode !== "live" || metadata === undefined || metadata === null || !Object.prototype.hasOwnProperty.call(metadata, "sandbox")) return null;
-	return { field: "metadata.sandbox", message: "metadata.sandbox (sandbox controls) is only accepted with a test key (rk_test_…); live rides are driven by real drivers only" };
+	return {
+		field: "metadata.sandbox",
+		message: "metadata.sandbox (sandbox controls) is only accepted with a test key (rk_test_…); live rides are driven by real drivers only",
+	};
 }
 
 /** The rider OTP helper stands in for a rider of a simulated ride: test rides only. */

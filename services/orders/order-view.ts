@@ -1,5 +1,15 @@
 import { randomInt } from "node:crypto";
-import type { EventDelivery, DriverInfo, OrderDriver, InternalOrder, Order, RideEventPayload, RideEventView, RideStatus, WebhookStatus } from "../../contracts/orders";
+import type {
+	EventDelivery,
+	DriverInfo,
+	OrderDriver,
+	InternalOrder,
+	Order,
+	RideEventPayload,
+	RideEventView,
+	RideStatus,
+	WebhookStatus,
+} from "../../contracts/orders";
 import type { DriverLocation, Place, ServiceType } from "../../contracts/common";
 import { OTP_DIGITS } from "../../contracts/constants";
 import type { KeyMode } from "../../contracts/partners";
@@ -147,7 +157,6 @@ export function buildEventPayload(input: {
 export function serialisedBytes(value: unknown): number {
 	return Buffer.byteLength(JSON.stringify(value) ?? "", "utf8");
 }
-
 
 /**
  * The delivery states notifications.deliveryStates answered, by event id.

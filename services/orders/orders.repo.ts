@@ -1,5 +1,13 @@
 import type { Transaction } from "sequelize";
-import { ACTIVE_STATUSES, MOVING_STATUSES, type ActiveStatus, type DriverInfo, type RideStatus, type WebhookStatus, type RideEventPayload } from "../../contracts/orders";
+import {
+	ACTIVE_STATUSES,
+	MOVING_STATUSES,
+	type ActiveStatus,
+	type DriverInfo,
+	type RideStatus,
+	type WebhookStatus,
+	type RideEventPayload,
+} from "../../contracts/orders";
 import type { DriverLocation } from "../../contracts/common";
 import type { KeyMode } from "../../contracts/partners";
 import { isUniqueViolation, type Db } from "../../mixins/db.mixin";
@@ -114,12 +122,26 @@ export class OrdersRepo {
 	}
 
 	/** `listActive` with each ride's id, status and driver id only: what the sweep compares, a fraction of the bytes. */
-	async listActiveStates(statuses: readonly ActiveStatus[], limit: number, after?: ActiveKey): Promise<Array<{ id: string; status: ActiveStatus; driver_id: string | null; key_at: string }>> {
-		return this.activePage<{ id: string; status: ActiveStatus; driver_id: string | null }>("id, status, driver->>'id' AS driver_id", statuses, limit, after);
+	async listActiveStates(
+		statuses: readonly ActiveStatus[],
+		limit: number,
+		after?: ActiveKey,
+	): Promise<Array<{ id: string; status: ActiveStatus; driver_id: string | null; key_at: string }>> {
+		return this.activePage<{ id: string; status: ActiveStatus; driver_id: string | null }>(
+			"id, status, driver->>'id' AS driver_id",
+			statuses,
+			limit,
+			after,
+		);
 	}
 
 	/** One keyset page of active rides with `columns` and the row's cursor key (`key_at`). */
-	private async activePage<T extends object>(columns: string, statuses: readonly ActiveStatus[], limit: number, after?: ActiveKey): Promise<Array<T & { key_at: string }>> {
+	private async activePage<T extends object>(
+		columns: string,
+		statuses: readonly ActiveStatus[],
+		limit: number,
+		after?: ActiveKey,
+	): Promise<Array<T & { key_at: string }>> {
 		return this.db.rows<T & { key_at: string }>(
 			`SELECT ${columns}, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS key_at
 			 FROM orders WHERE status IN (${ACTIVE_SQL}) AND status = ANY($1::text[])
@@ -183,7 +205,8 @@ export class OrdersRepo {
 			order.metadata !== undefined ? JSON.stringify(order.metadata) : null,
 			order.mode,
 		];
-		const values = "$1::text, $2::text, $3::text, 'searching', $4::text, $5::jsonb, $6::jsonb, $7::int, $8::text, $9::jsonb, $10::int, $11::int, $12::text, $13::text, $14::text, $15::jsonb, $16::text";
+		const values =
+			"$1::text, $2::text, $3::text, 'searching', $4::text, $5::jsonb, $6::jsonb, $7::int, $8::text, $9::jsonb, $10::int, $11::int, $12::text, $13::text, $14::text, $15::jsonb, $16::text";
 		try {
 			if (!claim) {
 				const row = await this.db.row<OrderRow>(`INSERT INTO orders (${INSERT_COLUMNS}) VALUES (${values}) ${ON_ACTIVE_CONFLICT} RETURNING *`, bind);

@@ -207,9 +207,10 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 				// One more than the page tells whether another page follows.
 				const rows = await this.orders.listEvents(loadedOrder(ctx).id, after, limit + 1);
 				const page = rows.slice(0, limit);
-				const states = page.length > 0
-					? deliveryStatesById(await callService<unknown>(ctx, this.logger, "notifications.deliveryStates", { eventIds: page.map((r) => r.id) }))
-					: new Map();
+				const states =
+					page.length > 0
+						? deliveryStatesById(await callService<unknown>(ctx, this.logger, "notifications.deliveryStates", { eventIds: page.map((r) => r.id) }))
+						: new Map();
 				return {
 					events: page.map((r) => toRideEventView(r, states.get(r.id))),
 					nextCursor: rows.length > limit ? encodeEventsCursor(page[page.length - 1].sequence) : null,
@@ -280,7 +281,11 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 					if (!current) throw orderNotFound();
 					throw new ApiError("CONFLICT", `No location updates while the ride is ${current.status}`);
 				}
-				this.hint(ORDER_EVENTS.rideEventRecorded, { orderId: result.row.id, eventId: result.eventId!, kind: "location" } satisfies RideEventRecordedEvent);
+				this.hint(ORDER_EVENTS.rideEventRecorded, {
+					orderId: result.row.id,
+					eventId: result.eventId!,
+					kind: "location",
+				} satisfies RideEventRecordedEvent);
 				return toInternalOrder(result.row);
 			},
 		},
@@ -354,7 +359,10 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			if (!current) throw orderNotFound();
 			if (current.status === "arrived" && !otpTryAllowed(current.otp_tries, max)) {
 				this.logger.warn(`OTP start of ${row.id} is locked after ${current.otp_tries} tries`);
-				throw new ApiError("OTP_LOCKED", `Too many OTP tries for this ride (${max}): the driver drops out, the partner cancels, or an operator unlocks it`);
+				throw new ApiError(
+					"OTP_LOCKED",
+					`Too many OTP tries for this ride (${max}): the driver drops out, the partner cancels, or an operator unlocks it`,
+				);
 			}
 			return current;
 		},
@@ -396,7 +404,11 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		this.orders = new OrdersRepo(this.db);
 		this.keys = new IdempotencyRepo(this.db, this.settings.idempotencyRunningTimeoutMs);
 		// Up to 4 statements out at once: the pool is shared with the process's other services.
-		this.newOrders = new StatementBatcher((orders) => this.orders.insertOrders(orders), (o) => `${o.riderId}\u0000${o.mode}`, { maxBatch: 100, maxInFlight: 4 });
+		this.newOrders = new StatementBatcher(
+			(orders) => this.orders.insertOrders(orders),
+			(o) => `${o.riderId}\u0000${o.mode}`,
+			{ maxBatch: 100, maxInFlight: 4 },
+		);
 	},
 
 	async started(this: OrdersThis) {

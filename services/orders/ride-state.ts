@@ -10,7 +10,16 @@
  *   accepted, arrived ──► searching                                       (the driver drops out)
  */
 
-import { ACTIVE_STATUSES, RIDE_STATUSES, TERMINAL_STATUSES, type ActiveStatus, type Actor, type InternalActor, type RideStatus, type TerminalStatus } from "../../contracts/orders";
+import {
+	ACTIVE_STATUSES,
+	RIDE_STATUSES,
+	TERMINAL_STATUSES,
+	type ActiveStatus,
+	type Actor,
+	type InternalActor,
+	type RideStatus,
+	type TerminalStatus,
+} from "../../contracts/orders";
 
 export function isRideStatus(value: unknown): value is RideStatus {
 	return typeof value === "string" && (RIDE_STATUSES as readonly string[]).includes(value);
@@ -28,12 +37,7 @@ type Move = `${RideStatus}>${RideStatus}`;
 
 /** Every legal move, per actor. Anything not listed is illegal. */
 const MOVES: Record<Actor, ReadonlySet<Move>> = {
-	partner: new Set<Move>([
-		"searching>customer_cancelled",
-		"accepted>customer_cancelled",
-		"arrived>customer_cancelled",
-		"started>customer_cancelled",
-	]),
+	partner: new Set<Move>(["searching>customer_cancelled", "accepted>customer_cancelled", "arrived>customer_cancelled", "started>customer_cancelled"]),
 	driver: new Set<Move>([
 		"searching>accepted",
 		"accepted>arrived",

@@ -68,7 +68,15 @@ export class PartnersRepo {
 	constructor(private readonly db: Db) {}
 
 	/** The new partner's id, or null when that API key is already taken (nothing is written then). */
-	async insertPartner(p: { partnerId: string; name: string; keyId: string; keyHash: string; label: string; mode: KeyMode; webhookSecret: string }): Promise<string | null> {
+	async insertPartner(p: {
+		partnerId: string;
+		name: string;
+		keyId: string;
+		keyHash: string;
+		label: string;
+		mode: KeyMode;
+		webhookSecret: string;
+	}): Promise<string | null> {
 		try {
 			return await this.db.tx(async (t) => {
 				await this.db.run(INSERT_PARTNER_SQL, [p.partnerId, p.name], t);

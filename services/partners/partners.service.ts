@@ -233,7 +233,15 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 	methods: {
 		/** The new partner's id, or null when that API key is already in use. */
 		insertPartner(this: PartnersThis, name: string, apiKey: string, webhookSecret: string, mode: KeyMode): Promise<string | null> {
-			return this.repo.insertPartner({ partnerId: newId("ptn"), name, keyId: newId("key"), keyHash: hashApiKey(apiKey), label: "initial", mode, webhookSecret });
+			return this.repo.insertPartner({
+				partnerId: newId("ptn"),
+				name,
+				keyId: newId("key"),
+				keyHash: hashApiKey(apiKey),
+				label: "initial",
+				mode,
+				webhookSecret,
+			});
 		},
 
 		/** Every instance (this one included) drops what it cached about the partner. */

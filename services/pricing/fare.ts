@@ -35,7 +35,6 @@ export interface FarePaise {
 	minimumApplied: boolean;
 }
 
-
 /** A fare as a quote token carries it (whether the minimum applied is not kept). */
 export type QuotedFare = Omit<FarePaise, "minimumApplied">;
 

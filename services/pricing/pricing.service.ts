@@ -93,10 +93,7 @@ const PricingService: ServiceSchema<PricingSettings, PricingMethods, PricingLoca
 				this.checkTrip(pickup, drop);
 				const keyring = keyringOf(this);
 				const types: readonly ServiceType[] = ctx.params.serviceType ? [ctx.params.serviceType] : SERVICE_TYPES;
-				const [routes, supply] = await Promise.all([
-					Promise.all(types.map((t) => this.route(pickup, drop, t))),
-					this.supplyNear(ctx, pickup),
-				]);
+				const [routes, supply] = await Promise.all([Promise.all(types.map((t) => this.route(pickup, drop, t))), this.supplyNear(ctx, pickup)]);
 				// Whole seconds, rounded up (never shorter than the TTL): the token keeps seconds, so what the partner reads is exactly what is checked.
 				const expiresAt = Math.ceil(this.now() / 1000) * 1000 + this.settings.quoteTtlSeconds * 1000;
 				// Once per estimate, not per quote: toISOString showed in the profile.
@@ -129,7 +126,13 @@ const PricingService: ServiceSchema<PricingSettings, PricingMethods, PricingLoca
 			params: verifyQuoteParams,
 			handler(this: PricingThis, ctx: Context<VerifyQuoteParams, PartnerCallMeta>): PricedTrip {
 				const { quoteId, serviceType, pickup, drop } = ctx.params;
-				const check = verifyQuote(quoteId, { partnerId: ctx.meta.partnerId!, mode: modeOfMeta(ctx.meta), serviceType, pickup, drop }, keyringOf(this), this.now(), this.settings.quoteMatchRadiusMetres);
+				const check = verifyQuote(
+					quoteId,
+					{ partnerId: ctx.meta.partnerId!, mode: modeOfMeta(ctx.meta), serviceType, pickup, drop },
+					keyringOf(this),
+					this.now(),
+					this.settings.quoteMatchRadiusMetres,
+				);
 				if (!check.ok) {
 					throw new ApiError(check.code, check.message, { details: [{ field: check.field ?? "quoteId", message: check.message }] });
 				}
@@ -155,7 +158,12 @@ const PricingService: ServiceSchema<PricingSettings, PricingMethods, PricingLoca
 			access: "internal",
 			handler(this: PricingThis): TariffsReply {
 				const tariffs = Object.fromEntries(SERVICE_TYPES.map((type) => [type, tariffView(this.settings.tariffs[type])])) as TariffsReply["tariffs"];
-				return { tariffs, surgeMax: this.settings.surgeMaxTenths / 10, quoteTtlSeconds: this.settings.quoteTtlSeconds, maxTripKm: this.settings.maxTripMetres / 1000 };
+				return {
+					tariffs,
+					surgeMax: this.settings.surgeMaxTenths / 10,
+					quoteTtlSeconds: this.settings.quoteTtlSeconds,
+					maxTripKm: this.settings.maxTripMetres / 1000,
+				};
 			},
 		},
 	},
@@ -196,7 +204,12 @@ const PricingService: ServiceSchema<PricingSettings, PricingMethods, PricingLoca
 			if (!endpoints?.hasAvailable()) return UNKNOWN_REPLY;
 			let failed = false;
 			const reply = await fetchSupplyDemand(
-				() => ctx.call<unknown, { point: Point; mode: KeyMode }>(SUPPLY_DEMAND_ACTION, { point: { lat: pickup.lat, lng: pickup.lng }, mode }, { timeout: this.settings.supplyTimeoutMs }),
+				() =>
+					ctx.call<unknown, { point: Point; mode: KeyMode }>(
+						SUPPLY_DEMAND_ACTION,
+						{ point: { lat: pickup.lat, lng: pickup.lng }, mode },
+						{ timeout: this.settings.supplyTimeoutMs },
+					),
 				this.settings.supplyTimeoutMs,
 				(err) => {
 					failed = true;

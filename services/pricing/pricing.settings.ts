@@ -60,7 +60,6 @@ export const DEFAULT_TARIFFS: Record<ServiceType, Required<TariffConfig>> = {
 /** Secrets shorter than this are refused: an HMAC key must not be guessable. */
 export const MIN_SECRET_LENGTH = 32;
 
-
 function tariffFrom(type: ServiceType, cfg: Required<TariffConfig>): Tariff {
 	const where = `TARIFFS_JSON.${type}`;
 	if (!/^[A-Z]{3}$/.test(cfg.currency)) throw new Error(`${where}.currency must be an ISO 4217 code like "INR"`);
@@ -98,7 +97,8 @@ export function parseTariffs(json: string | undefined): Tariffs {
 		} catch {
 			throw new Error("TARIFFS_JSON is not valid JSON");
 		}
-		if (typeof overrides !== "object" || overrides === null || Array.isArray(overrides)) throw new Error("TARIFFS_JSON must be an object keyed by service type");
+		if (typeof overrides !== "object" || overrides === null || Array.isArray(overrides))
+			throw new Error("TARIFFS_JSON must be an object keyed by service type");
 		for (const key of Object.keys(overrides)) {
 			if (!(SERVICE_TYPES as readonly string[]).includes(key)) throw new Error(`TARIFFS_JSON: unknown service type "${key}"`);
 		}
@@ -126,7 +126,10 @@ export function readPricingSettings(env: Env): PricingSettings {
 	const routing = envEnum({ ROUTING: envString(env, "ROUTING")?.toLowerCase() }, "ROUTING", ROUTINGS, "greatcircle");
 	const surgeMax = envNumber(env, "SURGE_MAX", 2, (n) => n >= 1 && n <= 10 && Math.abs(n * 10 - Math.round(n * 10)) < 1e-9, "1..10 in steps of 0.1");
 	const secret = envString(env, "QUOTE_SIGNING_SECRET");
-	const previous = (envString(env, "QUOTE_SIGNING_PREVIOUS_SECRETS") ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+	const previous = (envString(env, "QUOTE_SIGNING_PREVIOUS_SECRETS") ?? "")
+		.split(",")
+		.map((s) => s.trim())
+		.filter(Boolean);
 	// Road factor and speeds are the road world's, read once for pricing, dispatch and the fleet alike.
 	const travel = readTravelSettings(env);
 	return {
@@ -139,7 +142,13 @@ export function readPricingSettings(env: Env): PricingSettings {
 		surgeSensitivity: envNumber(env, "SURGE_SENSITIVITY", 0.5, (n) => n >= 0 && n <= 10, "0..10"),
 		maxTripMetres: Math.round(envPositive(env, "MAX_TRIP_KM", 100) * 1000),
 		minTripMetres: envNumber(env, "MIN_TRIP_METRES", 20, (n) => n >= 0 && n <= 1000, "0..1000"),
-		quoteTtlSeconds: envNumber(env, "QUOTE_TTL_SECONDS", DEFAULT_QUOTE_TTL_SECONDS, (n) => Number.isInteger(n) && n > 0 && n <= 86_400, "an integer 1..86400"),
+		quoteTtlSeconds: envNumber(
+			env,
+			"QUOTE_TTL_SECONDS",
+			DEFAULT_QUOTE_TTL_SECONDS,
+			(n) => Number.isInteger(n) && n > 0 && n <= 86_400,
+			"an integer 1..86400",
+		),
 		quoteMatchRadiusMetres: QUOTE_MATCH_RADIUS_METRES,
 		signingSecret: secret === undefined ? undefined : checkedSecret("QUOTE_SIGNING_SECRET", secret),
 		previousSigningSecrets: previous.map((s) => checkedSecret("QUOTE_SIGNING_PREVIOUS_SECRETS", s)),

@@ -140,7 +140,17 @@ export function encodeQuote(claims: Omit<QuoteClaims, "mode"> & { mode?: KeyMode
 	at = buf.writeInt32BE(Math.round(claims.pickup.lng * COORD_SCALE), at);
 	at = buf.writeInt32BE(Math.round(claims.drop.lat * COORD_SCALE), at);
 	at = buf.writeInt32BE(Math.round(claims.drop.lng * COORD_SCALE), at);
-	const numbers = [claims.distance, claims.duration, Math.floor(claims.expiresAt / 1000), f.total, f.baseFare, f.distanceFare, f.timeFare, f.surgeTenths, f.tax];
+	const numbers = [
+		claims.distance,
+		claims.duration,
+		Math.floor(claims.expiresAt / 1000),
+		f.total,
+		f.baseFare,
+		f.distanceFare,
+		f.timeFare,
+		f.surgeTenths,
+		f.tax,
+	];
 	for (const n of numbers) {
 		if (!nonNegInt(n)) throw new Error("Quote numbers must be non-negative integers");
 		at = writeVarint(buf, at, n);
@@ -187,7 +197,17 @@ function decodePayload(payload: Buffer, partnerId: string, mode: KeyMode): Quote
 	const currency = payload.toString("ascii", at, at + 3);
 	if (!isValidPoint(pickup) || !isValidPoint(drop) || !isCurrency(currency)) return undefined;
 	const [distance, duration, expiresSec, total, baseFare, distanceFare, timeFare, surgeTenths, tax] = nums;
-	return { partnerId, mode, serviceType, pickup, drop, distance, duration, fare: { currency, total, baseFare, distanceFare, timeFare, surgeTenths, tax }, expiresAt: expiresSec * 1000 };
+	return {
+		partnerId,
+		mode,
+		serviceType,
+		pickup,
+		drop,
+		distance,
+		duration,
+		fare: { currency, total, baseFare, distanceFare, timeFare, surgeTenths, tax },
+		expiresAt: expiresSec * 1000,
+	};
 }
 
 /** Authenticates a token for this partner and mode: its claims, or undefined (forged, foreign, garbled). */
@@ -205,9 +225,7 @@ function checkToken(body: string, partnerId: string, mode: KeyMode, keyring: Quo
 	return decodePayload(payload, partnerId, mode);
 }
 
-export type QuoteCheck =
-	| { ok: true; claims: QuoteClaims }
-	| { ok: false; code: "QUOTE_INVALID" | "QUOTE_EXPIRED"; message: string; field?: string };
+export type QuoteCheck = { ok: true; claims: QuoteClaims } | { ok: false; code: "QUOTE_INVALID" | "QUOTE_EXPIRED"; message: string; field?: string };
 
 export interface QuoteExpectation {
 	partnerId: string;
@@ -226,7 +244,13 @@ const nonNegInt = (v: unknown): v is number => Number.isSafeInteger(v) && (v as 
  * or foreign token never says "expired" (which would confirm it is real), and
  * a foreign partner's quote reads exactly like garbage.
  */
-export function verifyQuote(token: unknown, expect: QuoteExpectation, keyring: QuoteKeyring, nowMs: number, matchRadiusMetres = QUOTE_MATCH_RADIUS_METRES): QuoteCheck {
+export function verifyQuote(
+	token: unknown,
+	expect: QuoteExpectation,
+	keyring: QuoteKeyring,
+	nowMs: number,
+	matchRadiusMetres = QUOTE_MATCH_RADIUS_METRES,
+): QuoteCheck {
 	const invalid: QuoteCheck = { ok: false, code: "QUOTE_INVALID", message: "Quote is invalid", field: "quoteId" };
 	if (typeof token !== "string") return invalid;
 	const mode = expect.mode ?? "test";

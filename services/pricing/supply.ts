@@ -38,11 +38,7 @@ export const UNKNOWN_REPLY: SupplyDemandReply = normaliseSupplyReply(undefined);
  * absent or broken dispatch yields the "unknown" reply (eta null, surge 1),
  * so quotes keep flowing when dispatch is down.
  */
-export async function fetchSupplyDemand(
-	ask: () => Promise<unknown>,
-	timeoutMs: number,
-	onFailure?: (err: unknown) => void,
-): Promise<SupplyDemandReply> {
+export async function fetchSupplyDemand(ask: () => Promise<unknown>, timeoutMs: number, onFailure?: (err: unknown) => void): Promise<SupplyDemandReply> {
 	let timer: NodeJS.Timeout | undefined;
 	const timeout = new Promise<never>((_, reject) => {
 		timer = setTimeout(() => reject(new Error(`dispatch.supplyDemand took longer than ${timeoutMs} ms`)), timeoutMs);

@@ -84,7 +84,10 @@ export class RidersRepo {
 
 	/** The rider, or null if unknown (or, when `partnerId` is given, another partner's). */
 	async find(riderId: string, partnerId?: string): Promise<Rider | null> {
-		const row = await this.db.row<RiderRow>(`SELECT ${RIDER_COLUMNS} FROM riders WHERE id = $1 AND ($2::text IS NULL OR partner_id = $2)`, [riderId, partnerId ?? null]);
+		const row = await this.db.row<RiderRow>(`SELECT ${RIDER_COLUMNS} FROM riders WHERE id = $1 AND ($2::text IS NULL OR partner_id = $2)`, [
+			riderId,
+			partnerId ?? null,
+		]);
 		return row ? toRider(row) : null;
 	}
 }

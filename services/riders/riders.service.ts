@@ -54,7 +54,11 @@ const RidersService: ServiceSchema<ServiceSettingSchema, Record<string, never>, 
 		// The DB mixin's created() ran first: the pool is there.
 		this.repo = new RidersRepo(this.db);
 		// Up to 4 statements out at once (the pool is shared with the other services of the process).
-		this.upserts = new StatementBatcher((items) => this.repo.upsertMany(items), (i) => riderKey(i.partnerId, i.phone), { maxBatch: 100, maxInFlight: 4 });
+		this.upserts = new StatementBatcher(
+			(items) => this.repo.upsertMany(items),
+			(i) => riderKey(i.partnerId, i.phone),
+			{ maxBatch: 100, maxInFlight: 4 },
+		);
 	},
 };
 

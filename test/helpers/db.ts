@@ -22,7 +22,10 @@ function withDatabase(url: string, database: string): string {
  * suites never see each other's rows. Dropped (with its connections) after.
  */
 export async function createTestDatabase(label = "t"): Promise<TestDatabase> {
-	const name = `ride_${label.replace(/[^a-z0-9]/gi, "").toLowerCase().slice(0, 20)}_${randomBytes(4).toString("hex")}`;
+	const name = `ride_${label
+		.replace(/[^a-z0-9]/gi, "")
+		.toLowerCase()
+		.slice(0, 20)}_${randomBytes(4).toString("hex")}`;
 	const admin = new Client({ connectionString: SERVER_DATABASE_URL });
 	await admin.connect();
 	try {
@@ -67,7 +70,9 @@ export async function autovacuumOnForRun(url = SERVER_DATABASE_URL): Promise<{ n
 	await pg.connect();
 	try {
 		// sourcefile is null for a role that may not read it: then a reset is the restore.
-		const { rows } = await pg.query<{ setting: string; sourcefile: string | null }>("SELECT setting, sourcefile FROM pg_settings WHERE name = 'autovacuum'");
+		const { rows } = await pg.query<{ setting: string; sourcefile: string | null }>(
+			"SELECT setting, sourcefile FROM pg_settings WHERE name = 'autovacuum'",
+		);
 		if (rows[0]?.setting === "on") return { note: "autovacuum on", restore: nothing };
 		const setByAlterSystem = rows[0]?.sourcefile?.endsWith("postgresql.auto.conf") ?? false;
 		try {

@@ -106,7 +106,9 @@ export function rideRow(overrides: Partial<RideRow & { lease_active: boolean }> 
 }
 
 /** A searching ride as matching's `lockDueSearch` reads it: not timed out, no pending offer. */
-export function dueRide(overrides: Partial<RideRow & { timed_out: boolean; pending_expiry: Date | null }> = {}): RideRow & { timed_out: boolean; pending_expiry: Date | null } {
+export function dueRide(
+	overrides: Partial<RideRow & { timed_out: boolean; pending_expiry: Date | null }> = {},
+): RideRow & { timed_out: boolean; pending_expiry: Date | null } {
 	const { lease_active: _unused, ...ride } = rideRow();
 	return { ...ride, timed_out: false, pending_expiry: null, ...overrides };
 }

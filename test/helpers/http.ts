@@ -72,7 +72,10 @@ export class PartnerApi {
 		const events: E[] = [];
 		let cursor: string | null = null;
 		do {
-			const page: HttpAnswer<{ events: E[]; nextCursor: string | null }> = await this.post("/ride/events", cursor ? { orderId, cursor, limit: 1000 } : { orderId, limit: 1000 });
+			const page: HttpAnswer<{ events: E[]; nextCursor: string | null }> = await this.post(
+				"/ride/events",
+				cursor ? { orderId, cursor, limit: 1000 } : { orderId, limit: 1000 },
+			);
 			if (page.status !== 200) throw new Error(`/ride/events answered ${page.status}: ${JSON.stringify(page.body)}`);
 			events.push(...page.body.events);
 			cursor = page.body.nextCursor;

@@ -98,7 +98,11 @@ export interface ScriptRun {
  */
 export function runScript(script: string, args: string[], env: Record<string, string>): Promise<ScriptRun> {
 	return new Promise((done, fail) => {
-		const child = spawn(process.execPath, [...TSX, script, ...args], { cwd: ROOT, env: { ...process.env, TRANSPORTER: "", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+		const child = spawn(process.execPath, [...TSX, script, ...args], {
+			cwd: ROOT,
+			env: { ...process.env, TRANSPORTER: "", ...env },
+			stdio: ["ignore", "pipe", "pipe"],
+		});
 		let stdout = "";
 		let stderr = "";
 		child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));

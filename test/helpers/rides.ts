@@ -24,8 +24,21 @@ export function rideRequest(webhookURL: string, n: number): Record<string, unkno
 }
 
 /** A driver registered with dispatch and online `metres` east of `near`, heading towards it; a `test` driver (for test-mode rides) unless told. */
-export async function onlineDriver(broker: ServiceBroker, near: Point, metres: number, serviceType: ServiceType = "cab", name = "Test Driver", mode: DriverMode = "test"): Promise<DriverView> {
-	const d = await broker.call<DriverView, unknown>("dispatch.register", { name, phone: randomPhone(), vehicleNumber: `KA01${randomInt(1000, 9999)}`, serviceType, mode });
+export async function onlineDriver(
+	broker: ServiceBroker,
+	near: Point,
+	metres: number,
+	serviceType: ServiceType = "cab",
+	name = "Test Driver",
+	mode: DriverMode = "test",
+): Promise<DriverView> {
+	const d = await broker.call<DriverView, unknown>("dispatch.register", {
+		name,
+		phone: randomPhone(),
+		vehicleNumber: `KA01${randomInt(1000, 9999)}`,
+		serviceType,
+		mode,
+	});
 	const at = destinationPoint(near, 90, metres);
 	return broker.call<DriverView, unknown>("dispatch.goOnline", { driverId: d.driverId, location: { lat: at.lat, lng: at.lng, heading: 270 } });
 }

@@ -214,7 +214,10 @@ export interface WebhookTestbed extends Testbed {
 
 /** Starts the webhook testbed with `env` (the delivery settings under test); `stop` also closes the endpoint. */
 export async function startWebhookTestbed(label: string, env: Record<string, string>): Promise<WebhookTestbed> {
-	const bed = await startTestbed(label, { services: ["partners", "riders", "pricing", "orders", "notifications"], env: { WEBHOOK_ALLOW_PRIVATE: "true", ...env } });
+	const bed = await startTestbed(label, {
+		services: ["partners", "riders", "pricing", "orders", "notifications"],
+		env: { WEBHOOK_ALLOW_PRIVATE: "true", ...env },
+	});
 	try {
 		const partner = await createPartner(bed.node.broker);
 		const endpoint = await startPartnerEndpoint(partner.webhookSecret);
@@ -241,11 +244,21 @@ export async function startWebhookTestbed(label: string, env: Record<string, str
 let driverCounter = 0;
 
 /** One status move through orders.transition, with what each status needs. */
-export async function move(broker: ServiceBroker, ride: TestRide, to: "accepted" | "arrived" | "started" | "dropped" | "searching" | "no_driver_found"): Promise<void> {
+export async function move(
+	broker: ServiceBroker,
+	ride: TestRide,
+	to: "accepted" | "arrived" | "started" | "dropped" | "searching" | "no_driver_found",
+): Promise<void> {
 	const params: Record<string, unknown> = { orderId: ride.orderId, to };
 	if (to === "accepted") {
 		driverCounter += 1;
-		params.driver = { id: `drv_test${driverCounter}`, name: "Ravi Kumar", phone: "+919800000001", vehicleNumber: "KA01AB1234", location: { lat: 12.975, lng: 77.59, heading: 45 } };
+		params.driver = {
+			id: `drv_test${driverCounter}`,
+			name: "Ravi Kumar",
+			phone: "+919800000001",
+			vehicleNumber: "KA01AB1234",
+			location: { lat: 12.975, lng: 77.59, heading: 45 },
+		};
 		params.eta = 240;
 	}
 	if (to === "arrived") Object.assign(params, { location: { lat: 12.9716, lng: 77.5946, heading: 0 }, eta: 0 });

@@ -20,8 +20,18 @@ interface DriverOpDoc {
 }
 
 const OPS: Record<string, DriverOpDoc> = {
-	"/online": { summary: "Go online", description: "The driver starts taking rides at `location`. Online again only moves it.", ok: "The driver.", schema: "DriverView" },
-	"/offline": { summary: "Go offline", description: "A pending offer is declined first; refused while on a ride (`409 DRIVER_NOT_AVAILABLE`).", ok: "The driver.", schema: "DriverView" },
+	"/online": {
+		summary: "Go online",
+		description: "The driver starts taking rides at `location`. Online again only moves it.",
+		ok: "The driver.",
+		schema: "DriverView",
+	},
+	"/offline": {
+		summary: "Go offline",
+		description: "A pending offer is declined first; refused while on a ride (`409 DRIVER_NOT_AVAILABLE`).",
+		ok: "The driver.",
+		schema: "DriverView",
+	},
 	"/location": {
 		summary: "Report locations (batched)",
 		description: `1 to ${DRIVER_LOCATION_BATCH_MAX} fixes; the newest wins (the latest \`at\` when every fix has one, else the last in the batch). Send every few seconds while online: the partner's \`location_updated\` webhooks carry it.`,
@@ -34,19 +44,31 @@ const OPS: Record<string, DriverOpDoc> = {
 		ok: "The driver's job.",
 		schema: "DriverJob",
 	},
-	"/accept": { summary: "Accept an offer", description: "Only an open offer of this driver. Expired, declined or taken back: `409 CONFLICT`.", ok: "The ride, `accepted`.", schema: "DriverJob" },
-	"/decline": { summary: "Decline an offer", description: "The ride is offered to another driver, never to this one again.", ok: "The driver.", schema: "DriverView" },
+	"/accept": {
+		summary: "Accept an offer",
+		description: "Only an open offer of this driver. Expired, declined or taken back: `409 CONFLICT`.",
+		ok: "The ride, `accepted`.",
+		schema: "DriverJob",
+	},
+	"/decline": {
+		summary: "Decline an offer",
+		description: "The ride is offered to another driver, never to this one again.",
+		ok: "The driver.",
+		schema: "DriverView",
+	},
 	"/arrived": { summary: "At the pickup", description: "`accepted → arrived`.", ok: "The ride, `arrived`.", schema: "DriverJob" },
 	"/start": {
 		summary: "Start the ride with the rider's OTP",
-		description: "`arrived → started`, only with the OTP the rider tells the driver. Wrong: `422 INVALID_OTP` (counted); after too many tries `409 OTP_LOCKED` until an operator unlocks it.",
+		description:
+			"`arrived → started`, only with the OTP the rider tells the driver. Wrong: `422 INVALID_OTP` (counted); after too many tries `409 OTP_LOCKED` until an operator unlocks it.",
 		ok: "The ride, `started`.",
 		schema: "DriverJob",
 	},
 	"/drop": { summary: "At the drop", description: "`started → dropped`; the driver is available again.", ok: "The ride, `dropped`.", schema: "DriverJob" },
 	"/cancel": {
 		summary: "Give the ride up",
-		description: "Before it started (`accepted`/`arrived`): the ride goes back to searching and another driver is offered it (the partner sees that driver's `accepted`).",
+		description:
+			"Before it started (`accepted`/`arrived`): the ride goes back to searching and another driver is offered it (the partner sees that driver's `accepted`).",
 		ok: "The driver, free again.",
 		schema: "DriverView",
 	},
@@ -94,7 +116,14 @@ export function driverResponseSchemas(): Record<string, JsonSchema> {
 				driver: ref("DriverView"),
 				offer: {
 					type: ["object", "null"],
-					properties: { orderId: { type: "string" }, expiresAt: { type: "string", format: "date-time" }, pickup: point, drop: point, distanceM: { type: "integer" }, eta: { type: "integer" } },
+					properties: {
+						orderId: { type: "string" },
+						expiresAt: { type: "string", format: "date-time" },
+						pickup: point,
+						drop: point,
+						distanceM: { type: "integer" },
+						eta: { type: "integer" },
+					},
 				},
 				ride: { type: ["object", "null"], properties: { orderId: { type: "string" }, status: { type: "string" }, pickup: point, drop: point } },
 			},
@@ -116,11 +145,16 @@ export function driverPaths(): Record<string, Record<string, unknown>> {
 			security: [{ driverToken: [] }],
 			parameters: [{ $ref: "#/components/parameters/XRequestId" }],
 			responses: {
-				"200": { description: op.ok, headers: { "X-Request-Id": { $ref: "#/components/headers/XRequestId" } }, content: { "application/json": { schema: ref(op.schema) } } },
+				"200": {
+					description: op.ok,
+					headers: { "X-Request-Id": { $ref: "#/components/headers/XRequestId" } },
+					content: { "application/json": { schema: ref(op.schema) } },
+				},
 				...errorResponses(codes),
 			},
 		};
-		if (route.method === "POST") operation.requestBody = { required: false, content: { "application/json": { schema: ref(driverRequestSchemaName(route)) } } };
+		if (route.method === "POST")
+			operation.requestBody = { required: false, content: { "application/json": { schema: ref(driverRequestSchemaName(route)) } } };
 		const path = `${DRIVER_BASE_PATH}${route.path}`;
 		paths[path] = { ...paths[path], [route.method.toLowerCase()]: operation };
 	}

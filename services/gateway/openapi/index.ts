@@ -71,10 +71,15 @@ function rideOperations(): Record<string, Record<string, unknown>> {
 			description: `Allowed while the ride is active (${codeList(ACTIVE_STATUSES)}); sends the \`customer_cancelled\` webhook once. Cancelling a \`customer_cancelled\` ride again answers \`200 RIDE_CANCELLED\` and sends nothing (safe retries).`,
 			ok: [["200", "Cancelled (now or before).", "CancelResult"]],
 		},
-		"/feedback": { summary: "Rate a finished ride", description: "Only for a `dropped` ride, once per ride.", ok: [["200", "Feedback stored.", "FeedbackResult"]] },
+		"/feedback": {
+			summary: "Rate a finished ride",
+			description: "Only for a `dropped` ride, once per ride.",
+			ok: [["200", "Feedback stored.", "FeedbackResult"]],
+		},
 		"/status": {
 			summary: "Current state of a ride (extension)",
-			description: "The current Order, with `driver` and its last known `location` once assigned. The polling fallback for partners that missed a webhook.",
+			description:
+				"The current Order, with `driver` and its last known `location` once assigned. The polling fallback for partners that missed a webhook.",
 			ok: [["200", "The Order.", "Order"]],
 		},
 		"/events": {
@@ -98,7 +103,10 @@ function rideOperations(): Record<string, Record<string, unknown>> {
 			security: [{ bearerAuth: [] }],
 			parameters,
 			requestBody: { required: true, content: { "application/json": { schema: ref(requestSchemaName(route)) } } },
-			responses: { ...Object.fromEntries(op.ok.map(([status, text, schema]) => [status, okResponse(text, schema)])), ...errorResponses(endpointErrorCodes(route)) },
+			responses: {
+				...Object.fromEntries(op.ok.map(([status, text, schema]) => [status, okResponse(text, schema)])),
+				...errorResponses(endpointErrorCodes(route)),
+			},
 		};
 		if (op.callbacks) {
 			operation.callbacks = { rideEvent: { "{$request.body#/webhookURL}": { $ref: "#/components/pathItems/RideEventWebhook" } } };
@@ -126,22 +134,27 @@ function opsPaths(): Record<string, Record<string, unknown>> {
 	});
 	const health = (description: string) => ({ description, content: { "application/json": { schema: ref("Health") } } });
 	return {
-		"/health/live": plain("Liveness", "200 while the process is up.", { "200": health("Alive: `{ \"status\": \"live\" }`.") }),
+		"/health/live": plain("Liveness", "200 while the process is up.", { "200": health('Alive: `{ "status": "live" }`.') }),
 		"/health/ready": plain(
 			"Readiness",
 			"200 only when this gateway is not draining and every service it needs (partners, pricing, riders, orders) is registered and answers a database check. 503 otherwise (with `Retry-After`), and from the moment a graceful shutdown starts.",
 			{ "200": health("Ready."), "503": health("Not ready (`not_ready`) or shutting down (`draining`); `checks` says which service failed.") },
 		),
-		"/openapi.json": plain("This document", "The OpenAPI 3.1 document of the API.", { "200": { description: "OpenAPI document.", content: { "application/json": { schema: { type: "object" } } } } }),
-		"/docs": plain("API reference page", "This document rendered as one self-contained HTML page.", { "200": { description: "HTML.", content: { "text/html": { schema: { type: "string" } } } } }),
+		"/openapi.json": plain("This document", "The OpenAPI 3.1 document of the API.", {
+			"200": { description: "OpenAPI document.", content: { "application/json": { schema: { type: "object" } } } },
+		}),
+		"/docs": plain("API reference page", "This document rendered as one self-contained HTML page.", {
+			"200": { description: "HTML.", content: { "text/html": { schema: { type: "string" } } } },
+		}),
 	};
 }
 
 function describeApi(config: DocumentedLimits): string {
 	const kb = config.bodyLimitBytes % 1024 === 0 ? `${config.bodyLimitBytes / 1024} KB` : `${config.bodyLimitBytes} bytes`;
-	const rate = config.rateLimitPerMinute > 0
-		? `${config.rateLimitPerMinute} requests per minute per partner with bursts of up to ${config.rateLimitBurst} (\`RATE_LIMIT_PER_MINUTE\`, \`RATE_LIMIT_BURST\`; defaults ${DEFAULT_RATE_LIMIT_PER_MINUTE} and the per-minute value)`
-		: "off on this deployment (`RATE_LIMIT_PER_MINUTE=0`)";
+	const rate =
+		config.rateLimitPerMinute > 0
+			? `${config.rateLimitPerMinute} requests per minute per partner with bursts of up to ${config.rateLimitBurst} (\`RATE_LIMIT_PER_MINUTE\`, \`RATE_LIMIT_BURST\`; defaults ${DEFAULT_RATE_LIMIT_PER_MINUTE} and the per-minute value)`
+			: "off on this deployment (`RATE_LIMIT_PER_MINUTE=0`)";
 	return [
 		"Book and track rides for your customers. Everything is JSON over HTTP; every partner endpoint is `POST` under `/ride`. Field names are camelCase, times are ISO-8601 UTC, money is a number in major units of `currency` (at most 2 decimals), ids are opaque strings with a type prefix (`ord_`, `qt_`, `evt_`, `rdr_`, `drv_`).",
 		"## Authentication and tenancy",
@@ -177,15 +190,36 @@ export function buildOpenApiDocument(config: DocumentedLimits): OpenApiDocument 
 			summary: "Ride event",
 			description: "Sent to the ride's `webhookURL` for every status change and, while the ride moves, for location updates.",
 			parameters: [
-				{ name: "webhook-id", in: "header", required: true, schema: { type: "string", pattern: "^evt_" }, description: "The `eventId`; the same on every attempt." },
-				{ name: "webhook-timestamp", in: "header", required: true, schema: { type: "string", pattern: "^[0-9]+$" }, description: "Unix seconds of this attempt." },
-				{ name: "webhook-signature", in: "header", required: true, schema: { type: "string" }, description: "`v1,` + base64 HMAC-SHA256 over `webhook-id.webhook-timestamp.body` keyed with the partner's `whsec_` secret (base64 part decoded)." },
+				{
+					name: "webhook-id",
+					in: "header",
+					required: true,
+					schema: { type: "string", pattern: "^evt_" },
+					description: "The `eventId`; the same on every attempt.",
+				},
+				{
+					name: "webhook-timestamp",
+					in: "header",
+					required: true,
+					schema: { type: "string", pattern: "^[0-9]+$" },
+					description: "Unix seconds of this attempt.",
+				},
+				{
+					name: "webhook-signature",
+					in: "header",
+					required: true,
+					schema: { type: "string" },
+					description:
+						"`v1,` + base64 HMAC-SHA256 over `webhook-id.webhook-timestamp.body` keyed with the partner's `whsec_` secret (base64 part decoded).",
+				},
 			],
 			requestBody: { required: true, content: { "application/json": { schema: ref("WebhookEvent") } } },
 			responses: {
 				"200": { description: `Delivered (any 2xx within ${seconds(WEBHOOK_TIMEOUT_MS)} counts).` },
 				"201": { description: "Delivered." },
-				default: { description: `Anything else, or no answer within ${seconds(WEBHOOK_TIMEOUT_MS)}: retried on the schedule; \`Retry-After\` on 429/503 is honoured.` },
+				default: {
+					description: `Anything else, or no answer within ${seconds(WEBHOOK_TIMEOUT_MS)}: retried on the schedule; \`Retry-After\` on 429/503 is honoured.`,
+				},
 			},
 		},
 	};
@@ -203,7 +237,11 @@ export function buildOpenApiDocument(config: DocumentedLimits): OpenApiDocument 
 		tags: [
 			{ name: "Rides", description: "The partner endpoints. All `POST`, all authenticated." },
 			{ name: "Operations", description: "Health probes and this documentation. Not authenticated." },
-			{ name: "Driver API", description: "For driver apps: `Authorization: Bearer <driver token>` (created by operators with `npm run driver -- create`). The driver is the token's; a body never names one. Same envelope, validation and rate limits as the partner API." },
+			{
+				name: "Driver API",
+				description:
+					"For driver apps: `Authorization: Bearer <driver token>` (created by operators with `npm run driver -- create`). The driver is the token's; a body never names one. Same envelope, validation and rate limits as the partner API.",
+			},
 		],
 		security: [{ bearerAuth: [] }],
 		paths: { ...rideOperations(), ...driverPaths(), ...opsPaths() },
@@ -212,7 +250,11 @@ export function buildOpenApiDocument(config: DocumentedLimits): OpenApiDocument 
 			schemas: { ...requestSchemas(), ...responseSchemas(), ...driverRequestSchemas(), ...driverResponseSchemas() },
 			securitySchemes: {
 				bearerAuth: { type: "http", scheme: "bearer", description: "`Authorization: Bearer <apiKey>`; one key per partner, created by operators." },
-				driverToken: { type: "http", scheme: "bearer", description: "`Authorization: Bearer <driver token>` (`rdt_…`); one or more per driver, created and revoked by operators." },
+				driverToken: {
+					type: "http",
+					scheme: "bearer",
+					description: "`Authorization: Bearer <driver token>` (`rdt_…`); one or more per driver, created and revoked by operators.",
+				},
 			},
 			parameters: {
 				IdempotencyKey: {
@@ -220,8 +262,7 @@ export function buildOpenApiDocument(config: DocumentedLimits): OpenApiDocument 
 					in: "header",
 					required: false,
 					schema: { type: "string", minLength: 1, maxLength: IDEMPOTENCY_KEY_MAX_LENGTH },
-					description:
-						`Scoped to the partner. A repeat with the same key and body within ${hours(IDEMPOTENCY_TTL_MS)} returns the first response again; the same key with a different body → \`422 IDEMPOTENCY_KEY_REUSED\`; a repeat while the first is still running → \`409 IDEMPOTENCY_KEY_IN_USE\`. Visible ASCII only; an empty or longer key → \`400 VALIDATION_ERROR\`.`,
+					description: `Scoped to the partner. A repeat with the same key and body within ${hours(IDEMPOTENCY_TTL_MS)} returns the first response again; the same key with a different body → \`422 IDEMPOTENCY_KEY_REUSED\`; a repeat while the first is still running → \`409 IDEMPOTENCY_KEY_IN_USE\`. Visible ASCII only; an empty or longer key → \`400 VALIDATION_ERROR\`.`,
 				},
 				XRequestId: {
 					name: "X-Request-Id",
@@ -236,7 +277,7 @@ export function buildOpenApiDocument(config: DocumentedLimits): OpenApiDocument 
 				RateLimitLimit: { description: "Sustained requests per minute allowed to this partner on this gateway instance.", schema: { type: "integer" } },
 				RateLimitRemaining: { description: "Requests this partner may make right now before being limited.", schema: { type: "integer" } },
 				RetryAfter: { description: "Seconds to wait before retrying.", schema: { type: "integer", minimum: 1 } },
-				WwwAuthenticate: { description: "`Bearer realm=\"ride-api\"`.", schema: { type: "string" } },
+				WwwAuthenticate: { description: '`Bearer realm="ride-api"`.', schema: { type: "string" } },
 			},
 			pathItems: { RideEventWebhook: webhookPathItem },
 		},

@@ -157,7 +157,9 @@ export function ruleToJsonSchema(raw: unknown, opts: ConvertOptions = {}): JsonS
 	const rule = normaliseRule(raw);
 	if (Array.isArray(rule)) return { oneOf: rule.map((r) => ruleToJsonSchema(r, opts)) };
 	const bare = withoutUsage(rule);
-	const named = Object.entries(opts.refs ?? {}).find(([, candidate]) => candidate !== undefined && sameRule(bare, withoutUsage(normaliseRule(candidate) as Rule)));
+	const named = Object.entries(opts.refs ?? {}).find(
+		([, candidate]) => candidate !== undefined && sameRule(bare, withoutUsage(normaliseRule(candidate) as Rule)),
+	);
 	let schema: JsonSchema = named ? { $ref: `#/components/schemas/${named[0]}` } : bareSchema(rule, opts);
 	if (rule.default !== undefined) schema.default = rule.default;
 	if (rule.nullable === true) schema = nullableOf(schema);
@@ -188,7 +190,16 @@ const PROSE_KEYS = new Set(["description", "example", "examples", "title"]);
 export function constraintsOf(schema: unknown): unknown {
 	if (Array.isArray(schema)) return schema.map(constraintsOf);
 	if (schema && typeof schema === "object") {
-		return Object.fromEntries(Object.entries(schema as Record<string, unknown>).filter(([k]) => !PROSE_KEYS.has(k)).map(([k, v]) => [k, k === "properties" ? Object.fromEntries(Object.entries(v as Record<string, unknown>).map(([p, s]) => [p, constraintsOf(s)])) : constraintsOf(v)]));
+		return Object.fromEntries(
+			Object.entries(schema as Record<string, unknown>)
+				.filter(([k]) => !PROSE_KEYS.has(k))
+				.map(([k, v]) => [
+					k,
+					k === "properties"
+						? Object.fromEntries(Object.entries(v as Record<string, unknown>).map(([p, s]) => [p, constraintsOf(s)]))
+						: constraintsOf(v),
+				]),
+		);
 	}
 	return schema;
 }

@@ -42,15 +42,33 @@ export function responseSchemas(): Record<string, JsonSchema> {
 			type: "object",
 			required: ["quoteId", "serviceType", "totalAmount", "currency", "eta", "expiresAt", "fareBreakdown"],
 			properties: {
-				quoteId: { type: "string", pattern: "^qt_", description: `Opaque; pass it to create-order to get this fare. Valid for ${DEFAULT_QUOTE_TTL_SECONDS / 60} minutes by default (\`QUOTE_TTL_SECONDS\`).` },
+				quoteId: {
+					type: "string",
+					pattern: "^qt_",
+					description: `Opaque; pass it to create-order to get this fare. Valid for ${DEFAULT_QUOTE_TTL_SECONDS / 60} minutes by default (\`QUOTE_TTL_SECONDS\`).`,
+				},
 				serviceType: ref("ServiceType"),
 				totalAmount: { type: "number", minimum: 0, description: "Major units of `currency`, at most 2 decimals.", example: 61 },
 				currency: { type: "string", pattern: "^[A-Z]{3}$", description: "ISO 4217.", example: "INR" },
-				eta: { type: ["integer", "null"], minimum: 0, description: `Seconds until the nearest available driver of this type (within ${DEFAULT_SEARCH_RADIUS_METRES / 1000} km by default) can reach the pickup; \`null\` when none is available nearby.`, example: 180 },
+				eta: {
+					type: ["integer", "null"],
+					minimum: 0,
+					description: `Seconds until the nearest available driver of this type (within ${DEFAULT_SEARCH_RADIUS_METRES / 1000} km by default) can reach the pickup; \`null\` when none is available nearby.`,
+					example: 180,
+				},
 				expiresAt: isoTime,
 				fareBreakdown: ref("FareBreakdown"),
-				distance: { type: "integer", minimum: 0, description: "Extension: this quote's trip distance in metres (the same road distance for every type)." },
-				duration: { type: "integer", minimum: 0, description: "Extension: this quote's trip duration in seconds (average speeds differ per type; the top-level `duration` is the first quote's)." },
+				distance: {
+					type: "integer",
+					minimum: 0,
+					description: "Extension: this quote's trip distance in metres (the same road distance for every type).",
+				},
+				duration: {
+					type: "integer",
+					minimum: 0,
+					description:
+						"Extension: this quote's trip duration in seconds (average speeds differ per type; the top-level `duration` is the first quote's).",
+				},
 			},
 		},
 		FareEstimate: {
@@ -83,10 +101,28 @@ export function responseSchemas(): Record<string, JsonSchema> {
 		},
 		Order: {
 			type: "object",
-			required: ["orderId", "otp", "status", "serviceType", "pickup", "drop", "fare", "distance", "duration", "driver", "metadata", "createdAt", "updatedAt"],
+			required: [
+				"orderId",
+				"otp",
+				"status",
+				"serviceType",
+				"pickup",
+				"drop",
+				"fare",
+				"distance",
+				"duration",
+				"driver",
+				"metadata",
+				"createdAt",
+				"updatedAt",
+			],
 			properties: {
 				orderId: { type: "string", pattern: "^ord_" },
-				otp: { type: "string", pattern: `^[0-9]{${OTP_DIGITS}}$`, description: `${OTP_DIGITS} digits from a cryptographic random source; the rider tells it to the driver, and the ride starts only with it.` },
+				otp: {
+					type: "string",
+					pattern: `^[0-9]{${OTP_DIGITS}}$`,
+					description: `${OTP_DIGITS} digits from a cryptographic random source; the rider tells it to the driver, and the ride starts only with it.`,
+				},
 				status: ref("RideStatus"),
 				serviceType: ref("ServiceType"),
 				pickup: ref("Place"),
@@ -101,11 +137,9 @@ export function responseSchemas(): Record<string, JsonSchema> {
 			},
 		},
 		ActiveRideOrder: {
-			description: "The rider already has an active ride: the existing Order plus `code`. Holds under concurrency: simultaneous create-order calls for one rider make exactly one ride.",
-			allOf: [
-				ref("Order"),
-				{ type: "object", required: ["code"], properties: { code: { type: "string", const: "USER_HAVE_ACTIVE_RIDE" } } },
-			],
+			description:
+				"The rider already has an active ride: the existing Order plus `code`. Holds under concurrency: simultaneous create-order calls for one rider make exactly one ride.",
+			allOf: [ref("Order"), { type: "object", required: ["code"], properties: { code: { type: "string", const: "USER_HAVE_ACTIVE_RIDE" } } }],
 		},
 		CancelResult: {
 			type: "object",
@@ -160,8 +194,14 @@ export function responseSchemas(): Record<string, JsonSchema> {
 						"The contract names only the first three; the other two are final states of location events that were never sent.",
 				},
 				attempts: { type: "integer", minimum: 0, description: "HTTP attempts made so far." },
-				lastStatus: { type: ["integer", "null"], description: "HTTP status of the last attempt; `null` before any, or when it got no answer (timeout, connection error)." },
-				lastError: { type: ["string", "null"], description: "Why the last attempt failed (e.g. `TIMEOUT`, `CONNECTION`, `HTTP_5XX`); `null` when it succeeded or before any." },
+				lastStatus: {
+					type: ["integer", "null"],
+					description: "HTTP status of the last attempt; `null` before any, or when it got no answer (timeout, connection error).",
+				},
+				lastError: {
+					type: ["string", "null"],
+					description: "Why the last attempt failed (e.g. `TIMEOUT`, `CONNECTION`, `HTTP_5XX`); `null` when it succeeded or before any.",
+				},
 			},
 		},
 		RideEventRecord: {
@@ -189,7 +229,11 @@ export function responseSchemas(): Record<string, JsonSchema> {
 			type: "object",
 			required: ["field", "message"],
 			properties: {
-				field: { type: "string", description: "Path of the field in the body, e.g. `pickup.lat`, `user.phone`, `tags[0]`; a header name for header problems.", example: "pickup.lat" },
+				field: {
+					type: "string",
+					description: "Path of the field in the body, e.g. `pickup.lat`, `user.phone`, `tags[0]`; a header name for header problems.",
+					example: "pickup.lat",
+				},
 				message: { type: "string" },
 			},
 		},
@@ -201,7 +245,10 @@ export function responseSchemas(): Record<string, JsonSchema> {
 				code: { type: "string", enum: Object.values(ERROR_CODES_BY_STATUS).flat() },
 				message: { type: "string", description: "For people; do not parse it." },
 				details: { type: "array", items: ref("ErrorDetail") },
-				retryable: { type: "boolean", description: "`true` when the same request may succeed later (429, 503, 409 IDEMPOTENCY_KEY_IN_USE, 409 CONFLICT)." },
+				retryable: {
+					type: "boolean",
+					description: "`true` when the same request may succeed later (429, 503, 409 IDEMPOTENCY_KEY_IN_USE, 409 CONFLICT).",
+				},
 			},
 		},
 		Health: {
@@ -214,4 +261,3 @@ export function responseSchemas(): Record<string, JsonSchema> {
 		},
 	};
 }
-

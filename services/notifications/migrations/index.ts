@@ -83,9 +83,13 @@ export const migrations: Migration[] = [
 					END IF;
 				END $$`);
 			// The claim walks the (partner, host) pairs with pending work and reads each pair's due events.
-			await sequelize.query("CREATE INDEX webhook_deliveries_fair ON webhook_deliveries (kind, partner_id, host, next_attempt_at) WHERE state = 'pending'");
+			await sequelize.query(
+				"CREATE INDEX webhook_deliveries_fair ON webhook_deliveries (kind, partner_id, host, next_attempt_at) WHERE state = 'pending'",
+			);
 			// Tries in flight per partner and per host (as small as what is in flight).
-			await sequelize.query("CREATE INDEX webhook_deliveries_leased ON webhook_deliveries (partner_id, host, kind) WHERE state = 'pending' AND lease_token IS NOT NULL");
+			await sequelize.query(
+				"CREATE INDEX webhook_deliveries_leased ON webhook_deliveries (partner_id, host, kind) WHERE state = 'pending' AND lease_token IS NOT NULL",
+			);
 			await sequelize.query(`
 				CREATE TABLE webhook_hosts (
 					host text PRIMARY KEY,
@@ -218,7 +222,9 @@ export const migrations: Migration[] = [
 				$fn$`);
 		},
 		async down(_qi, sequelize) {
-			await sequelize.query("DROP FUNCTION IF EXISTS webhook_claim_v1(integer, integer, uuid, text, double precision, double precision, integer, integer)");
+			await sequelize.query(
+				"DROP FUNCTION IF EXISTS webhook_claim_v1(integer, integer, uuid, text, double precision, double precision, integer, integer)",
+			);
 			await sequelize.query(
 				"CREATE INDEX IF NOT EXISTS webhook_deliveries_fair ON webhook_deliveries (kind, partner_id, host, next_attempt_at) WHERE state = 'pending'",
 			);
@@ -340,7 +346,9 @@ export const migrations: Migration[] = [
 				$fn$`);
 		},
 		async down(_qi, sequelize) {
-			await sequelize.query("DROP FUNCTION IF EXISTS webhook_claim_v2(integer, integer, uuid, text, double precision, double precision, integer, integer)");
+			await sequelize.query(
+				"DROP FUNCTION IF EXISTS webhook_claim_v2(integer, integer, uuid, text, double precision, double precision, integer, integer)",
+			);
 		},
 	},
 ];

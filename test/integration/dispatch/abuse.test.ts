@@ -57,17 +57,28 @@ let partnerId: string;
 let otherPartnerId: string;
 
 async function startDispatch(label: string): Promise<TestNode> {
-	const n = await startTestNode({ databaseUrl: bed.db.url, services: ["dispatch"], nats: { namespace }, env: { ...DISPATCH_ENV, NODE_ID: `${label}-${randomBytes(3).toString("hex")}` } });
-	await waitFor(`${label} to be discovered`, () =>
-		core.broker.registry.getServiceList({ onlyAvailable: true }).some((s: { name: string; nodeID?: string }) => s.name === "dispatch" && s.nodeID === n.broker.nodeID),
+	const n = await startTestNode({
+		databaseUrl: bed.db.url,
+		services: ["dispatch"],
+		nats: { namespace },
+		env: { ...DISPATCH_ENV, NODE_ID: `${label}-${randomBytes(3).toString("hex")}` },
+	});
+	await waitFor(
+		`${label} to be discovered`,
+		() =>
+			core.broker.registry
+				.getServiceList({ onlyAvailable: true })
+				.some((s: { name: string; nodeID?: string }) => s.name === "dispatch" && s.nodeID === n.broker.nodeID),
 		STEP_MS,
 	);
 	return n;
 }
 
 /** A call through a chosen dispatch instance (from the core node, over NATS). */
-const via = <T = any>(n: TestNode, action: string, params: unknown): Promise<CallAnswer<T>> => callAction<T>(core.broker, action, params, { nodeID: n.broker.nodeID });
-const call = <T = any>(action: string, params: unknown, meta?: Record<string, unknown>): Promise<CallAnswer<T>> => callAction<T>(core.broker, action, params, meta ? { meta } : undefined);
+const via = <T = any>(n: TestNode, action: string, params: unknown): Promise<CallAnswer<T>> =>
+	callAction<T>(core.broker, action, params, { nodeID: n.broker.nodeID });
+const call = <T = any>(action: string, params: unknown, meta?: Record<string, unknown>): Promise<CallAnswer<T>> =>
+	callAction<T>(core.broker, action, params, meta ? { meta } : undefined);
 
 async function ok<T = any>(answer: Promise<CallAnswer<T>>): Promise<T> {
 	const res = await answer;
@@ -77,7 +88,15 @@ async function ok<T = any>(answer: Promise<CallAnswer<T>>): Promise<T> {
 
 /** A cab driver registered and online `metres` east of `near`, through instance `n`. */
 async function driverNear(n: TestNode, near: Point, metres: number): Promise<DriverView> {
-	const reg = await ok<DriverView>(via(n, "dispatch.register", { name: "Abuse Test", phone: randomPhone("+9195"), vehicleNumber: `KA05${String(randomBytes(2).readUInt16BE()).padStart(5, "0")}`, serviceType: "cab", mode: "test" }));
+	const reg = await ok<DriverView>(
+		via(n, "dispatch.register", {
+			name: "Abuse Test",
+			phone: randomPhone("+9195"),
+			vehicleNumber: `KA05${String(randomBytes(2).readUInt16BE()).padStart(5, "0")}`,
+			serviceType: "cab",
+			mode: "test",
+		}),
+	);
 	const at = destinationPoint(near, 90, metres);
 	return ok<DriverView>(via(n, "dispatch.goOnline", { driverId: reg.driverId, location: { lat: at.lat, lng: at.lng, heading: 270 } }));
 }
@@ -147,12 +166,19 @@ describe("the reconciliation sweep", () => {
 			// A new ride whose hint is lost: dispatch's row for it is gone (as if orders.created never arrived).
 			const pickup = { lat: 23.1, lng: 79.1 };
 			const lost = await book(pickup);
-			await waitFor("dispatch to mirror the ride", async () => (await pg.query("SELECT 1 FROM dispatch_rides WHERE order_id = $1", [lost.orderId])).rowCount === 1, STEP_MS);
+			await waitFor(
+				"dispatch to mirror the ride",
+				async () => (await pg.query("SELECT 1 FROM dispatch_rides WHERE order_id = $1", [lost.orderId])).rowCount === 1,
+				STEP_MS,
+			);
 			await pg.query("DELETE FROM dispatch_rides WHERE order_id = $1", [lost.orderId]);
 			const driver = await driverNear(dispatchA, pickup, 50);
 			// Only the sweep can tell dispatch about the ride again: the driver gets its offer.
 			const job = await offerFor(core.broker, driver.driverId, lost.orderId, STEP_MS).catch(async (err) => {
-				const r = await pg.query("SELECT order_id, state, order_status, mode, search_started_at, next_match_at, now() AS now, excluded_driver_ids FROM dispatch_rides WHERE order_id = $1", [lost.orderId]);
+				const r = await pg.query(
+					"SELECT order_id, state, order_status, mode, search_started_at, next_match_at, now() AS now, excluded_driver_ids FROM dispatch_rides WHERE order_id = $1",
+					[lost.orderId],
+				);
 				const d = await pg.query("SELECT id, status, order_id, mode, lat, lng FROM drivers WHERE id = $1", [driver.driverId]);
 				console.error("the lost ride and the driver when no offer came:", JSON.stringify(r.rows), JSON.stringify(d.rows));
 				throw err;
@@ -197,7 +223,9 @@ describe("OTP guessing", () => {
 		const driver = await driverNear(b, pickup, 50);
 		const order = await arrivedRide(b, driver, pickup);
 		const guesses = await Promise.all(
-			Array.from({ length: 16 }, (_, k) => via(k % 2 ? a : b, "dispatch.startRide", { driverId: driver.driverId, orderId: order.orderId, otp: wrongOtp(order.otp, k) })),
+			Array.from({ length: 16 }, (_, k) =>
+				via(k % 2 ? a : b, "dispatch.startRide", { driverId: driver.driverId, orderId: order.orderId, otp: wrongOtp(order.otp, k) }),
+			),
 		);
 		expect(guesses.filter((g) => g.code === "INVALID_OTP")).toHaveLength(5);
 		expect(guesses.filter((g) => g.code === "OTP_LOCKED")).toHaveLength(11);
@@ -219,7 +247,11 @@ describe("surge gaming", () => {
 	async function area(centre: Point): Promise<void> {
 		await driverNear(dispatchA!, centre, 1500);
 		await driverNear(dispatchA!, destinationPoint(centre, 180, 1500), 0);
-		await waitFor("two cab drivers in supply", async () => (await ok<SupplyDemandReply>(call("dispatch.supplyDemand", { point: centre }))).cab.available === 2, STEP_MS);
+		await waitFor(
+			"two cab drivers in supply",
+			async () => (await ok<SupplyDemandReply>(call("dispatch.supplyDemand", { point: centre }))).cab.available === 2,
+			STEP_MS,
+		);
 	}
 	const near = (centre: Point, i: number): Point => destinationPoint(centre, (i * 47) % 360, 50 + (i % 5) * 20);
 	/** Settles what dispatch knows (events in flight, the sweep, its demand index) before a price is read. */
@@ -235,10 +267,14 @@ describe("surge gaming", () => {
 			await ok(call("orders.cancel", { orderId: order.orderId }, { partnerId }));
 		}
 		// The last cancels' hints may still be on their way to dispatch: demand must drop to none (it stayed at 23 when cancelled rides counted).
-		await waitFor("cancelled rides to leave demand", async () => {
-			await settle();
-			return (await ok<SupplyDemandReply>(call("dispatch.supplyDemand", { point: centre }))).cab.demand === 0;
-		}, STEP_MS);
+		await waitFor(
+			"cancelled rides to leave demand",
+			async () => {
+				await settle();
+				return (await ok<SupplyDemandReply>(call("dispatch.supplyDemand", { point: centre }))).cab.demand === 0;
+			},
+			STEP_MS,
+		);
 		expect((await ok<SupplyDemandReply>(call("dispatch.supplyDemand", { point: centre }))).cab).toMatchObject({ available: 2, demand: 0 });
 		expect(await cabQuote(centre)).toEqual(before);
 	});

@@ -40,7 +40,14 @@ afterAll(async () => {
 async function book(pickup: Point, mode: DriverMode = "live", metadata?: Record<string, unknown>): Promise<InternalOrder> {
 	const created = await bed.node.broker.call<{ orderId: string }, unknown>(
 		"orders.create",
-		{ user: { name: "Asha Rao", phone: randomPhone() }, serviceType: "cab", pickup, drop: destinationPoint(pickup, 0, 2000), webhookURL: "https://partner.example.com/hooks", ...(metadata ? { metadata } : {}) },
+		{
+			user: { name: "Asha Rao", phone: randomPhone() },
+			serviceType: "cab",
+			pickup,
+			drop: destinationPoint(pickup, 0, 2000),
+			webhookURL: "https://partner.example.com/hooks",
+			...(metadata ? { metadata } : {}),
+		},
 		{ meta: { partnerId, mode } },
 	);
 	return bed.node.broker.call<InternalOrder, unknown>("orders.get", { orderId: created.orderId });
@@ -48,16 +55,28 @@ async function book(pickup: Point, mode: DriverMode = "live", metadata?: Record<
 
 async function driverAt(at: Point, mode: DriverMode): Promise<DriverView> {
 	const broker = bed.node.broker;
-	const d = await broker.call<DriverView, unknown>("dispatch.register", { name: "Batch Driver", phone: randomPhone(), vehicleNumber: `GJ01${randomInt(1000, 9999)}`, serviceType: "cab", mode });
+	const d = await broker.call<DriverView, unknown>("dispatch.register", {
+		name: "Batch Driver",
+		phone: randomPhone(),
+		vehicleNumber: `GJ01${randomInt(1000, 9999)}`,
+		serviceType: "cab",
+		mode,
+	});
 	return broker.call<DriverView, unknown>("dispatch.goOnline", { driverId: d.driverId, location: { lat: at.lat, lng: at.lng, heading: 0 } });
 }
 
 const mirror = async (orderId: string) => (await bed.pg.query("SELECT * FROM dispatch_rides WHERE order_id = $1", [orderId])).rows[0];
-const offersOf = async (orderId: string): Promise<number> => Number((await bed.pg.query("SELECT count(*) AS n FROM dispatch_offers WHERE order_id = $1", [orderId])).rows[0].n);
+const offersOf = async (orderId: string): Promise<number> =>
+	Number((await bed.pg.query("SELECT count(*) AS n FROM dispatch_offers WHERE order_id = $1", [orderId])).rows[0].n);
 
 /** The ride's first look found nobody: its next look is in the future (at its deadline, the backoff being longer). */
 const backedOff = (orderId: string) =>
-	waitFor(`${orderId} backed off`, async () => (await bed.pg.query("SELECT 1 FROM dispatch_rides WHERE order_id = $1 AND state = 'searching' AND next_match_at > now()", [orderId])).rowCount === 1);
+	waitFor(
+		`${orderId} backed off`,
+		async () =>
+			(await bed.pg.query("SELECT 1 FROM dispatch_rides WHERE order_id = $1 AND state = 'searching' AND next_match_at > now()", [orderId])).rowCount ===
+			1,
+	);
 
 it("mirrors a new ride from the orders.created snapshot without asking orders.get, with the order's mode and snapshot", async () => {
 	// A test ride with a sandbox directive: carried by the event, ignored in FLEET_MODE=live.
@@ -72,7 +91,14 @@ it("mirrors a new ride from the orders.created snapshot without asking orders.ge
 	try {
 		const created = await broker.call<{ orderId: string; updatedAt: string }, unknown>(
 			"orders.create",
-			{ user: { name: "Asha Rao", phone: randomPhone() }, serviceType: "cab", pickup: destinationPoint(CENTRE, 0, 90_000), drop: destinationPoint(CENTRE, 0, 92_000), webhookURL: "https://partner.example.com/hooks", metadata: { sandbox: "fast" } },
+			{
+				user: { name: "Asha Rao", phone: randomPhone() },
+				serviceType: "cab",
+				pickup: destinationPoint(CENTRE, 0, 90_000),
+				drop: destinationPoint(CENTRE, 0, 92_000),
+				webhookURL: "https://partner.example.com/hooks",
+				metadata: { sandbox: "fast" },
+			},
 			{ meta: { partnerId, mode: "test" } },
 		);
 		orderId = created.orderId;
@@ -142,7 +168,8 @@ it("in one pass, offers the ride with a driver of its mode near and backs off th
 	const t = await book(testOnly, "test");
 	await offerFor(bed.node.broker, testDriver.driverId, t.orderId, TIMEOUT_MS);
 	expect(await offersOf(a.orderId)).toBe(0);
-	for (const d of [testDriver, liveDriver]) await bed.node.broker.call("dispatch.declineOffer", { driverId: d.driverId, orderId: t.orderId }).catch(() => undefined);
+	for (const d of [testDriver, liveDriver])
+		await bed.node.broker.call("dispatch.declineOffer", { driverId: d.driverId, orderId: t.orderId }).catch(() => undefined);
 }, 60_000);
 
 it("a burst of rides nobody is near is mirrored and backed off in bulk, each in its own mode, and each still ends no_driver_found at its deadline", async () => {
@@ -165,7 +192,9 @@ it("a burst of rides nobody is near is mirrored and backed off in bulk, each in 
 	expect(Number(r.rows[0].at_deadline)).toBe(150);
 	await waitFor(
 		"every ride no_driver_found",
-		async () => (await bed.pg.query("SELECT count(*) AS n FROM orders WHERE id = ANY($1::text[]) AND status = 'no_driver_found'", [orders.map((o) => o.orderId)])).rows[0].n === "150",
+		async () =>
+			(await bed.pg.query("SELECT count(*) AS n FROM orders WHERE id = ANY($1::text[]) AND status = 'no_driver_found'", [orders.map((o) => o.orderId)]))
+				.rows[0].n === "150",
 		TIMEOUT_MS + 30_000,
 		250,
 	);

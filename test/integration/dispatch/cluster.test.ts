@@ -46,10 +46,19 @@ const ENV = {
 };
 
 async function startDispatch(label: string): Promise<TestNode> {
-	const n = await startTestNode({ databaseUrl: bed.db.url, services: ["dispatch"], nats: { namespace }, env: { ...ENV, NODE_ID: `${label}-${randomBytes(3).toString("hex")}` } });
+	const n = await startTestNode({
+		databaseUrl: bed.db.url,
+		services: ["dispatch"],
+		nats: { namespace },
+		env: { ...ENV, NODE_ID: `${label}-${randomBytes(3).toString("hex")}` },
+	});
 	// Calls are addressed to this instance by node id: wait until the core node has discovered it.
-	await waitFor(`${label} to be discovered`, async () =>
-		core.broker.registry.getServiceList({ onlyAvailable: true }).some((s: { name: string; nodeID?: string }) => s.name === "dispatch" && s.nodeID === n.broker.nodeID),
+	await waitFor(
+		`${label} to be discovered`,
+		async () =>
+			core.broker.registry
+				.getServiceList({ onlyAvailable: true })
+				.some((s: { name: string; nodeID?: string }) => s.name === "dispatch" && s.nodeID === n.broker.nodeID),
 		STEP_MS,
 	);
 	return n;
@@ -62,8 +71,8 @@ function via<T = any>(n: TestNode, action: string, params: unknown): Promise<Cal
 	return callAction<T>(core.broker, action, params, { nodeID: nodeIdOf(n) });
 }
 
-
-const book = (pickup: Point) => bookRide(core.broker, partnerId, pickup, { drop: destinationPoint(pickup, 45, 2500), webhookURL: "https://partner.example.com/hooks" });
+const book = (pickup: Point) =>
+	bookRide(core.broker, partnerId, pickup, { drop: destinationPoint(pickup, 45, 2500), webhookURL: "https://partner.example.com/hooks" });
 
 /**
  * Driver apps: every driver polls its job through one instance and accepts an
@@ -118,14 +127,10 @@ async function expectNoDoubleBooking(): Promise<void> {
 	);
 	expect(mismatched.rows).toEqual([]);
 	// No order was ever accepted by two offers, no driver holds two accepted offers of open rides.
-	const twoAccepted = await pg.query(
-		`SELECT order_id FROM dispatch_offers WHERE state = 'accepted' GROUP BY order_id HAVING count(*) > 1`,
-	);
+	const twoAccepted = await pg.query(`SELECT order_id FROM dispatch_offers WHERE state = 'accepted' GROUP BY order_id HAVING count(*) > 1`);
 	expect(twoAccepted.rows).toEqual([]);
 	// The partner saw one accepted per ride (no drop-outs in this test).
-	const twoAcceptedEvents = await pg.query(
-		`SELECT order_id FROM ride_events WHERE status = 'accepted' GROUP BY order_id HAVING count(*) > 1`,
-	);
+	const twoAcceptedEvents = await pg.query(`SELECT order_id FROM ride_events WHERE status = 'accepted' GROUP BY order_id HAVING count(*) > 1`);
 	expect(twoAcceptedEvents.rows).toEqual([]);
 }
 
@@ -161,21 +166,36 @@ describe("two dispatch instances over NATS", () => {
 		const drivers: DriverView[] = [];
 		for (let i = 0; i < DRIVERS; i++) {
 			const n = i % 2 === 0 ? a : b;
-			const reg = await via<DriverView>(n, "dispatch.register", { name: `Driver ${i}`, phone: randomPhone("+9196"), vehicleNumber: `UP65${1000 + i}`, serviceType: "cab", mode: "test" });
+			const reg = await via<DriverView>(n, "dispatch.register", {
+				name: `Driver ${i}`,
+				phone: randomPhone("+9196"),
+				vehicleNumber: `UP65${1000 + i}`,
+				serviceType: "cab",
+				mode: "test",
+			});
 			const at = destinationPoint(CENTRE, (i * 37) % 360, 200 + i * 90);
-			const online = await via<DriverView>(n === a ? b : a, "dispatch.goOnline", { driverId: reg.body!.driverId, location: { lat: at.lat, lng: at.lng, heading: 0 } });
+			const online = await via<DriverView>(n === a ? b : a, "dispatch.goOnline", {
+				driverId: reg.body!.driverId,
+				location: { lat: at.lat, lng: at.lng, heading: 0 },
+			});
 			drivers.push(online.body!);
 		}
 		const bots = driverBots(drivers, () => [a, b]);
 		try {
 			// Many rides at once: more rides than drivers.
 			const orders = await Promise.all(Array.from({ length: RIDES }, (_, i) => book(destinationPoint(CENTRE, (i * 53) % 360, 300 + i * 40))));
-			await waitFor("every driver to be on a ride", async () => (await count("SELECT count(*)::int AS n FROM orders WHERE status = 'accepted'")) === DRIVERS, STEP_MS);
+			await waitFor(
+				"every driver to be on a ride",
+				async () => (await count("SELECT count(*)::int AS n FROM orders WHERE status = 'accepted'")) === DRIVERS,
+				STEP_MS,
+			);
 			await expectNoDoubleBooking();
 			expect(await count("SELECT count(*)::int AS n FROM orders WHERE status = 'searching'")).toBe(RIDES - DRIVERS);
 
 			// Half the drivers finish their rides (through either instance); the waiting rides get them.
-			const { rows: onTrip } = await pg.query<{ id: string; order_id: string }>("SELECT id, order_id FROM drivers WHERE status = 'on_trip' ORDER BY id LIMIT 10");
+			const { rows: onTrip } = await pg.query<{ id: string; order_id: string }>(
+				"SELECT id, order_id FROM drivers WHERE status = 'on_trip' ORDER BY id LIMIT 10",
+			);
 			const otps = new Map(orders.map((o) => [o.orderId, o.otp]));
 			await Promise.all(
 				onTrip.map(async (d, i) => {
@@ -185,8 +205,16 @@ describe("two dispatch instances over NATS", () => {
 					expect((await via(x, "dispatch.dropRide", { driverId: d.id, orderId: d.order_id })).status).toBe(200);
 				}),
 			);
-			await waitFor("the waiting rides to be accepted", async () => (await count("SELECT count(*)::int AS n FROM orders WHERE status = 'searching'")) === Math.max(0, RIDES - DRIVERS - 10), STEP_MS);
-			await waitFor("all drivers busy again", async () => (await count("SELECT count(*)::int AS n FROM orders WHERE status = 'accepted'")) === DRIVERS, STEP_MS);
+			await waitFor(
+				"the waiting rides to be accepted",
+				async () => (await count("SELECT count(*)::int AS n FROM orders WHERE status = 'searching'")) === Math.max(0, RIDES - DRIVERS - 10),
+				STEP_MS,
+			);
+			await waitFor(
+				"all drivers busy again",
+				async () => (await count("SELECT count(*)::int AS n FROM orders WHERE status = 'accepted'")) === DRIVERS,
+				STEP_MS,
+			);
 			await expectNoDoubleBooking();
 			expect(await count("SELECT count(*)::int AS n FROM orders WHERE status = 'dropped'")).toBe(10);
 		} finally {
@@ -208,18 +236,27 @@ describe("two dispatch instances over NATS", () => {
 		dispatchA = await startDispatch("dispatch-c");
 		const c = dispatchA;
 		for (const o of accepted) {
-			await waitFor(`driver ${o.driver_id} to be freed`, async () => (await via<DriverJob>(c, "dispatch.driver", { driverId: o.driver_id })).body?.driver.status !== "on_trip", STEP_MS);
+			await waitFor(
+				`driver ${o.driver_id} to be freed`,
+				async () => (await via<DriverJob>(c, "dispatch.driver", { driverId: o.driver_id })).body?.driver.status !== "on_trip",
+				STEP_MS,
+			);
 		}
 		const bots2 = driverBots(drivers, () => [c]);
 		try {
-			await waitFor("the ride booked while dispatch was down to be accepted", async () =>
-				(await core.broker.call<{ status: string }, { orderId: string }>("orders.get", { orderId: lost.orderId })).status === "accepted",
+			await waitFor(
+				"the ride booked while dispatch was down to be accepted",
+				async () => (await core.broker.call<{ status: string }, { orderId: string }>("orders.get", { orderId: lost.orderId })).status === "accepted",
 				STEP_MS,
 			);
 			await expectNoDoubleBooking();
 			// Location events resume for rides accepted before the restart.
 			const before = await count("SELECT count(*)::int AS n FROM ride_events WHERE kind = 'location'");
-			await waitFor("location events after the restart", async () => (await count("SELECT count(*)::int AS n FROM ride_events WHERE kind = 'location'")) > before + DRIVERS / 2, STEP_MS);
+			await waitFor(
+				"location events after the restart",
+				async () => (await count("SELECT count(*)::int AS n FROM ride_events WHERE kind = 'location'")) > before + DRIVERS / 2,
+				STEP_MS,
+			);
 		} finally {
 			await bots2.stop();
 		}

@@ -25,7 +25,8 @@ let bed: Testbed;
 let pg: Client;
 let partnerId: string;
 
-const call = <T = any>(action: string, params: unknown, meta?: Record<string, unknown>) => callAction<T>(bed.node.broker, action, params, meta ? { meta } : undefined);
+const call = <T = any>(action: string, params: unknown, meta?: Record<string, unknown>) =>
+	callAction<T>(bed.node.broker, action, params, meta ? { meta } : undefined);
 
 async function ok<T = any>(action: string, params: unknown, meta?: Record<string, unknown>): Promise<T> {
 	const res = await call<T>(action, params, meta);
@@ -40,8 +41,10 @@ function area(): Point {
 	return { lat: 20 + areaCount * 0.3, lng: 78 };
 }
 
-const driver = (near: Point, metres: number, serviceType: "cab" | "scooty" = "cab"): Promise<DriverView> => onlineDriver(bed.node.broker, near, metres, serviceType);
-const createOrder = (pickup: Point, serviceType: "cab" | "scooty" = "cab"): Promise<BookedRide> => bookRide(bed.node.broker, partnerId, pickup, { serviceType });
+const driver = (near: Point, metres: number, serviceType: "cab" | "scooty" = "cab"): Promise<DriverView> =>
+	onlineDriver(bed.node.broker, near, metres, serviceType);
+const createOrder = (pickup: Point, serviceType: "cab" | "scooty" = "cab"): Promise<BookedRide> =>
+	bookRide(bed.node.broker, partnerId, pickup, { serviceType });
 const offerFor = (driverId: string, orderId: string, timeoutMs?: number): Promise<DriverJob> => offered(bed.node.broker, driverId, orderId, timeoutMs);
 
 async function orderStatus(orderId: string): Promise<string> {
@@ -202,9 +205,10 @@ describe("dispatch in live mode", () => {
 		expect(await statuses(order.orderId)).toEqual([...expected, "customer_cancelled"]);
 		expectConsecutive(await events(order.orderId));
 		// The driver can no longer act on the ride.
-		const late = state === "searching"
-			? await call("dispatch.acceptOffer", { driverId: d.driverId, orderId: order.orderId })
-			: await call("dispatch.dropRide", { driverId: d.driverId, orderId: order.orderId });
+		const late =
+			state === "searching"
+				? await call("dispatch.acceptOffer", { driverId: d.driverId, orderId: order.orderId })
+				: await call("dispatch.dropRide", { driverId: d.driverId, orderId: order.orderId });
 		expect(late).toMatchObject({ status: 409, code: "CONFLICT" });
 		// And is offered the next ride.
 		const next = await createOrder(pickup);
@@ -356,8 +360,13 @@ describe("dispatch in live mode", () => {
 
 	it("guards the driver actions: validation, unknown drivers, idempotent registration, no going offline on a ride", async () => {
 		expect(await call("dispatch.register", { name: "X", phone: "12345", vehicleNumber: "KA01", serviceType: "cab" })).toMatchObject({ status: 400 });
-		expect(await call("dispatch.register", { name: "X", phone: "+919800000000", vehicleNumber: "KA01", serviceType: "bus" })).toMatchObject({ status: 400 });
-		expect(await call("dispatch.goOnline", { driverId: "drv_unknown", location: { lat: 12, lng: 77 } })).toMatchObject({ status: 404, code: "DRIVER_NOT_FOUND" });
+		expect(await call("dispatch.register", { name: "X", phone: "+919800000000", vehicleNumber: "KA01", serviceType: "bus" })).toMatchObject({
+			status: 400,
+		});
+		expect(await call("dispatch.goOnline", { driverId: "drv_unknown", location: { lat: 12, lng: 77 } })).toMatchObject({
+			status: 404,
+			code: "DRIVER_NOT_FOUND",
+		});
 		expect(await call("dispatch.goOnline", { driverId: "drv_unknown", location: { lat: 91, lng: 77 } })).toMatchObject({ status: 400 });
 
 		const p = randomPhone();
@@ -367,11 +376,23 @@ describe("dispatch in live mode", () => {
 		expect(first.status).toBe("offline");
 		// A driver is live unless registered as test (the simulated fleet is test); the mode is kept on re-registration.
 		expect(first.mode).toBe("live");
-		expect((await ok<DriverView>("dispatch.register", { name: "Same", phone: p, vehicleNumber: "KA01ZZ0001", serviceType: "scooty", mode: "test" })).mode).toBe("live");
-		expect((await ok<DriverView>("dispatch.register", { name: "Sim", phone: randomPhone(), vehicleNumber: "SIM1", serviceType: "cab", simulated: true })).mode).toBe("test");
-		const tester = await ok<DriverView>("dispatch.register", { name: "Tester", phone: randomPhone(), vehicleNumber: "KA01ZZ0002", serviceType: "cab", mode: "test" });
+		expect(
+			(await ok<DriverView>("dispatch.register", { name: "Same", phone: p, vehicleNumber: "KA01ZZ0001", serviceType: "scooty", mode: "test" })).mode,
+		).toBe("live");
+		expect(
+			(await ok<DriverView>("dispatch.register", { name: "Sim", phone: randomPhone(), vehicleNumber: "SIM1", serviceType: "cab", simulated: true })).mode,
+		).toBe("test");
+		const tester = await ok<DriverView>("dispatch.register", {
+			name: "Tester",
+			phone: randomPhone(),
+			vehicleNumber: "KA01ZZ0002",
+			serviceType: "cab",
+			mode: "test",
+		});
 		expect(tester).toMatchObject({ mode: "test", simulated: false });
-		expect(await call("dispatch.register", { name: "X", phone: randomPhone(), vehicleNumber: "KA01", serviceType: "cab", mode: "prod" })).toMatchObject({ status: 400 });
+		expect(await call("dispatch.register", { name: "X", phone: randomPhone(), vehicleNumber: "KA01", serviceType: "cab", mode: "prod" })).toMatchObject({
+			status: 400,
+		});
 		expect(await call("dispatch.supplyDemand", { point: { lat: 12.97, lng: 77.59 }, mode: "prod" })).toMatchObject({ status: 400 });
 		const testDrivers = await ok<DriverView[]>("dispatch.listDrivers", { mode: "test", limit: 1000 });
 		expect(testDrivers.some((x) => x.driverId === tester.driverId)).toBe(true);

@@ -43,7 +43,13 @@ beforeAll(async () => {
 	// The drivers take rides of the key's mode: live drivers for the live key (test where keys have no mode).
 	const mode = partner.mode ?? (partner.apiKey.startsWith("rk_live_") ? "live" : "test");
 	const create = (name: string) =>
-		bed.node.broker.call<DriverTokenCreated, unknown>("dispatch.createDriverToken", { name, phone: randomPhone("+9196"), vehicleNumber: "KA01AB1234", serviceType: "cab", mode });
+		bed.node.broker.call<DriverTokenCreated, unknown>("dispatch.createDriverToken", {
+			name,
+			phone: randomPhone("+9196"),
+			vehicleNumber: "KA01AB1234",
+			serviceType: "cab",
+			mode,
+		});
 	driverA = await create("Driver A");
 	driverB = await create("Driver B");
 });
@@ -100,7 +106,7 @@ it("a scripted driver takes a ride searching → accepted → arrived → starte
 	const loc = await driver(driverA, "/location", {
 		locations: [
 			{ lat: 12.9721, lng: 77.5951, at: at(1) },
-			{ lat: 12.9800, lng: 77.6000, at: at(30) },
+			{ lat: 12.98, lng: 77.6, at: at(30) },
 		],
 	});
 	expect(loc.status).toBe(200);
@@ -143,7 +149,10 @@ it("a driver cancel puts the ride back to searching, and the driver is not offer
 	const cancelled = await driver(driverA, "/cancel", { orderId: ride.orderId, reason: "flat tyre" });
 	expect(cancelled.status).toBe(200);
 	expect(cancelled.body).toMatchObject({ status: "available", orderId: null });
-	const status = await httpRequest<{ status: string }>(`${base}/ride/status`, { headers: { Authorization: `Bearer ${partner.apiKey}` }, body: { orderId: ride.orderId } });
+	const status = await httpRequest<{ status: string }>(`${base}/ride/status`, {
+		headers: { Authorization: `Bearer ${partner.apiKey}` },
+		body: { orderId: ride.orderId },
+	});
 	expect(status.body.status).toBe("searching");
 	// Nothing for this driver now (it dropped out of the only searching ride).
 	const none = await driver<DriverJob>(driverA, "/offers", { waitSeconds: 0 });

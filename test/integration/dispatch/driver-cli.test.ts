@@ -18,7 +18,12 @@ const namespace = uniqueNamespace("drvcli");
 
 beforeAll(async () => {
 	db = await createTestDatabase("drivercli");
-	node = await startTestNode({ databaseUrl: db.url, services: ["gateway", "dispatch"], nats: { namespace }, env: { AUTH_FAILURE_LIMIT_PER_MINUTE: "0", RATE_LIMIT_PER_MINUTE: "3", RATE_LIMIT_BURST: "3" } });
+	node = await startTestNode({
+		databaseUrl: db.url,
+		services: ["gateway", "dispatch"],
+		nats: { namespace },
+		env: { AUTH_FAILURE_LIMIT_PER_MINUTE: "0", RATE_LIMIT_PER_MINUTE: "3", RATE_LIMIT_BURST: "3" },
+	});
 });
 
 afterAll(async () => {
@@ -29,7 +34,11 @@ afterAll(async () => {
 const offers = (token: string) => httpRequest(`${node.baseUrl}/driver/offers`, { headers: { Authorization: `Bearer ${token}` }, body: { waitSeconds: 0 } });
 
 it("create prints driverId and a token once; the token drives /driver (rate-limited per driver); list never shows it; revoke is refused at once", async () => {
-	const created = await runScript("bin/driver.ts", ["create", "--name", "Ravi K", "--phone", "+919800000777", "--vehicle", "KA01AB1234", "--service-type", "cab"], { DATABASE_URL: db.url, LOGLEVEL: "info" });
+	const created = await runScript(
+		"bin/driver.ts",
+		["create", "--name", "Ravi K", "--phone", "+919800000777", "--vehicle", "KA01AB1234", "--service-type", "cab"],
+		{ DATABASE_URL: db.url, LOGLEVEL: "info" },
+	);
 	expect(created.code).toBe(0);
 	const answer = JSON.parse(created.stdout) as DriverTokenCreated;
 	expect(answer.driverId).toMatch(/^drv_/);
@@ -53,7 +62,11 @@ it("create prints driverId and a token once; the token drives /driver (rate-limi
 	expect(listed.stdout).not.toContain(answer.token);
 	expect((JSON.parse(listed.stdout) as DriverTokenView[]).map((t) => t.tokenId)).toEqual([answer.tokenId]);
 
-	const revoked = await runScript("bin/driver.ts", ["revoke", "--driver", answer.driverId], { DATABASE_URL: db.url, TRANSPORTER: TEST_NATS_URL, NAMESPACE: namespace });
+	const revoked = await runScript("bin/driver.ts", ["revoke", "--driver", answer.driverId], {
+		DATABASE_URL: db.url,
+		TRANSPORTER: TEST_NATS_URL,
+		NAMESPACE: namespace,
+	});
 	expect(revoked.code).toBe(0);
 	expect(revoked.stderr).not.toMatch(/Could not announce/);
 	expect(JSON.parse(revoked.stdout)).toEqual({ driverId: answer.driverId, revoked: 1 });

@@ -43,7 +43,13 @@ afterAll(async () => {
 
 async function availableDriver(at: Point, mode: DriverMode, serviceType: ServiceType = "cab"): Promise<string> {
 	const id = newId("drv");
-	await repo.drivers.insertDriver(id, { name: "Test Driver", phone: `+9190${String(Math.floor(Math.random() * 1e8)).padStart(8, "0")}`, vehicleNumber: "WB01AA0001", serviceType, mode });
+	await repo.drivers.insertDriver(id, {
+		name: "Test Driver",
+		phone: `+9190${String(Math.floor(Math.random() * 1e8)).padStart(8, "0")}`,
+		vehicleNumber: "WB01AA0001",
+		serviceType,
+		mode,
+	});
 	await repo.drivers.setDriverLocation(id, at, true);
 	return id;
 }
@@ -63,7 +69,10 @@ function ride(pickup: Point, mode: DriverMode, extra: { serviceType?: ServiceTyp
 
 /** next_match_at − search_started_at, in ms (both set by the insert). */
 async function firstWaitMs(orderId: string): Promise<number> {
-	const rows = await sql.rows<{ wait: string }>("SELECT (extract(epoch FROM next_match_at - search_started_at) * 1000)::text AS wait FROM dispatch_rides WHERE order_id = $1", [orderId]);
+	const rows = await sql.rows<{ wait: string }>(
+		"SELECT (extract(epoch FROM next_match_at - search_started_at) * 1000)::text AS wait FROM dispatch_rides WHERE order_id = $1",
+		[orderId],
+	);
 	return Math.round(Number(rows[0].wait));
 }
 
@@ -79,7 +88,12 @@ it("in one statement, a ride with a driver of its mode and type near is due at o
 	expect(await repo.mirror.insertNewRides(rides, FIRST)).toEqual([true, true, true, true]);
 	expect(await Promise.all(rides.map((r) => firstWaitMs(r.orderId)))).toEqual([0, FIRST.retryMatchMs, FIRST.retryMatchMs, FIRST.retryMatchMs]);
 	// The due one is what the next matching pass looks at; the others are not due yet.
-	const due = await repo.matching.dueSearches(100, { minMs: FIRST.retryMatchMs, maxMs: 30_000, dispatchTimeoutMs: FIRST.dispatchTimeoutMs, radiusM: FIRST.radiusM });
+	const due = await repo.matching.dueSearches(100, {
+		minMs: FIRST.retryMatchMs,
+		maxMs: 30_000,
+		dispatchTimeoutMs: FIRST.dispatchTimeoutMs,
+		radiusM: FIRST.radiusM,
+	});
 	expect(due).toEqual([{ order_id: rides[0].orderId, backed_off: false }]);
 });
 

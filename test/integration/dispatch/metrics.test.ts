@@ -81,7 +81,11 @@ it("counts offers by outcome, matched and no_driver_found rides, wrong OTPs, the
 	const silent = await driver(there, 700);
 	const lonely = await createOrder(there);
 	await offerFor(bed.node.broker, silent.driverId, lonely.orderId);
-	await waitFor("no_driver_found", async () => (await ok<{ status: string }>("orders.get", { orderId: lonely.orderId })).status === "no_driver_found", DISPATCH_TIMEOUT_MS + 15_000);
+	await waitFor(
+		"no_driver_found",
+		async () => (await ok<{ status: string }>("orders.get", { orderId: lonely.orderId })).status === "no_driver_found",
+		DISPATCH_TIMEOUT_MS + 15_000,
+	);
 
 	expect(valueOf("dispatch.offers.made.total", cab)).toBe(3);
 	expect(valueOf("dispatch.offers.ended.total", { outcome: "declined", ...cab })).toBe(1);

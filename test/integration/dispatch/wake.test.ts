@@ -36,7 +36,13 @@ afterAll(async () => {
 async function bookLive(pickup: Point): Promise<string> {
 	const order = await bed.node.broker.call<{ orderId: string }, unknown>(
 		"orders.create",
-		{ user: { name: "Asha Rao", phone: randomPhone() }, serviceType: "cab", pickup, drop: destinationPoint(pickup, 0, 2000), webhookURL: "https://partner.example.com/hooks" },
+		{
+			user: { name: "Asha Rao", phone: randomPhone() },
+			serviceType: "cab",
+			pickup,
+			drop: destinationPoint(pickup, 0, 2000),
+			webhookURL: "https://partner.example.com/hooks",
+		},
 		{ meta: { partnerId, mode: "live" } },
 	);
 	return order.orderId;
@@ -59,7 +65,12 @@ const nextMatchAt = async (orderId: string): Promise<number> =>
 
 async function liveDriver(at: Point): Promise<DriverView> {
 	const broker = bed.node.broker;
-	const d = await broker.call<DriverView, unknown>("dispatch.register", { name: "Live Driver", phone: randomPhone(), vehicleNumber: `UP32${randomInt(1000, 9999)}`, serviceType: "cab" });
+	const d = await broker.call<DriverView, unknown>("dispatch.register", {
+		name: "Live Driver",
+		phone: randomPhone(),
+		vehicleNumber: `UP32${randomInt(1000, 9999)}`,
+		serviceType: "cab",
+	});
 	return broker.call<DriverView, unknown>("dispatch.goOnline", { driverId: d.driverId, location: { lat: at.lat, lng: at.lng, heading: 0 } });
 }
 
@@ -108,4 +119,3 @@ it("a driver moving near a backed-off ride wakes it; a ride nobody comes near en
 		200,
 	);
 }, 90_000);
-

@@ -50,11 +50,19 @@ let api: PartnerApi;
 const post = (path: string, body: unknown) => api.post<any>(path, body);
 
 async function startSim(label: string): Promise<TestNode> {
-	const n = await startTestNode({ databaseUrl: bed.db.url, services: ["dispatch", "fleet"], nats: { namespace }, env: { ...SIM_ENV, NODE_ID: `${label}-${randomBytes(3).toString("hex")}` } });
+	const n = await startTestNode({
+		databaseUrl: bed.db.url,
+		services: ["dispatch", "fleet"],
+		nats: { namespace },
+		env: { ...SIM_ENV, NODE_ID: `${label}-${randomBytes(3).toString("hex")}` },
+	});
 	await waitFor("the fleet to be seeded", async () => (await n.broker.call<{ seeded: number }>("fleet.status")).seeded === 18, 30_000);
 	await waitFor(
 		"the gateway's node to see dispatch",
-		async () => core.broker.registry.getServiceList({ onlyAvailable: true }).some((s: { name: string; nodeID?: string }) => s.name === "dispatch" && s.nodeID === n.broker.nodeID),
+		async () =>
+			core.broker.registry
+				.getServiceList({ onlyAvailable: true })
+				.some((s: { name: string; nodeID?: string }) => s.name === "dispatch" && s.nodeID === n.broker.nodeID),
 		RIDE_MS,
 	);
 	return n;

@@ -107,10 +107,14 @@ it("a test ride moves by itself while a live ride at the same pickup waits for a
 
 	// Supply and demand per mode: the searching live ride is live demand only; the simulated drivers are test supply only.
 	// (The simulated driver that just dropped the test ride is free again once dispatch has applied the drop: wait for it.)
-	const test = await waitFor("a free simulated cab in test supply", async () => {
-		const reply = await call<SupplyDemandReply>("dispatch.supplyDemand", { point: pickup, mode: "test" });
-		return reply.cab.available > 0 ? reply : null;
-	}, 30_000);
+	const test = await waitFor(
+		"a free simulated cab in test supply",
+		async () => {
+			const reply = await call<SupplyDemandReply>("dispatch.supplyDemand", { point: pickup, mode: "test" });
+			return reply.cab.available > 0 ? reply : null;
+		},
+		30_000,
+	);
 	const live = await call<SupplyDemandReply>("dispatch.supplyDemand", { point: pickup, mode: "live" });
 	expect(live.cab).toMatchObject({ available: 0, eta: null, demand: 1 });
 	expect(test.cab.demand).toBe(0);
@@ -126,7 +130,9 @@ it("a test ride moves by itself while a live ride at the same pickup waits for a
 	expect(accepted.status).toBe("accepted");
 	expect(accepted.driver?.id).toBe(driver.driverId);
 	// Its location events keep the contract's 5 s cadence: SIM_SPEED compresses the sandbox's clock, not real drivers'.
-	const { rows } = await bed.pg.query("SELECT extract(epoch FROM next_location_at - phase_since) * 1000 AS ms FROM dispatch_rides WHERE order_id = $1", [liveOrder]);
+	const { rows } = await bed.pg.query("SELECT extract(epoch FROM next_location_at - phase_since) * 1000 AS ms FROM dispatch_rides WHERE order_id = $1", [
+		liveOrder,
+	]);
 	expect(Number(rows[0].ms)).toBeGreaterThanOrEqual(5000);
 }, 90_000);
 

@@ -81,25 +81,44 @@ it("--mode live makes live keys (rk_live_…), on create and rotate-key; a partn
 	const partner = JSON.parse(created.stdout) as { partnerId: string; apiKey: string };
 	expect(partner.apiKey).toMatch(/^rk_live_[A-Za-z0-9_-]{43}$/);
 
-	const testKey = await run("bin/partner.ts", ["rotate-key", "--partner", partner.partnerId, "--label", "sandbox", "--mode", "test"], { DATABASE_URL: db.url });
+	const testKey = await run("bin/partner.ts", ["rotate-key", "--partner", partner.partnerId, "--label", "sandbox", "--mode", "test"], {
+		DATABASE_URL: db.url,
+	});
 	expect(testKey.code).toBe(0);
 	expect(JSON.parse(testKey.stdout)).toMatchObject({ apiKey: expect.stringMatching(/^rk_test_/) });
-	const liveKey = await run("bin/partner.ts", ["rotate-key", "--partner", partner.partnerId, "--label", "live-2", "--mode", "live"], { DATABASE_URL: db.url });
+	const liveKey = await run("bin/partner.ts", ["rotate-key", "--partner", partner.partnerId, "--label", "live-2", "--mode", "live"], {
+		DATABASE_URL: db.url,
+	});
 	expect(JSON.parse(liveKey.stdout)).toMatchObject({ apiKey: expect.stringMatching(/^rk_live_/) });
 
 	const listed = await run("bin/partner.ts", ["list-keys", "--partner", partner.partnerId], { DATABASE_URL: db.url });
 	const keys = JSON.parse(listed.stdout) as Array<{ label: string; mode: string }>;
-	expect(keys.map((k) => [k.label, k.mode])).toEqual([["initial", "live"], ["sandbox", "test"], ["live-2", "live"]]);
+	expect(keys.map((k) => [k.label, k.mode])).toEqual([
+		["initial", "live"],
+		["sandbox", "test"],
+		["live-2", "live"],
+	]);
 
 	// A given key that names the other mode is refused.
-	const mismatched = await run("bin/partner.ts", ["create", "--name", "Odd", "--mode", "test", "--api-key", `rk_live_${"a".repeat(40)}`], { DATABASE_URL: db.url });
+	const mismatched = await run("bin/partner.ts", ["create", "--name", "Odd", "--mode", "test", "--api-key", `rk_live_${"a".repeat(40)}`], {
+		DATABASE_URL: db.url,
+	});
 	expect(mismatched.code).toBe(1);
 	expect(mismatched.stderr).toMatch(/apiKey/);
 });
 
 it("refuses bad usage with a message on stderr and exit code 2", async () => {
 	// Each key-management verb's own usage rules: test/unit/partners/cli.test.ts.
-	for (const args of [[], ["frobnicate"], ["create"], ["create", "--name"], ["create", "--nmae", "Acme"], ["list", "--all"], ["revoke-key"], ["create", "--name", "Acme", "--mode", "prod"]]) {
+	for (const args of [
+		[],
+		["frobnicate"],
+		["create"],
+		["create", "--name"],
+		["create", "--nmae", "Acme"],
+		["list", "--all"],
+		["revoke-key"],
+		["create", "--name", "Acme", "--mode", "prod"],
+	]) {
 		const r = await run("bin/partner.ts", args, { DATABASE_URL: db.url });
 		expect({ args, code: r.code }).toEqual({ args, code: 2 });
 		expect(r.stdout).toBe("");
@@ -145,10 +164,16 @@ it("rotate-key, list-keys, revoke-key and rotate-webhook-secret; with TRANSPORTE
 		expect((await call(partner.apiKey)).status).toBe(401);
 		expect((await call(fresh.apiKey)).status).not.toBe(401);
 
-		const rotated = (await json(["rotate-webhook-secret", "--partner", partner.partnerId, "--grace", "1h"], onBus)) as { webhookSecret: string; previousValidUntil: string };
+		const rotated = (await json(["rotate-webhook-secret", "--partner", partner.partnerId, "--grace", "1h"], onBus)) as {
+			webhookSecret: string;
+			previousValidUntil: string;
+		};
 		expect(rotated.webhookSecret).toMatch(/^whsec_/);
 		expect(Date.parse(rotated.previousValidUntil)).toBeGreaterThan(Date.now() + 3_000_000);
-		const signing = await running.broker.call<{ webhookSecrets: Array<{ secret: string; validUntil: string | null }> }, { partnerId: string }>("partners.signingSecret", { partnerId: partner.partnerId });
+		const signing = await running.broker.call<{ webhookSecrets: Array<{ secret: string; validUntil: string | null }> }, { partnerId: string }>(
+			"partners.signingSecret",
+			{ partnerId: partner.partnerId },
+		);
 		expect(signing.webhookSecrets.map((s) => s.validUntil === null)).toEqual([true, false]);
 		expect(signing.webhookSecrets[0].secret).toBe(rotated.webhookSecret);
 

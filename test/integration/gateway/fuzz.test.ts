@@ -136,7 +136,11 @@ const weirdNumber = fc.oneof(
 	fc.integer(),
 	fc.double({ noNaN: true, noDefaultInfinity: true }),
 );
-const weirdKey = fc.oneof(fc.constantFrom("quoteID", "orderID", "partnerId", "__proto__", "constructor", "\u0000", "\ud800", "", "a.b", "lat"), fc.string({ maxLength: 8 }), anyUtf16);
+const weirdKey = fc.oneof(
+	fc.constantFrom("quoteID", "orderID", "partnerId", "__proto__", "constructor", "\u0000", "\ud800", "", "a.b", "lat"),
+	fc.string({ maxLength: 8 }),
+	anyUtf16,
+);
 const { weird } = fc.letrec<{ weird: unknown }>((tie) => ({
 	weird: fc.oneof(
 		{ depthSize: "small", withCrossShrink: true },
@@ -159,7 +163,9 @@ function mutationOf(base: Record<string, unknown>): fc.Arbitrary<Mutation> {
 	const paths = pathsOf(base);
 	const objects = objectPathsOf(base);
 	return fc.record({
-		edits: fc.array(fc.record({ path: fc.constantFrom(...paths), value: weird, remove: fc.integer({ min: 0, max: 3 }).map((n) => n === 0) }), { maxLength: 3 }),
+		edits: fc.array(fc.record({ path: fc.constantFrom(...paths), value: weird, remove: fc.integer({ min: 0, max: 3 }).map((n) => n === 0) }), {
+			maxLength: 3,
+		}),
 		extras: fc.array(fc.record({ at: fc.constantFrom(...objects), key: weirdKey, value: weird }), { maxLength: 2 }),
 	});
 }
@@ -178,7 +184,9 @@ function apply(base: Record<string, unknown>, m: Mutation): Record<string, unkno
 
 /** Row count and checksum of every table a call may write. */
 async function snapshot(): Promise<Record<string, string>> {
-	const sql = TABLES.map((t) => `SELECT '${t}' AS t, count(*)::text || ':' || md5(coalesce(string_agg(x::text, '|' ORDER BY x::text), '')) AS s FROM ${t} x`).join(" UNION ALL ");
+	const sql = TABLES.map(
+		(t) => `SELECT '${t}' AS t, count(*)::text || ':' || md5(coalesce(string_agg(x::text, '|' ORDER BY x::text), '')) AS s FROM ${t} x`,
+	).join(" UNION ALL ");
 	const { rows } = await bed.pg.query<{ t: string; s: string }>(sql);
 	return Object.fromEntries(rows.map((r) => [r.t, r.s]));
 }
@@ -219,7 +227,10 @@ beforeAll(async () => {
 	bed = await startTestbed("fuzz", { services: [...SERVICES], env: { RATE_LIMIT_PER_MINUTE: "0" } });
 	partner = await createPartner(bed.node.broker, "Fuzz partner");
 	api = new PartnerApi(bed.node.baseUrl!, partner.apiKey);
-	const created = await api.post<{ orderId: string }>("/ride/create-order", { ...baseBodies()["/ride/create-order"], user: { name: "Base", phone: randomPhone("+9197") } });
+	const created = await api.post<{ orderId: string }>("/ride/create-order", {
+		...baseBodies()["/ride/create-order"],
+		user: { name: "Base", phone: randomPhone("+9197") },
+	});
 	expect(created.status).toBe(201);
 	orderId = created.body.orderId;
 });

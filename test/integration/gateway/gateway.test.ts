@@ -26,7 +26,10 @@ const RIDE_PATHS = RIDE_ROUTES.map((r) => `/ride${r.path}`);
 
 async function request(url: string, init: { method?: string; headers?: Record<string, string>; body?: unknown } = {}): Promise<Answer> {
 	const body = init.body === undefined ? undefined : typeof init.body === "string" ? init.body : JSON.stringify(init.body);
-	const headers: Record<string, string> = { ...(body !== undefined && typeof init.body !== "string" ? { "content-type": "application/json" } : {}), ...init.headers };
+	const headers: Record<string, string> = {
+		...(body !== undefined && typeof init.body !== "string" ? { "content-type": "application/json" } : {}),
+		...init.headers,
+	};
 	const res = await fetch(url, { method: init.method ?? "POST", headers, body });
 	const text = await res.text();
 	let json: Record<string, unknown> = {};
@@ -97,14 +100,26 @@ describe("authentication", () => {
 	});
 
 	it("lets a known key through to the service (503 here: no pricing running)", async () => {
-		const r = await request(`${base}/ride/fare-estimate`, { headers: auth(apiKey), body: { pickup: { lat: 12.97, lng: 77.59 }, drop: { lat: 12.93, lng: 77.62 } } });
+		const r = await request(`${base}/ride/fare-estimate`, {
+			headers: auth(apiKey),
+			body: { pickup: { lat: 12.97, lng: 77.59 }, drop: { lat: 12.93, lng: 77.62 } },
+		});
 		expectEnvelope(r, 503, "SERVICE_UNAVAILABLE");
 	});
 });
 
 describe("routing", () => {
 	it("answers 404 NOT_FOUND for unknown routes, with or without a key", async () => {
-		for (const [method, path] of [["GET", "/"], ["GET", "/nope"], ["POST", "/ride/unknown"], ["POST", "/ride"], ["POST", "/pricing/estimate"], ["POST", "/api/orders/create"], ["POST", "/gateway/drain"], ["GET", "/list-aliases"]]) {
+		for (const [method, path] of [
+			["GET", "/"],
+			["GET", "/nope"],
+			["POST", "/ride/unknown"],
+			["POST", "/ride"],
+			["POST", "/pricing/estimate"],
+			["POST", "/api/orders/create"],
+			["POST", "/gateway/drain"],
+			["GET", "/list-aliases"],
+		]) {
 			for (const headers of [{}, auth(apiKey)]) {
 				const r = await request(`${base}${path}`, { method, headers, body: method === "POST" ? {} : undefined });
 				expectEnvelope(r, 404, "NOT_FOUND");

@@ -37,7 +37,9 @@ function createPartner(name: string): Promise<string> {
 		child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
 		child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
 		child.on("error", fail);
-		child.on("exit", (code) => (code === 0 ? done((JSON.parse(stdout) as { apiKey: string }).apiKey) : fail(new Error(`partner create exited ${code}: ${stderr}`))));
+		child.on("exit", (code) =>
+			code === 0 ? done((JSON.parse(stdout) as { apiKey: string }).apiKey) : fail(new Error(`partner create exited ${code}: ${stderr}`)),
+		);
 	});
 }
 
@@ -64,7 +66,11 @@ beforeAll(async () => {
 	bases = ports.map((p) => `http://127.0.0.1:${p}`);
 	try {
 		await cluster.startAll([
-			{ label: "gateway-1", services: "gateway,partners", env: { PORT: String(ports[0]), BOOTSTRAP_PARTNER_KEY: keyA, BOOTSTRAP_WEBHOOK_SECRET: `whsec_${randomBytes(24).toString("base64")}` } },
+			{
+				label: "gateway-1",
+				services: "gateway,partners",
+				env: { PORT: String(ports[0]), BOOTSTRAP_PARTNER_KEY: keyA, BOOTSTRAP_WEBHOOK_SECRET: `whsec_${randomBytes(24).toString("base64")}` },
+			},
 			{ label: "gateway-2", services: "gateway", env: { PORT: String(ports[1]) } },
 		]);
 		keyB = await createPartner("Partner B");

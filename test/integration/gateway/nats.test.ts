@@ -25,7 +25,12 @@ beforeAll(async () => {
 	db = await createTestDatabase("gatewaynats");
 	namespace = uniqueNamespace("gw");
 	// Two brokers in one process: each needs its own node id on the shared namespace.
-	services = await startTestNode({ databaseUrl: db.url, services: ["partners", "pricing", "riders", "orders"], nats: { namespace }, env: { NODE_ID: `${namespace}-services` } });
+	services = await startTestNode({
+		databaseUrl: db.url,
+		services: ["partners", "pricing", "riders", "orders"],
+		nats: { namespace },
+		env: { NODE_ID: `${namespace}-services` },
+	});
 	front = await startTestNode({ databaseUrl: db.url, services: ["gateway"], nats: { namespace }, env: { NODE_ID: `${namespace}-gateway` } });
 	const { apiKey } = await services.broker.call<{ apiKey: string }, { name: string }>("partners.create", { name: "Acme" });
 	acme = new PartnerApi(front.baseUrl!, apiKey);

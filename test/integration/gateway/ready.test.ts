@@ -55,10 +55,16 @@ let openapi: Record<string, unknown>;
 
 /** The answer matches what /openapi.json says this path answers with this status. */
 function expectDocumented(path: string, r: Answer): void {
-	const op = ((openapi.paths as Record<string, Record<string, unknown>>)[path].post as { responses: Record<string, { content: Record<string, { schema: unknown }> }> });
+	const op = (openapi.paths as Record<string, Record<string, unknown>>)[path].post as {
+		responses: Record<string, { content: Record<string, { schema: unknown }> }>;
+	};
 	const response = op.responses[String(r.status)];
 	expect({ path, status: r.status, documented: response !== undefined }).toEqual({ path, status: r.status, documented: true });
-	expect({ path, status: r.status, errors: schemaErrors(openapi, response.content["application/json"].schema, r.json) }).toEqual({ path, status: r.status, errors: [] });
+	expect({ path, status: r.status, errors: schemaErrors(openapi, response.content["application/json"].schema, r.json) }).toEqual({
+		path,
+		status: r.status,
+		errors: [],
+	});
 }
 
 let db: TestDatabase;

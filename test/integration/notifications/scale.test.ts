@@ -70,7 +70,10 @@ it("delivers 1,000 events of 100 rides with two instances: none twice at once, n
 	expect(endpoint.received).toHaveLength(RIDES * EVENTS_PER_RIDE);
 	expect(orderViolations(endpoint.received)).toEqual([]);
 	for (const ride of rides) {
-		const seqs = endpoint.delivered().filter((h) => h.orderId === ride.orderId).map((h) => h.sequence);
+		const seqs = endpoint
+			.delivered()
+			.filter((h) => h.orderId === ride.orderId)
+			.map((h) => h.sequence);
 		expect(seqs).toEqual(Array.from({ length: EVENTS_PER_RIDE }, (_, i) => i + 1));
 	}
 	expect(endpoint.received.every((h) => h.signatureValid)).toBe(true);

@@ -31,10 +31,15 @@ it("pauses a host that keeps timing out, probes it once, and closes again on its
 	for (let i = 0; i < 4; i++) rides.push(await createRide(node.broker, partner, endpoint.url));
 	await Promise.all(rides.map((r) => move(node.broker, r, "accepted")));
 
-	await waitFor("the breaker open", async () => {
-		const { rows } = await pg.query("SELECT opens, open_until FROM webhook_hosts WHERE open_until IS NOT NULL");
-		return rows.length === 1 && rows[0].opens >= 1;
-	}, 20_000, 20);
+	await waitFor(
+		"the breaker open",
+		async () => {
+			const { rows } = await pg.query("SELECT opens, open_until FROM webhook_hosts WHERE open_until IS NOT NULL");
+			return rows.length === 1 && rows[0].opens >= 1;
+		},
+		20_000,
+		20,
+	);
 	const beforeOpen = endpoint.received.length;
 	endpoint.behave(() => ({ status: 200 }));
 	await Promise.all(rides.map((r) => move(node.broker, r, "arrived")));

@@ -31,7 +31,12 @@ beforeAll(async () => {
 		WEBHOOK_LEASE_MS: "6000",
 		WEBHOOK_RETRY_SCHEDULE_MS: "100,200,400,800,1600,3200",
 	});
-	node = await startTestNode({ databaseUrl: db.url, services: ["partners", "riders", "pricing", "orders"], nats: { namespace: cluster.namespace }, env: { NODE_ID: `${cluster.namespace}-main` } });
+	node = await startTestNode({
+		databaseUrl: db.url,
+		services: ["partners", "riders", "pricing", "orders"],
+		nats: { namespace: cluster.namespace },
+		env: { NODE_ID: `${cluster.namespace}-main` },
+	});
 });
 
 afterAll(async () => {
@@ -85,7 +90,12 @@ it("delivers every event, in order, after notifications is killed mid-delivery a
 
 	expect(new Set(endpoint.delivered().map((h) => h.eventId))).toEqual(new Set(eventIds));
 	for (const ride of rides) {
-		expect(endpoint.delivered().filter((h) => h.orderId === ride.orderId).map((h) => h.status)).toEqual(["accepted", "arrived", "started", "dropped"]);
+		expect(
+			endpoint
+				.delivered()
+				.filter((h) => h.orderId === ride.orderId)
+				.map((h) => h.status),
+		).toEqual(["accepted", "arrived", "started", "dropped"]);
 	}
 	expect(orderViolations(endpoint.received)).toEqual([]);
 	// The tries cut by the kill were sent again (at least once).

@@ -39,7 +39,11 @@ let states: WebhookTestbed["states"];
 
 beforeAll(async () => {
 	// Metrics on (a free port for this node's Prometheus endpoint), so the delivery metrics are live.
-	bed = await startWebhookTestbed("webhooks", { WEBHOOK_RETRY_SCHEDULE_MS: SCHEDULE, WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS), METRICS_PORT: String(await freePort()) });
+	bed = await startWebhookTestbed("webhooks", {
+		WEBHOOK_RETRY_SCHEDULE_MS: SCHEDULE,
+		WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
+		METRICS_PORT: String(await freePort()),
+	});
 	({ node, pg, partner, endpoint, hooksOf, deliveredOf, eventsOf, states } = bed);
 });
 
@@ -129,7 +133,11 @@ it("marks an event failed after its last try, then lets the ride's later events 
 	// While the first event was retrying, the second was held back: it only went out after the eighth try failed.
 	const tries = hooksOf(ride).filter((h) => h.sequence === 1);
 	expect(tries).toHaveLength(8);
-	expect(hooksOf(ride).filter((h) => h.sequence === 2).every((h) => h.receivedAt >= tries[7].answeredAt)).toBe(true);
+	expect(
+		hooksOf(ride)
+			.filter((h) => h.sequence === 2)
+			.every((h) => h.receivedAt >= tries[7].answeredAt),
+	).toBe(true);
 	expect((await states([accepted.id]))[accepted.id]).toMatchObject({ state: "failed", attempts: 8, lastStatus: 503, lastError: "HTTP_5XX" });
 
 	// `failed` no longer holds back the ride's later events.
@@ -213,7 +221,9 @@ it("sends nothing for a ride change that rolled back", async () => {
 			RETURN NEW;
 		END $$ LANGUAGE plpgsql`);
 	await pg.query("DROP TRIGGER IF EXISTS refuse_poisoned ON ride_events");
-	await pg.query("CREATE CONSTRAINT TRIGGER refuse_poisoned AFTER INSERT ON ride_events DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_poisoned()");
+	await pg.query(
+		"CREATE CONSTRAINT TRIGGER refuse_poisoned AFTER INSERT ON ride_events DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_poisoned()",
+	);
 	await pg.query("INSERT INTO poisoned_orders VALUES ($1)", [ride.orderId]);
 
 	await expect(move(node.broker, ride, "accepted")).rejects.toBeTruthy();
@@ -247,7 +257,9 @@ it("recovers when every PostgreSQL connection is cut during deliveries", async (
 	let cuts = 0;
 	try {
 		for (let i = 0; i < 6; i++) {
-			const { rowCount } = await killer.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", [bed.db.name]);
+			const { rowCount } = await killer.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", [
+				bed.db.name,
+			]);
 			cuts += rowCount ?? 0;
 			await sleep(120);
 		}

@@ -47,7 +47,12 @@ beforeAll(async () => {
 	({ node, pg } = bed);
 	// A try's timeout well above A's 9.5 s: on a loaded machine a try abandoned at 10 s would free its slot while
 	// A's endpoint still holds the request, and the endpoint would count more in flight than notifications has.
-	notifications = new Cluster("fair", bed.db.url, { WEBHOOK_CONCURRENCY: "32", WEBHOOK_PARTNER_CONCURRENCY: String(PARTNER_CAP), WEBHOOK_TIMEOUT_MS: "30000" }, namespace);
+	notifications = new Cluster(
+		"fair",
+		bed.db.url,
+		{ WEBHOOK_CONCURRENCY: "32", WEBHOOK_PARTNER_CONCURRENCY: String(PARTNER_CAP), WEBHOOK_TIMEOUT_MS: "30000" },
+		namespace,
+	);
 	await notifications.startAll(processesFor({ notifications: 2 }));
 });
 
@@ -98,7 +103,13 @@ it("a partner whose endpoint answers after 9.5 s with 100 moving rides does not 
 	expect(firstAnswerOfA.filter((t) => t <= bDoneAt)).toEqual([]);
 	expect(a.received.length).toBeGreaterThanOrEqual(PARTNER_CAP);
 	expect(orderViolations(b.received)).toEqual([]);
-	for (const ride of ridesB) expect(b.delivered().filter((h) => h.orderId === ride.orderId).map((h) => h.status)).toEqual(["accepted", "arrived", "started", "dropped"]);
+	for (const ride of ridesB)
+		expect(
+			b
+				.delivered()
+				.filter((h) => h.orderId === ride.orderId)
+				.map((h) => h.status),
+		).toEqual(["accepted", "arrived", "started", "dropped"]);
 
 	// A is served too, never more than its cap per kind at once across both processes.
 	await waitFor("some of A's events answered", () => a.delivered().length >= PARTNER_CAP, 30_000, 50);
@@ -108,5 +119,7 @@ it("a partner whose endpoint answers after 9.5 s with 100 moving rides does not 
 	const { rows } = await pg.query("SELECT count(*)::int AS n FROM webhook_deliveries WHERE partner_id = $1 AND state = 'failed'", [partnerA.partnerId]);
 	expect(rows[0].n).toBe(0);
 	const aByThen = a.received.filter((h) => h.receivedAt <= bDoneAt).length;
-	console.log(`webhook-fairness: B's ${bEvents} events done ${bDoneAt - Math.min(...a.received.map((h) => h.receivedAt))} ms after A's first request; A had ${aByThen} requests waiting by then`);
+	console.log(
+		`webhook-fairness: B's ${bEvents} events done ${bDoneAt - Math.min(...a.received.map((h) => h.receivedAt))} ms after A's first request; A had ${aByThen} requests waiting by then`,
+	);
 });

@@ -1,5 +1,15 @@
 import { sleep, waitFor } from "../../helpers/wait";
-import { createRide, move, orderViolations, recordLocation, startWebhookTestbed, type PartnerEndpoint, type TestPartner, type TestRide, type WebhookTestbed } from "../../helpers/webhooks";
+import {
+	createRide,
+	move,
+	orderViolations,
+	recordLocation,
+	startWebhookTestbed,
+	type PartnerEndpoint,
+	type TestPartner,
+	type TestRide,
+	type WebhookTestbed,
+} from "../../helpers/webhooks";
 
 /**
  * Location events end to end (API.md, "Webhooks"): a `location_updated`
@@ -22,7 +32,11 @@ let deliveredOf: WebhookTestbed["deliveredOf"];
 let states: WebhookTestbed["states"];
 
 beforeAll(async () => {
-	bed = await startWebhookTestbed("webhook_location", { WEBHOOK_LOCATION_TTL_MS: String(LOCATION_TTL_MS), WEBHOOK_RETRY_SCHEDULE_MS: SCHEDULE, WEBHOOK_TIMEOUT_MS: "800" });
+	bed = await startWebhookTestbed("webhook_location", {
+		WEBHOOK_LOCATION_TTL_MS: String(LOCATION_TTL_MS),
+		WEBHOOK_RETRY_SCHEDULE_MS: SCHEDULE,
+		WEBHOOK_TIMEOUT_MS: "800",
+	});
 	({ node, partner, endpoint, hooksOf, deliveredOf, states } = bed);
 });
 
@@ -82,11 +96,10 @@ it("drops location events past their lifetime while the endpoint is down; every 
 	expect(endpoint.received.every((h) => h.signatureValid)).toBe(true);
 
 	// /ride/events shows why: the positions are `expired` (or `superseded`), never tried.
-	const view = await node.broker.call<{ events: Array<{ sequence: number; status: string; delivery: { state: string; attempts: number } }> }, { orderId: string }>(
-		"orders.events",
-		{ orderId: ride.orderId },
-		{ meta: { partnerId: partner.partnerId } },
-	);
+	const view = await node.broker.call<
+		{ events: Array<{ sequence: number; status: string; delivery: { state: string; attempts: number } }> },
+		{ orderId: string }
+	>("orders.events", { orderId: ride.orderId }, { meta: { partnerId: partner.partnerId } });
 	expect(view.events.map((e) => [e.sequence, e.status, e.delivery.state])).toEqual([
 		[1, "accepted", "delivered"],
 		[2, "location_updated", "superseded"],

@@ -88,7 +88,9 @@ it("records a mixed group of tries, each on its own row only", async () => {
 	expect([...updated].sort()).toEqual(["evt_a1", "evt_b1"]);
 
 	const rows = new Map(
-		(await pg.query("SELECT event_id, state, attempts, round_attempts, last_error, last_status, lease_token, next_attempt_at FROM webhook_deliveries")).rows.map((r) => [r.event_id, r]),
+		(
+			await pg.query("SELECT event_id, state, attempts, round_attempts, last_error, last_status, lease_token, next_attempt_at FROM webhook_deliveries")
+		).rows.map((r) => [r.event_id, r]),
 	);
 	expect(rows.get("evt_a1")).toMatchObject({ state: "pending", attempts: 1, round_attempts: 1, last_error: "TIMEOUT", last_status: null, lease_token: null });
 	expect(new Date(rows.get("evt_a1").next_attempt_at).toISOString()).toBe(retryAt);

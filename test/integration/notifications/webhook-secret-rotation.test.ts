@@ -37,7 +37,10 @@ const verifies = (secret: string, hook: ReceivedWebhook): boolean => {
 };
 
 const rotate = (graceSeconds: number) =>
-	bed.node.broker.call<RotatedWebhookSecret, { partnerId: string; graceSeconds: number }>("partners.rotateWebhookSecret", { partnerId: bed.partner.partnerId, graceSeconds });
+	bed.node.broker.call<RotatedWebhookSecret, { partnerId: string; graceSeconds: number }>("partners.rotateWebhookSecret", {
+		partnerId: bed.partner.partnerId,
+		graceSeconds,
+	});
 
 it("signs with both secrets during the grace period, then with the new one only", async () => {
 	const original = bed.partner.webhookSecret;

@@ -134,7 +134,9 @@ it("keeps sequences gap-free and in commit order when a cancel races driver move
 		await internal("orders.transition", { orderId: order.orderId, to: "accepted", driver: driver(2) });
 		const moves = [
 			internal("orders.transition", { orderId: order.orderId, to: "arrived", from: "accepted" }),
-			...Array.from({ length: 5 }, (_, i) => internal("orders.recordLocation", { orderId: order.orderId, location: { lat: 12.97 + i / 1000, lng: 77.59 }, eta: 60 })),
+			...Array.from({ length: 5 }, (_, i) =>
+				internal("orders.recordLocation", { orderId: order.orderId, location: { lat: 12.97 + i / 1000, lng: 77.59 }, eta: 60 }),
+			),
 			post("/ride/cancel", { orderId: order.orderId }),
 		];
 		const answers = await Promise.all(moves);
@@ -149,7 +151,9 @@ it("keeps sequences gap-free and in commit order when a cancel races driver move
 		expect(events[events.length - 1]!.status).toBe("customer_cancelled");
 		expect(events.filter((e) => e.status === "customer_cancelled")).toHaveLength(1);
 		// occurredAt follows the sequence too.
-		const times = (await pg.query("SELECT payload->>'occurredAt' AS t FROM ride_events WHERE order_id = $1 ORDER BY sequence", [order.orderId])).rows.map((r) => Date.parse(r.t));
+		const times = (await pg.query("SELECT payload->>'occurredAt' AS t FROM ride_events WHERE order_id = $1 ORDER BY sequence", [order.orderId])).rows.map(
+			(r) => Date.parse(r.t),
+		);
 		expect(times).toEqual([...times].sort((a, b) => a - b));
 		const succeeded = answers.filter((a) => a.status === 200).length;
 		// One event per successful move (plus the initial accepted).

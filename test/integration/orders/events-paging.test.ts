@@ -25,7 +25,10 @@ interface Page {
 
 beforeAll(async () => {
 	// Events go to a closed port and are retried only much later: notifications stays quiet.
-	bed = await startTestbed("eventspaging", { services: ["partners", "riders", "pricing", "orders", "notifications", "gateway"], env: { WEBHOOK_RETRY_SCHEDULE_MS: "600000" } });
+	bed = await startTestbed("eventspaging", {
+		services: ["partners", "riders", "pricing", "orders", "notifications", "gateway"],
+		env: { WEBHOOK_RETRY_SCHEDULE_MS: "600000" },
+	});
 	pg = bed.pg;
 	const partner = await createPartner(bed.node.broker, "Paging partner");
 	api = new PartnerApi(bed.node.baseUrl!, partner.apiKey);
@@ -81,7 +84,10 @@ describe("/ride/events pages", () => {
 		let cursor: string | null = null;
 		let pages = 0;
 		do {
-			const res: { status: number; body: Page } = await api.post<Page>("/ride/events", cursor ? { orderId, cursor, limit: 1000 } : { orderId, limit: 1000 });
+			const res: { status: number; body: Page } = await api.post<Page>(
+				"/ride/events",
+				cursor ? { orderId, cursor, limit: 1000 } : { orderId, limit: 1000 },
+			);
 			expect(res.status).toBe(200);
 			expect(res.body.events.length).toBeLessThanOrEqual(1000);
 			for (const e of res.body.events) {

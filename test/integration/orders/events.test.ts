@@ -48,7 +48,10 @@ const DRIVER = { id: "drv_evt1", name: "Ravi", phone: "+919800000001", vehicleNu
 
 beforeAll(async () => {
 	// A long retry schedule keeps a failed first try visibly pending.
-	bed = await startTestbed("ordersevents", { services: ["partners", "riders", "pricing", "orders", "notifications", "gateway"], env: { WEBHOOK_RETRY_SCHEDULE_MS: "600000" } });
+	bed = await startTestbed("ordersevents", {
+		services: ["partners", "riders", "pricing", "orders", "notifications", "gateway"],
+		env: { WEBHOOK_RETRY_SCHEDULE_MS: "600000" },
+	});
 	const partner = await createPartner(bed.node.broker, "Events partner");
 	api = new PartnerApi(bed.node.baseUrl!, partner.apiKey);
 	receiver = await startPartnerEndpoint(partner.webhookSecret);
@@ -71,12 +74,27 @@ describe("events with notifications running", () => {
 		];
 		for (const m of moves) await bed.node.broker.call("orders.transition", { orderId: order.orderId, ...m });
 
-		const events = await eventsOnce(order.orderId, "all four events delivered", (list) => list.length === 4 && list.every((e) => e.delivery.state === "delivered"));
-		expect(events.map((e) => [e.sequence, e.status])).toEqual([[1, "accepted"], [2, "arrived"], [3, "started"], [4, "dropped"]]);
+		const events = await eventsOnce(
+			order.orderId,
+			"all four events delivered",
+			(list) => list.length === 4 && list.every((e) => e.delivery.state === "delivered"),
+		);
+		expect(events.map((e) => [e.sequence, e.status])).toEqual([
+			[1, "accepted"],
+			[2, "arrived"],
+			[3, "started"],
+			[4, "dropped"],
+		]);
 		for (const e of events) {
 			expect(e.eventId).toMatch(/^evt_/);
 			expect(new Date(e.occurredAt).toISOString()).toBe(e.occurredAt);
-			expect(e.payload).toMatchObject({ eventId: e.eventId, orderId: order.orderId, sequence: e.sequence, status: e.status, metadata: { partnerRef: "/ok" } });
+			expect(e.payload).toMatchObject({
+				eventId: e.eventId,
+				orderId: order.orderId,
+				sequence: e.sequence,
+				status: e.status,
+				metadata: { partnerRef: "/ok" },
+			});
 			expect(e.delivery).toEqual({ state: "delivered", attempts: 1, lastStatus: 200, lastError: null });
 		}
 		// What the partner received is exactly the stored payloads, in order, with webhook-id = eventId.

@@ -104,7 +104,14 @@ it("several orders without a key in one statement: each answer is its own order'
 	expect(rows[3]).toBeNull();
 	rows.forEach((row, i) => {
 		if (i === 3) return;
-		expect(row).toMatchObject({ id: batch[i].id, rider_id: batch[i].riderId, partner_id: batch[i].partnerId, mode: batch[i].mode, status: "searching", metadata: { n: i } });
+		expect(row).toMatchObject({
+			id: batch[i].id,
+			rider_id: batch[i].riderId,
+			partner_id: batch[i].partnerId,
+			mode: batch[i].mode,
+			status: "searching",
+			metadata: { n: i },
+		});
 		// What the single insert returns for the same order, field for field.
 		expect(toOrder(row!)).toMatchObject({ pickup: batch[i].pickup, drop: batch[i].drop, distance: 4200, duration: 900, otp: "0421" });
 	});

@@ -42,8 +42,14 @@ it("orders/003 and partners/003 make existing orders and keys test, and scope th
 		await expect(insertOrder("ord_live2", "live")).rejects.toMatchObject(ACTIVE_RULE);
 		await expect(insertOrder("ord_bad", "prod")).rejects.toThrow(/check/i);
 		// The same Idempotency-Key of the partner, once per mode.
-		await seq.query("INSERT INTO idempotency_keys (partner_id, key, request_hash, state, claim_token, mode) VALUES ('ptn_a', 'k1', 'h', 'done', 't', 'live')");
-		await expect(seq.query("INSERT INTO idempotency_keys (partner_id, key, request_hash, state, claim_token, mode) VALUES ('ptn_a', 'k1', 'h', 'done', 't', 'live')")).rejects.toMatchObject({
+		await seq.query(
+			"INSERT INTO idempotency_keys (partner_id, key, request_hash, state, claim_token, mode) VALUES ('ptn_a', 'k1', 'h', 'done', 't', 'live')",
+		);
+		await expect(
+			seq.query(
+				"INSERT INTO idempotency_keys (partner_id, key, request_hash, state, claim_token, mode) VALUES ('ptn_a', 'k1', 'h', 'done', 't', 'live')",
+			),
+		).rejects.toMatchObject({
 			parent: { constraint: "idempotency_keys_pkey" },
 		});
 
@@ -51,7 +57,13 @@ it("orders/003 and partners/003 make existing orders and keys test, and scope th
 		await seq.query("DELETE FROM orders WHERE mode = 'live'");
 		await ordersMigrations[2].down!(seq.getQueryInterface(), seq);
 		await partnersMigrations[2].down!(seq.getQueryInterface(), seq);
-		expect((await seq.query("SELECT column_name FROM information_schema.columns WHERE table_name IN ('orders', 'idempotency_keys', 'api_keys') AND column_name = 'mode'"))[0]).toEqual([]);
+		expect(
+			(
+				await seq.query(
+					"SELECT column_name FROM information_schema.columns WHERE table_name IN ('orders', 'idempotency_keys', 'api_keys') AND column_name = 'mode'",
+				)
+			)[0],
+		).toEqual([]);
 		expect((await seq.query("SELECT partner_id, key FROM idempotency_keys"))[0]).toEqual([{ partner_id: "ptn_a", key: "k1" }]);
 		await expect(insertOrder("ord_again")).rejects.toMatchObject(ACTIVE_RULE);
 	} finally {

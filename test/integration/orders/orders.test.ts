@@ -31,7 +31,11 @@ let partnerB: Partner;
 
 /** A partner request over HTTP through the gateway of `on` (this file's node unless told). */
 async function post<T = any>(path: string, body: unknown, partner: Partner, idempotencyKey?: string, on: TestNode = node): Promise<Answer<T>> {
-	const res = await new PartnerApi(on.baseUrl!, partner.apiKey).post<T>(path, body, idempotencyKey !== undefined ? { "Idempotency-Key": idempotencyKey } : {});
+	const res = await new PartnerApi(on.baseUrl!, partner.apiKey).post<T>(
+		path,
+		body,
+		idempotencyKey !== undefined ? { "Idempotency-Key": idempotencyKey } : {},
+	);
 	return { status: res.status, body: res.body };
 }
 
@@ -80,7 +84,13 @@ async function driveTo(order: { orderId: string; otp: string }, target: "accepte
 /** Every table's rows; `withoutOtpTries` leaves out the orders' OTP try counters (a wrong OTP counts a try and changes nothing else). */
 async function snapshot({ withoutOtpTries = false } = {}): Promise<string> {
 	const parts: unknown[] = [];
-	for (const [table, order] of [["orders", "id"], ["ride_events", "id"], ["feedback", "order_id"], ["idempotency_keys", "partner_id, key"], ["riders", "id"]]) {
+	for (const [table, order] of [
+		["orders", "id"],
+		["ride_events", "id"],
+		["feedback", "order_id"],
+		["idempotency_keys", "partner_id, key"],
+		["riders", "id"],
+	]) {
 		const rows = (await pg.query(`SELECT * FROM ${table} ORDER BY ${order}`)).rows;
 		if (withoutOtpTries && table === "orders") for (const r of rows) delete r.otp_tries;
 		parts.push(rows);
@@ -95,7 +105,9 @@ async function expectError(res: Answer, status: number, code: string): Promise<v
 }
 
 async function eventsOf(orderId: string) {
-	return (await pg.query("SELECT id, sequence, kind, status, webhook_url, payload, partner_id FROM ride_events WHERE order_id = $1 ORDER BY sequence", [orderId])).rows;
+	return (
+		await pg.query("SELECT id, sequence, kind, status, webhook_url, payload, partner_id FROM ride_events WHERE order_id = $1 ORDER BY sequence", [orderId])
+	).rows;
 }
 
 async function orderRow(orderId: string) {
@@ -120,7 +132,21 @@ describe("create-order", () => {
 		expect(res.status).toBe(201);
 		const order = res.body;
 		expect(Object.keys(order).sort()).toEqual(
-			["orderId", "otp", "status", "serviceType", "pickup", "drop", "fare", "distance", "duration", "driver", "metadata", "createdAt", "updatedAt"].sort(),
+			[
+				"orderId",
+				"otp",
+				"status",
+				"serviceType",
+				"pickup",
+				"drop",
+				"fare",
+				"distance",
+				"duration",
+				"driver",
+				"metadata",
+				"createdAt",
+				"updatedAt",
+			].sort(),
 		);
 		expect(order.orderId).toMatch(/^ord_[0-9a-z]{20}$/);
 		expect(order.otp).toMatch(/^[0-9]{4}$/);
@@ -139,7 +165,14 @@ describe("create-order", () => {
 		expect(order.distance).toBe(estimate.body.distance);
 
 		const row = await orderRow(order.orderId);
-		expect(row).toMatchObject({ partner_id: partnerA.partnerId, status: "searching", version: 0, otp: order.otp, webhook_url: body.webhookURL, fare_paise: Math.round(order.fare.totalAmount * 100) });
+		expect(row).toMatchObject({
+			partner_id: partnerA.partnerId,
+			status: "searching",
+			version: 0,
+			otp: order.otp,
+			webhook_url: body.webhookURL,
+			fare_paise: Math.round(order.fare.totalAmount * 100),
+		});
 		const rider = (await pg.query("SELECT * FROM riders WHERE id = $1", [row.rider_id])).rows[0];
 		expect(rider).toMatchObject({ partner_id: partnerA.partnerId, phone: body.user.phone, name: "Asha Rao" });
 		// No event for searching: the contract has no such webhook.
@@ -150,13 +183,19 @@ describe("create-order", () => {
 		const body = orderBody();
 		const first = await post("/ride/create-order", body, partnerA);
 		expect(first.status).toBe(201);
-		const again = await post("/ride/create-order", { ...body, user: { ...body.user, name: "Asha R." }, serviceType: "scooty", metadata: { other: true } }, partnerA);
+		const again = await post(
+			"/ride/create-order",
+			{ ...body, user: { ...body.user, name: "Asha R." }, serviceType: "scooty", metadata: { other: true } },
+			partnerA,
+		);
 		expect(again.status).toBe(200);
 		expect(again.body).toEqual({ code: "USER_HAVE_ACTIVE_RIDE", ...first.body });
 		const rows = (await pg.query("SELECT o.id FROM orders o JOIN riders r ON r.id = o.rider_id WHERE r.phone = $1", [body.user.phone])).rows;
 		expect(rows).toEqual([{ id: first.body.orderId }]);
 		// The rider is still updated on every call.
-		expect((await pg.query("SELECT name FROM riders WHERE phone = $1 AND partner_id = $2", [body.user.phone, partnerA.partnerId])).rows[0].name).toBe("Asha R.");
+		expect((await pg.query("SELECT name FROM riders WHERE phone = $1 AND partner_id = $2", [body.user.phone, partnerA.partnerId])).rows[0].name).toBe(
+			"Asha R.",
+		);
 
 		// The same phone at another partner is another rider.
 		const other = await post("/ride/create-order", body, partnerB);
@@ -212,15 +251,16 @@ describe("create-order", () => {
 		expect(await snapshot()).toBe(before);
 	});
 
-	it.each([["not a URL", "partner.example.com/hooks"], ["not http(s)", "ftp://partner.example.com/hooks"], ["credentials in it", "https://user:pw@partner.example.com/"]])(
-		"refuses a webhookURL that is %s with 400 INVALID_WEBHOOK_URL and changes nothing",
-		async (_name, webhookURL) => {
-			const before = await snapshot();
-			const res = await post("/ride/create-order", orderBody({ webhookURL }), partnerA);
-			await expectError(res, 400, "INVALID_WEBHOOK_URL");
-			expect(await snapshot()).toBe(before);
-		},
-	);
+	it.each([
+		["not a URL", "partner.example.com/hooks"],
+		["not http(s)", "ftp://partner.example.com/hooks"],
+		["credentials in it", "https://user:pw@partner.example.com/"],
+	])("refuses a webhookURL that is %s with 400 INVALID_WEBHOOK_URL and changes nothing", async (_name, webhookURL) => {
+		const before = await snapshot();
+		const res = await post("/ride/create-order", orderBody({ webhookURL }), partnerA);
+		await expectError(res, 400, "INVALID_WEBHOOK_URL");
+		expect(await snapshot()).toBe(before);
+	});
 });
 
 describe("the rider's OTP", () => {
@@ -281,7 +321,9 @@ describe("gateway-level errors on create-order (HTTP)", () => {
 
 	it("answers 401 UNAUTHORIZED without or with an unknown API key, changing nothing", async () => {
 		const before = await snapshot();
-		for (const headers of [{}, { Authorization: "Bearer rk_unknown_key_000000000000000000000" }, { Authorization: "Basic abc" }] as Array<Record<string, string>>) {
+		for (const headers of [{}, { Authorization: "Bearer rk_unknown_key_000000000000000000000" }, { Authorization: "Basic abc" }] as Array<
+			Record<string, string>
+		>) {
 			await expectError(await httpRequest(url(), { headers, body: orderBody() }), 401, "UNAUTHORIZED");
 		}
 		expect(await snapshot()).toBe(before);
@@ -289,7 +331,10 @@ describe("gateway-level errors on create-order (HTTP)", () => {
 
 	it("answers 400 INVALID_JSON for a body that is not JSON, changing nothing", async () => {
 		const before = await snapshot();
-		const res = await httpRequest(url(), { headers: { Authorization: `Bearer ${partnerA.apiKey}`, "Content-Type": "application/json" }, body: '{"user": {"name": "A",' });
+		const res = await httpRequest(url(), {
+			headers: { Authorization: `Bearer ${partnerA.apiKey}`, "Content-Type": "application/json" },
+			body: '{"user": {"name": "A",',
+		});
 		await expectError(res, 400, "INVALID_JSON");
 		expect(await snapshot()).toBe(before);
 	});
@@ -342,7 +387,10 @@ describe("Idempotency-Key", () => {
 		const key = `key-${randomInt(0, 1e9)}`;
 		expect((await post("/ride/create-order", body, partnerA, key)).status).toBe(201);
 		// Put the claim back in its running state, as it is while the first call works.
-		await pg.query("UPDATE idempotency_keys SET state = 'running', response_status = NULL, response_body = NULL WHERE partner_id = $1 AND key = $2", [partnerA.partnerId, key]);
+		await pg.query("UPDATE idempotency_keys SET state = 'running', response_status = NULL, response_body = NULL WHERE partner_id = $1 AND key = $2", [
+			partnerA.partnerId,
+			key,
+		]);
 		const before = await snapshot();
 		const res = await post("/ride/create-order", body, partnerA, key);
 		await expectError(res, 409, "IDEMPOTENCY_KEY_IN_USE");
@@ -397,29 +445,38 @@ describe("Idempotency-Key", () => {
 });
 
 describe("cancel", () => {
-	it.each(["searching", "accepted", "arrived", "started"] as const)("cancels a %s ride once: one customer_cancelled event, retries answer the same", async (state) => {
-		const order = await createOrder();
-		if (state !== "searching") await driveTo(order, state);
-		const versionBefore = (await orderRow(order.orderId)).version;
+	it.each(["searching", "accepted", "arrived", "started"] as const)(
+		"cancels a %s ride once: one customer_cancelled event, retries answer the same",
+		async (state) => {
+			const order = await createOrder();
+			if (state !== "searching") await driveTo(order, state);
+			const versionBefore = (await orderRow(order.orderId)).version;
 
-		const res = await post("/ride/cancel", { orderId: order.orderId, reason: "changed plans" }, partnerA);
-		expect(res).toEqual({ status: 200, body: { code: "RIDE_CANCELLED", orderId: order.orderId, status: "customer_cancelled" } });
+			const res = await post("/ride/cancel", { orderId: order.orderId, reason: "changed plans" }, partnerA);
+			expect(res).toEqual({ status: 200, body: { code: "RIDE_CANCELLED", orderId: order.orderId, status: "customer_cancelled" } });
 
-		const row = await orderRow(order.orderId);
-		expect(row).toMatchObject({ status: "customer_cancelled", cancel_reason: "changed plans", version: versionBefore + 1 });
-		const events = await eventsOf(order.orderId);
-		const cancelled = events.filter((e) => e.status === "customer_cancelled");
-		expect(cancelled).toHaveLength(1);
-		expect(cancelled[0]).toMatchObject({ sequence: versionBefore + 1, kind: "status", partner_id: partnerA.partnerId });
-		expect(cancelled[0].payload).toMatchObject({ eventId: cancelled[0].id, orderId: order.orderId, status: "customer_cancelled", sequence: versionBefore + 1, metadata: order.metadata });
-		if (state === "searching") expect(cancelled[0].payload.driver).toBeUndefined();
-		else expect(cancelled[0].payload.driver).toMatchObject({ id: DRIVER.id });
+			const row = await orderRow(order.orderId);
+			expect(row).toMatchObject({ status: "customer_cancelled", cancel_reason: "changed plans", version: versionBefore + 1 });
+			const events = await eventsOf(order.orderId);
+			const cancelled = events.filter((e) => e.status === "customer_cancelled");
+			expect(cancelled).toHaveLength(1);
+			expect(cancelled[0]).toMatchObject({ sequence: versionBefore + 1, kind: "status", partner_id: partnerA.partnerId });
+			expect(cancelled[0].payload).toMatchObject({
+				eventId: cancelled[0].id,
+				orderId: order.orderId,
+				status: "customer_cancelled",
+				sequence: versionBefore + 1,
+				metadata: order.metadata,
+			});
+			if (state === "searching") expect(cancelled[0].payload.driver).toBeUndefined();
+			else expect(cancelled[0].payload.driver).toMatchObject({ id: DRIVER.id });
 
-		// Safe retries: the same answer, no second event, nothing changed.
-		const before = await snapshot();
-		expect(await post("/ride/cancel", { orderId: order.orderId }, partnerA)).toEqual(res);
-		expect(await snapshot()).toBe(before);
-	});
+			// Safe retries: the same answer, no second event, nothing changed.
+			const before = await snapshot();
+			expect(await post("/ride/cancel", { orderId: order.orderId }, partnerA)).toEqual(res);
+			expect(await snapshot()).toBe(before);
+		},
+	);
 
 	it.each(["dropped", "no_driver_found"] as const)("refuses a %s ride with 409 RIDE_NOT_ACTIVE, changing nothing", async (state) => {
 		const order = await createOrder();
@@ -462,14 +519,17 @@ describe("feedback", () => {
 		expect(await snapshot()).toBe(before);
 	});
 
-	it.each(["searching", "accepted", "started", "customer_cancelled"] as const)("refuses feedback for a %s ride with 409 RIDE_NOT_COMPLETED, changing nothing", async (state) => {
-		const order = await createOrder();
-		if (state === "customer_cancelled") await post("/ride/cancel", { orderId: order.orderId }, partnerA);
-		else if (state !== "searching") await driveTo(order, state);
-		const before = await snapshot();
-		await expectError(await post("/ride/feedback", { orderId: order.orderId, rating: 4 }, partnerA), 409, "RIDE_NOT_COMPLETED");
-		expect(await snapshot()).toBe(before);
-	});
+	it.each(["searching", "accepted", "started", "customer_cancelled"] as const)(
+		"refuses feedback for a %s ride with 409 RIDE_NOT_COMPLETED, changing nothing",
+		async (state) => {
+			const order = await createOrder();
+			if (state === "customer_cancelled") await post("/ride/cancel", { orderId: order.orderId }, partnerA);
+			else if (state !== "searching") await driveTo(order, state);
+			const before = await snapshot();
+			await expectError(await post("/ride/feedback", { orderId: order.orderId, rating: 4 }, partnerA), 409, "RIDE_NOT_COMPLETED");
+			expect(await snapshot()).toBe(before);
+		},
+	);
 
 	it("answers 404 for an unknown or another partner's ride, and 400 for a bad rating, changing nothing", async () => {
 		const order = await createOrder(partnerB);
@@ -565,10 +625,20 @@ describe("transitions (dispatch's internal actions)", () => {
 		expect(await eventsOf(order.orderId)).toHaveLength(2);
 
 		const newDriver = { id: "drv_test2", name: "Sunil", phone: "+919800000002", vehicleNumber: "KA02CD5678" };
-		const again = await internal("orders.transition", { orderId: order.orderId, to: "accepted", driver: newDriver, location: { lat: 12.98, lng: 77.6 }, eta: 300 });
+		const again = await internal("orders.transition", {
+			orderId: order.orderId,
+			to: "accepted",
+			driver: newDriver,
+			location: { lat: 12.98, lng: 77.6 },
+			eta: 300,
+		});
 		expect(again.body).toMatchObject({ status: "accepted", version: 3, driver: { ...newDriver, location: { lat: 12.98, lng: 77.6 } } });
 		const events = await eventsOf(order.orderId);
-		expect(events.map((e) => [e.sequence, e.status])).toEqual([[1, "accepted"], [2, "arrived"], [3, "accepted"]]);
+		expect(events.map((e) => [e.sequence, e.status])).toEqual([
+			[1, "accepted"],
+			[2, "arrived"],
+			[3, "accepted"],
+		]);
 		expect(events[2].payload.driver).toEqual({ ...newDriver, location: { lat: 12.98, lng: 77.6 } });
 	});
 
@@ -579,8 +649,14 @@ describe("transitions (dispatch's internal actions)", () => {
 		expect(back.body).toMatchObject({ status: "searching", driver: null, version: 1 });
 		expect((await eventsOf(order.orderId)).map((e) => e.status)).toEqual(["accepted"]);
 		// A searching ride can still end without a driver.
-		expect((await internal("orders.transition", { orderId: order.orderId, to: "no_driver_found" })).body).toMatchObject({ status: "no_driver_found", version: 2 });
-		expect((await eventsOf(order.orderId)).map((e) => [e.sequence, e.status])).toEqual([[1, "accepted"], [2, "no_driver_found"]]);
+		expect((await internal("orders.transition", { orderId: order.orderId, to: "no_driver_found" })).body).toMatchObject({
+			status: "no_driver_found",
+			version: 2,
+		});
+		expect((await eventsOf(order.orderId)).map((e) => [e.sequence, e.status])).toEqual([
+			[1, "accepted"],
+			[2, "no_driver_found"],
+		]);
 	});
 
 	it("takes a drop-out only from the driver it names", async () => {
@@ -621,7 +697,10 @@ describe("transitions (dispatch's internal actions)", () => {
 		expect((await internal("orders.transition", { orderId: order.orderId, to: "no_driver_found", actor: "driver" })).code).toBe("INVALID_TRANSITION");
 		// The caller believes the ride is accepted; it is searching.
 		expect(await internal("orders.transition", { orderId: order.orderId, to: "arrived", from: "accepted" })).toEqual({ status: 409, code: "CONFLICT" });
-		expect(await internal("orders.transition", { orderId: "ord_unknown", to: "accepted", driver: DRIVER })).toEqual({ status: 404, code: "ORDER_NOT_FOUND" });
+		expect(await internal("orders.transition", { orderId: "ord_unknown", to: "accepted", driver: DRIVER })).toEqual({
+			status: 404,
+			code: "ORDER_NOT_FOUND",
+		});
 		// accepted needs the whole driver.
 		expect((await internal("orders.transition", { orderId: order.orderId, to: "accepted", driver: { id: "drv_x" } })).status).toBe(400);
 		expect((await internal("orders.transition", { orderId: order.orderId, to: "flying" })).status).toBe(400);
@@ -638,8 +717,14 @@ describe("transitions (dispatch's internal actions)", () => {
 	it("records locations while the ride moves, each as the next sequence, and refuses them otherwise", async () => {
 		const order = await createOrder();
 		const before = await snapshot();
-		expect(await internal("orders.recordLocation", { orderId: order.orderId, location: { lat: 1, lng: 2 }, eta: 10 })).toEqual({ status: 409, code: "CONFLICT" });
-		expect(await internal("orders.recordLocation", { orderId: "ord_unknown", location: { lat: 1, lng: 2 }, eta: 10 })).toEqual({ status: 404, code: "ORDER_NOT_FOUND" });
+		expect(await internal("orders.recordLocation", { orderId: order.orderId, location: { lat: 1, lng: 2 }, eta: 10 })).toEqual({
+			status: 409,
+			code: "CONFLICT",
+		});
+		expect(await internal("orders.recordLocation", { orderId: "ord_unknown", location: { lat: 1, lng: 2 }, eta: 10 })).toEqual({
+			status: 404,
+			code: "ORDER_NOT_FOUND",
+		});
 		expect((await internal("orders.recordLocation", { orderId: order.orderId, location: { lat: 100, lng: 2 } })).status).toBe(400);
 		expect(await snapshot()).toBe(before);
 
@@ -653,7 +738,13 @@ describe("transitions (dispatch's internal actions)", () => {
 			[2, "location", "location_updated"],
 			[3, "status", "arrived"],
 		]);
-		expect(events[1].payload).toMatchObject({ status: "location_updated", sequence: 2, location: { lat: 12.974, lng: 77.592, heading: 200 }, eta: 180, driver: { id: DRIVER.id } });
+		expect(events[1].payload).toMatchObject({
+			status: "location_updated",
+			sequence: 2,
+			location: { lat: 12.974, lng: 77.592, heading: 200 },
+			eta: 180,
+			driver: { id: DRIVER.id },
+		});
 		// The arrived event carries the latest location.
 		expect(events[2].payload.location).toEqual({ lat: 12.974, lng: 77.592, heading: 200 });
 	});
@@ -663,7 +754,13 @@ describe("transitions (dispatch's internal actions)", () => {
 		const accepted = await createOrder();
 		await driveTo(accepted, "accepted");
 		const got = await internal("orders.get", { orderId: searching.orderId });
-		expect(got.body).toMatchObject({ orderId: searching.orderId, partnerId: partnerA.partnerId, status: "searching", version: 0, webhookURL: "https://partner.example.com/hooks/rides" });
+		expect(got.body).toMatchObject({
+			orderId: searching.orderId,
+			partnerId: partnerA.partnerId,
+			status: "searching",
+			version: 0,
+			webhookURL: "https://partner.example.com/hooks/rides",
+		});
 		expect(got.body).not.toHaveProperty("otp");
 
 		const all = (await internal("orders.listActive", { limit: 10_000 })).body.orders as any[];
@@ -692,7 +789,10 @@ describe("transitions (dispatch's internal actions)", () => {
 		const states: Array<{ orderId: string; status: string; driverId: string | null }> = [];
 		after = undefined;
 		do {
-			const page = (await internal("orders.listActiveStates", after ? { limit: 1, after } : { limit: 1 })).body as { rides: typeof states; nextCursor: string | null };
+			const page = (await internal("orders.listActiveStates", after ? { limit: 1, after } : { limit: 1 })).body as {
+				rides: typeof states;
+				nextCursor: string | null;
+			};
 			expect(page.rides.length).toBeLessThanOrEqual(1);
 			states.push(...page.rides);
 			after = page.nextCursor ?? undefined;
@@ -742,15 +842,18 @@ describe("a production-mode node without pricing and riders", () => {
 		await partial?.stop();
 	});
 
-	it.each(["http://127.0.0.1:8080/hooks", "http://10.1.2.3/hooks", "http://[::1]/hooks", "http://169.254.169.254/latest/meta-data", "http://localhost/hooks"])(
-		"refuses the private webhookURL %s with 400 INVALID_WEBHOOK_URL, changing nothing",
-		async (webhookURL) => {
-			const before = await snapshot();
-			const res = await post("/ride/create-order", orderBody({ webhookURL }), partnerA, `key-${randomInt(0, 1e9)}`, partial);
-			await expectError(res, 400, "INVALID_WEBHOOK_URL");
-			expect(await snapshot()).toBe(before);
-		},
-	);
+	it.each([
+		"http://127.0.0.1:8080/hooks",
+		"http://10.1.2.3/hooks",
+		"http://[::1]/hooks",
+		"http://169.254.169.254/latest/meta-data",
+		"http://localhost/hooks",
+	])("refuses the private webhookURL %s with 400 INVALID_WEBHOOK_URL, changing nothing", async (webhookURL) => {
+		const before = await snapshot();
+		const res = await post("/ride/create-order", orderBody({ webhookURL }), partnerA, `key-${randomInt(0, 1e9)}`, partial);
+		await expectError(res, 400, "INVALID_WEBHOOK_URL");
+		expect(await snapshot()).toBe(before);
+	});
 
 	it("answers 503 SERVICE_UNAVAILABLE (retryable) and changes nothing", async () => {
 		const before = await snapshot();
@@ -770,7 +873,11 @@ describe("create-order with an expired quote", () => {
 
 	beforeAll(async () => {
 		// Also a tight rate limit: two requests at once, then one a minute.
-		shortQuotes = await startTestNode({ databaseUrl: bed.db.url, services: SERVICES, env: { QUOTE_TTL_SECONDS: "1", RATE_LIMIT_PER_MINUTE: "1", RATE_LIMIT_BURST: "2" } });
+		shortQuotes = await startTestNode({
+			databaseUrl: bed.db.url,
+			services: SERVICES,
+			env: { QUOTE_TTL_SECONDS: "1", RATE_LIMIT_PER_MINUTE: "1", RATE_LIMIT_BURST: "2" },
+		});
 	});
 	afterAll(async () => {
 		await shortQuotes?.stop();

@@ -80,10 +80,20 @@ it("the same rider holds one active test ride and one active live ride; a second
 
 	const t2 = await testApi.post<{ orderId: string; code: string }>("/ride/create-order", orderBody(phone));
 	const l2 = await liveApi.post<{ orderId: string; code: string }>("/ride/create-order", orderBody(phone));
-	expect({ status: t2.status, code: t2.body.code, orderId: t2.body.orderId }).toEqual({ status: 200, code: "USER_HAVE_ACTIVE_RIDE", orderId: t.body.orderId });
-	expect({ status: l2.status, code: l2.body.code, orderId: l2.body.orderId }).toEqual({ status: 200, code: "USER_HAVE_ACTIVE_RIDE", orderId: l.body.orderId });
+	expect({ status: t2.status, code: t2.body.code, orderId: t2.body.orderId }).toEqual({
+		status: 200,
+		code: "USER_HAVE_ACTIVE_RIDE",
+		orderId: t.body.orderId,
+	});
+	expect({ status: l2.status, code: l2.body.code, orderId: l2.body.orderId }).toEqual({
+		status: 200,
+		code: "USER_HAVE_ACTIVE_RIDE",
+		orderId: l.body.orderId,
+	});
 
-	const { rows } = await pg.query<{ id: string; mode: string; rider_id: string }>("SELECT id, mode, rider_id FROM orders WHERE id = ANY($1) ORDER BY mode", [[t.body.orderId, l.body.orderId]]);
+	const { rows } = await pg.query<{ id: string; mode: string; rider_id: string }>("SELECT id, mode, rider_id FROM orders WHERE id = ANY($1) ORDER BY mode", [
+		[t.body.orderId, l.body.orderId],
+	]);
 	expect(rows.map((r) => [r.id, r.mode])).toEqual([
 		[l.body.orderId, "live"],
 		[t.body.orderId, "test"],
@@ -138,7 +148,11 @@ it("quotes do not cross modes: a test quote is QUOTE_INVALID for the live key an
 		[testApi, liveQuote],
 	] as const) {
 		const res = await api.post<{ code: string; details: Array<{ field: string }> }>("/ride/create-order", orderBody(randomPhone("+9198"), { quoteId }));
-		expect({ status: res.status, code: res.body.code, field: res.body.details?.[0]?.field }).toEqual({ status: 422, code: "QUOTE_INVALID", field: "quoteId" });
+		expect({ status: res.status, code: res.body.code, field: res.body.details?.[0]?.field }).toEqual({
+			status: 422,
+			code: "QUOTE_INVALID",
+			field: "quoteId",
+		});
 	}
 	// Each mode's own quote books.
 	expect((await testApi.post("/ride/create-order", orderBody(randomPhone("+9198"), { quoteId: testQuote }))).status).toBe(201);
@@ -150,7 +164,11 @@ it("sandbox controls are refused on a live key (400 VALIDATION_ERROR naming meta
 	const ordersBefore = (await pg.query("SELECT count(*)::int AS n FROM orders")).rows[0].n;
 	for (const sandbox of [{ scenario: "no_driver_found" }, "fast"]) {
 		const res = await liveApi.post<{ code: string; details: Array<{ field: string }> }>("/ride/create-order", orderBody(phone, { metadata: { sandbox } }));
-		expect({ status: res.status, code: res.body.code, field: res.body.details?.[0]?.field }).toEqual({ status: 400, code: "VALIDATION_ERROR", field: "metadata.sandbox" });
+		expect({ status: res.status, code: res.body.code, field: res.body.details?.[0]?.field }).toEqual({
+			status: 400,
+			code: "VALIDATION_ERROR",
+			field: "metadata.sandbox",
+		});
 	}
 	expect((await pg.query("SELECT count(*)::int AS n FROM orders")).rows[0].n).toBe(ordersBefore);
 	expect((await pg.query("SELECT count(*)::int AS n FROM riders WHERE phone = $1", [phone])).rows[0].n).toBe(0);

@@ -14,11 +14,20 @@ it("migration 002 carries existing partners, keys and secrets over, and down res
 		await runMigrations(seq, { service: "partners", migrations }, db.url);
 		const [keys] = await seq.query("SELECT partner_id, key_hash, label, revoked_at IS NOT NULL AS revoked FROM api_keys ORDER BY partner_id");
 		const [secrets] = await seq.query("SELECT partner_id, secret, valid_until FROM webhook_secrets ORDER BY partner_id");
-		expect(keys).toEqual([{ partner_id: "ptn_a", key_hash: "h1", label: "initial", revoked: false }, { partner_id: "ptn_b", key_hash: "h2", label: "initial", revoked: true }]);
-		expect(secrets).toEqual([{ partner_id: "ptn_a", secret: "whsec_a", valid_until: null }, { partner_id: "ptn_b", secret: "whsec_b", valid_until: null }]);
+		expect(keys).toEqual([
+			{ partner_id: "ptn_a", key_hash: "h1", label: "initial", revoked: false },
+			{ partner_id: "ptn_b", key_hash: "h2", label: "initial", revoked: true },
+		]);
+		expect(secrets).toEqual([
+			{ partner_id: "ptn_a", secret: "whsec_a", valid_until: null },
+			{ partner_id: "ptn_b", secret: "whsec_b", valid_until: null },
+		]);
 		await migrations[1].down!(seq.getQueryInterface(), seq);
 		const [back] = await seq.query("SELECT id, api_key_hash, webhook_secret FROM partners ORDER BY id");
-		expect(back).toEqual([{ id: "ptn_a", api_key_hash: "h1", webhook_secret: "whsec_a" }, { id: "ptn_b", api_key_hash: "h2", webhook_secret: "whsec_b" }]);
+		expect(back).toEqual([
+			{ id: "ptn_a", api_key_hash: "h1", webhook_secret: "whsec_a" },
+			{ id: "ptn_b", api_key_hash: "h2", webhook_secret: "whsec_b" },
+		]);
 	} finally {
 		await seq.close();
 		await db.drop();

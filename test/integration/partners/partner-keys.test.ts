@@ -47,7 +47,11 @@ beforeAll(async () => {
 	// A broadcast reaches the nodes its sender knows: wait until each instance has discovered the other.
 	for (const nodeID of nodeIds) {
 		await waitFor(`${nodeID} sees both partners instances`, async () => {
-			const list = await op.call<Array<{ name: string; nodes?: string[] }>, Record<string, unknown>>("$node.services", { onlyAvailable: true, withActions: false }, { nodeID });
+			const list = await op.call<Array<{ name: string; nodes?: string[] }>, Record<string, unknown>>(
+				"$node.services",
+				{ onlyAvailable: true, withActions: false },
+				{ nodeID },
+			);
 			return list.find((s) => s.name === "partners")?.nodes?.length === 2;
 		});
 	}
@@ -96,7 +100,11 @@ it("a key revoked through one partners instance is refused by every gateway, bef
 it("rotate-key: old and new keys both work, with labels and last use; revoking the old leaves the new", async () => {
 	const partner = await op.call<CreatedPartner, { name: string }>("partners.create", { name: "Rotating" });
 	expect(authenticated(await everywhere(partner.apiKey))).toBe(true);
-	const fresh = await op.call<CreatedKey, { partnerId: string; label: string }>("partners.createKey", { partnerId: partner.partnerId, label: "2026-rotation" }, { nodeID: nodeIds[1] });
+	const fresh = await op.call<CreatedKey, { partnerId: string; label: string }>(
+		"partners.createKey",
+		{ partnerId: partner.partnerId, label: "2026-rotation" },
+		{ nodeID: nodeIds[1] },
+	);
 	expect(fresh.apiKey).not.toBe(partner.apiKey);
 	expect(authenticated(await everywhere(fresh.apiKey))).toBe(true);
 	expect(authenticated(await everywhere(partner.apiKey))).toBe(true);
@@ -137,14 +145,15 @@ describe("BOOTSTRAP_PARTNER_KEY", () => {
 		await expect(startTestNode({ databaseUrl: db.url, services: ["partners"], env: { BOOTSTRAP_PARTNER_KEY: "dev_key_change_me" } })).rejects.toThrow(
 			/^BOOTSTRAP_PARTNER_KEY must be at least 32 characters/,
 		);
-		await expect(startTestNode({ databaseUrl: db.url, services: ["partners"], env: { BOOTSTRAP_PARTNER_KEY: key, NODE_ENV: "production" } })).rejects.toThrow(
-			/^BOOTSTRAP_PARTNER_KEY must be unset when NODE_ENV=production, unless ALLOW_BOOTSTRAP_PARTNER=true/,
-		);
+		await expect(
+			startTestNode({ databaseUrl: db.url, services: ["partners"], env: { BOOTSTRAP_PARTNER_KEY: key, NODE_ENV: "production" } }),
+		).rejects.toThrow(/^BOOTSTRAP_PARTNER_KEY must be unset when NODE_ENV=production, unless ALLOW_BOOTSTRAP_PARTNER=true/);
 	});
 
 	it("never re-creates a partner an operator revoked", async () => {
 		const bootstrapped = () => startTestNode({ databaseUrl: db.url, services: ["partners"], env: { BOOTSTRAP_PARTNER_KEY: key } });
-		const bootstrapPartners = async (broker: ServiceBroker) => (await broker.call<PartnerSummary[]>("partners.list")).filter((p) => p.name === "Bootstrap partner");
+		const bootstrapPartners = async (broker: ServiceBroker) =>
+			(await broker.call<PartnerSummary[]>("partners.list")).filter((p) => p.name === "Bootstrap partner");
 		let node = await bootstrapped();
 		try {
 			const [partner] = await bootstrapPartners(node.broker);
@@ -162,7 +171,8 @@ describe("BOOTSTRAP_PARTNER_KEY", () => {
 
 	it("is a test key unless BOOTSTRAP_PARTNER_MODE=live, whatever its spelling; authenticate answers the mode", async () => {
 		const anyKey = `dev_key_change_me_${Date.now().toString(36)}_0123456789abcdef`;
-		const start = (env: Record<string, string>) => startTestNode({ databaseUrl: db.url, services: ["partners"], env: { BOOTSTRAP_PARTNER_KEY: anyKey, ...env } });
+		const start = (env: Record<string, string>) =>
+			startTestNode({ databaseUrl: db.url, services: ["partners"], env: { BOOTSTRAP_PARTNER_KEY: anyKey, ...env } });
 		let node = await start({});
 		try {
 			expect(await node.broker.call("partners.authenticate", { apiKey: anyKey })).toMatchObject({ mode: "test" });

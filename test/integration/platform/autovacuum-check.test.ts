@@ -51,13 +51,21 @@ test("off: one warning per process, and the server is asked once", async () => {
 test("on: no warning; a check that fails is one warning, without a stack", async () => {
 	const on = freshCheck();
 	const warnings: string[] = [];
-	await on.warnOnceIfAutovacuumOff(db.url, (m) => warnings.push(m), async () => true);
+	await on.warnOnceIfAutovacuumOff(
+		db.url,
+		(m) => warnings.push(m),
+		async () => true,
+	);
 	expect(warnings).toEqual([]);
 
 	const failing = freshCheck();
-	await failing.warnOnceIfAutovacuumOff(db.url, (m) => warnings.push(m), async () => {
-		throw new Error("connect ECONNREFUSED 127.0.0.1:5432");
-	});
+	await failing.warnOnceIfAutovacuumOff(
+		db.url,
+		(m) => warnings.push(m),
+		async () => {
+			throw new Error("connect ECONNREFUSED 127.0.0.1:5432");
+		},
+	);
 	expect(warnings).toEqual(["Could not ask the database whether autovacuum is on: connect ECONNREFUSED 127.0.0.1:5432"]);
 });
 

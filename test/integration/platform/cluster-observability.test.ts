@@ -133,14 +133,21 @@ describe("observability across nodes (NATS)", () => {
 	test("a second request does not inherit the first one's order id", async () => {
 		lines.length = 0;
 		await a.call("probeB.work", { n: 3 }, { meta: { requestId: "req-obs-2" } });
-		const line = lines.filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>).find((j) => String(j.msg).startsWith("probeB working"));
+		const line = lines
+			.filter((l) => l.startsWith("{"))
+			.map((l) => JSON.parse(l) as Record<string, unknown>)
+			.find((j) => String(j.msg).startsWith("probeB working"));
 		expect(line).toMatchObject({ requestId: "req-obs-2" });
 		expect(line?.orderId).toBeUndefined();
 	});
 
 	test("outside a handler (the gateway's HTTP layer), a logged object's request id fills the field; errors lose their stacks", () => {
 		const err = Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED", sql: "SELECT secret FROM x" });
-		const [line] = jsonLogFormatter("warn", ["Request answered 503", { requestId: "req-http-1", path: "/ride/status", status: 503 }, err], { nodeID: "n1", mod: "gateway", svc: "gateway" });
+		const [line] = jsonLogFormatter("warn", ["Request answered 503", { requestId: "req-http-1", path: "/ride/status", status: 503 }, err], {
+			nodeID: "n1",
+			mod: "gateway",
+			svc: "gateway",
+		});
 		const parsed = JSON.parse(line) as Record<string, unknown>;
 		expect(parsed).toMatchObject({ level: "warn", requestId: "req-http-1", path: "/ride/status", status: 503, nodeID: "n1", svc: "gateway" });
 		expect(parsed.err).toEqual({ name: "Error", message: "connect ECONNREFUSED", code: "ECONNREFUSED" });

@@ -84,7 +84,11 @@ describe("cluster: separate processes, crashes mid-flow, nothing lost", () => {
 			let quoteId: string | undefined;
 			if (n % 2 === 0) {
 				const est = await withRetryOn503(`fare-estimate ${n}`, () =>
-					api.post<{ quotes: Array<{ quoteId: string }> }>("/ride/fare-estimate", { pickup: req.pickup, drop: req.drop, serviceType: req.serviceType }),
+					api.post<{ quotes: Array<{ quoteId: string }> }>("/ride/fare-estimate", {
+						pickup: req.pickup,
+						drop: req.drop,
+						serviceType: req.serviceType,
+					}),
 				);
 				expect([n, est.status]).toEqual([n, 200]);
 				quoteId = est.body.quotes[0].quoteId;
@@ -133,7 +137,12 @@ describe("cluster: separate processes, crashes mid-flow, nothing lost", () => {
 					for (const orderId of all) {
 						const statusEvents = (await eventsOf(orderId)).filter((e) => e.status !== "location_updated");
 						if (!statusEvents.every((e) => e.delivery.state === "delivered")) return false;
-						const delivered = new Set(endpoint.delivered().filter((h) => h.orderId === orderId).map((h) => h.eventId));
+						const delivered = new Set(
+							endpoint
+								.delivered()
+								.filter((h) => h.orderId === orderId)
+								.map((h) => h.eventId),
+						);
 						if (!statusEvents.every((e) => delivered.has(e.eventId))) return false;
 					}
 					return true;
@@ -156,7 +165,9 @@ describe("cluster: separate processes, crashes mid-flow, nothing lost", () => {
 			// The crashes really hit rides in flight.
 			expect(beforeWave1.filter((st) => ["accepted", "arrived", "started"].includes(st)).length).toBeGreaterThan(0);
 			expect(beforeWave2.filter((st) => st !== "dropped").length).toBeGreaterThan(0);
-			console.log(`cluster: rides before wave 1 ${beforeWave1.join(",")}; before wave 2 ${beforeWave2.join(",")}; 503 retries: ${retried503.length}; webhooks received ${endpoint.received.length}`);
+			console.log(
+				`cluster: rides before wave 1 ${beforeWave1.join(",")}; before wave 2 ${beforeWave2.join(",")}; 503 retries: ${retried503.length}; webhooks received ${endpoint.received.length}`,
+			);
 			expect(endpoint.received.length).toBeGreaterThan(0);
 			expect(endpoint.received.filter((h) => !h.signatureValid)).toEqual([]);
 			expect(orderViolations(endpoint.received)).toEqual([]);

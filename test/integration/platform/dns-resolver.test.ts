@@ -133,10 +133,12 @@ test("the old dns.lookup waits behind a full libuv thread pool; the resolver doe
 	execFileSync("mkfifo", [fifo]);
 	const blockers = Array.from({ length: 4 }, () => open(fifo, "r"));
 	const order: string[] = [];
-	const old = new Promise<LookupAddress[]>((resolve, reject) => lookup("localhost", { all: true }, (err, a) => (err ? reject(err) : resolve(a)))).then((a) => {
-		order.push("dns.lookup");
-		return a;
-	});
+	const old = new Promise<LookupAddress[]>((resolve, reject) => lookup("localhost", { all: true }, (err, a) => (err ? reject(err) : resolve(a)))).then(
+		(a) => {
+			order.push("dns.lookup");
+			return a;
+		},
+	);
 	const resolveAll = resolver();
 	expect(await resolveAll("other.test", 0)).toEqual([{ address: "93.184.216.35", family: 4 }]);
 	order.push("resolver");
@@ -169,7 +171,10 @@ test("the SSRF policy judges what the resolver answers, at create-order and at c
 	const resolveAll = resolver();
 	const strict = { allowPrivate: false };
 	await expect(resolveAllowed("private.test", strict, resolveAll)).rejects.toMatchObject({ code: "EBLOCKEDADDRESS" });
-	await expect(assertWebhookUrlAllowed("https://private.test/hooks", { ...strict, resolveAll })).rejects.toMatchObject({ code: 400, type: "INVALID_WEBHOOK_URL" });
+	await expect(assertWebhookUrlAllowed("https://private.test/hooks", { ...strict, resolveAll })).rejects.toMatchObject({
+		code: 400,
+		type: "INVALID_WEBHOOK_URL",
+	});
 	await expect(assertWebhookUrlAllowed("https://good.test/hooks", { ...strict, resolveAll })).resolves.toBeInstanceOf(URL);
 
 	const client = createWebhookClient({ allowPrivate: false, timeoutMs: 5_000, resolveAll });
@@ -185,7 +190,11 @@ test("the SSRF policy judges what the resolver answers, at create-order and at c
 
 test("WEBHOOK_DNS_SERVERS and WEBHOOK_DNS_TIMEOUT_MS follow the settings policy", () => {
 	expect(readDnsSettings({})).toEqual({ servers: undefined, timeoutMs: 2000, tries: 2 });
-	expect(readDnsSettings({ WEBHOOK_DNS_SERVERS: "1.1.1.1, 127.0.0.1:5353,[::1]:53", WEBHOOK_DNS_TIMEOUT_MS: "500" })).toEqual({ servers: ["1.1.1.1", "127.0.0.1:5353", "[::1]:53"], timeoutMs: 500, tries: 2 });
+	expect(readDnsSettings({ WEBHOOK_DNS_SERVERS: "1.1.1.1, 127.0.0.1:5353,[::1]:53", WEBHOOK_DNS_TIMEOUT_MS: "500" })).toEqual({
+		servers: ["1.1.1.1", "127.0.0.1:5353", "[::1]:53"],
+		timeoutMs: 500,
+		tries: 2,
+	});
 	expect(() => readDnsSettings({ WEBHOOK_DNS_SERVERS: "dns.google" })).toThrow(/^WEBHOOK_DNS_SERVERS must be a comma list of IP addresses/);
 	expect(() => readDnsSettings({ WEBHOOK_DNS_TIMEOUT_MS: "0" })).toThrow(/^WEBHOOK_DNS_TIMEOUT_MS must be/);
 });

@@ -33,10 +33,10 @@ interface TableStats {
 }
 
 async function statsOf(table: string): Promise<TableStats> {
-	const rows = await pool!.query<TableStats>(
-		"SELECT n_dead_tup::int, vacuum_count::int, analyze_count::int FROM pg_stat_user_tables WHERE relname = $1",
-		{ bind: [table], type: QueryTypes.SELECT },
-	);
+	const rows = await pool!.query<TableStats>("SELECT n_dead_tup::int, vacuum_count::int, analyze_count::int FROM pg_stat_user_tables WHERE relname = $1", {
+		bind: [table],
+		type: QueryTypes.SELECT,
+	});
 	return rows[0];
 }
 

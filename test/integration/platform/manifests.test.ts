@@ -65,13 +65,30 @@ describe("Kubernetes manifests", () => {
 	});
 
 	test("the set is complete: a Deployment per service with SERVICES, HPAs, PDBs, gateway Service + Ingress, migration Job, NATS, PostgreSQL", () => {
-		const docs = ["namespace.yaml", "configmap.yaml", "gateway.yaml", "pricing.yaml", "riders.yaml", "orders.yaml", "dispatch.yaml", "notifications.yaml", "sandbox/fleet.yaml", "migrate-job.yaml", "infra/nats.yaml", "infra/postgres.yaml"]
+		const docs = [
+			"namespace.yaml",
+			"configmap.yaml",
+			"gateway.yaml",
+			"pricing.yaml",
+			"riders.yaml",
+			"orders.yaml",
+			"dispatch.yaml",
+			"notifications.yaml",
+			"sandbox/fleet.yaml",
+			"migrate-job.yaml",
+			"infra/nats.yaml",
+			"infra/postgres.yaml",
+		]
 			.flatMap((f) => parseAllDocuments(readFileSync(join(ROOT, "k8s", f), "utf8")).map((d) => d.toJS()))
 			.filter(Boolean);
 		const of = (kind: string) => docs.filter((d) => d.kind === kind);
 		const servicesEnv = of("Deployment").map((d) => d.spec.template.spec.containers[0].env.find((e: { name: string }) => e.name === "SERVICES").value);
 		expect(servicesEnv.sort()).toEqual(["dispatch", "fleet", "gateway,partners", "notifications", "orders", "pricing", "riders"]);
-		expect(of("HorizontalPodAutoscaler").map((h) => h.spec.scaleTargetRef.name).sort()).toEqual(["ride-dispatch", "ride-gateway", "ride-notifications", "ride-pricing"]);
+		expect(
+			of("HorizontalPodAutoscaler")
+				.map((h) => h.spec.scaleTargetRef.name)
+				.sort(),
+		).toEqual(["ride-dispatch", "ride-gateway", "ride-notifications", "ride-pricing"]);
 		expect(of("PodDisruptionBudget")).toHaveLength(7);
 		expect(of("Ingress")[0].spec.rules[0].http.paths[0].backend.service.name).toBe("ride-gateway");
 		for (const d of of("Deployment")) {
@@ -86,12 +103,21 @@ describe("Kubernetes manifests", () => {
 		const config = of("ConfigMap")[0].data;
 		expect(Number(config.SHUTDOWN_TIMEOUT_MS)).toBeLessThanOrEqual(25_000);
 		expect(of("Job")[0].spec.template.spec.containers[0].command).toEqual(["node", "dist/bin/migrate.js"]);
-		expect(of("StatefulSet").map((s) => s.metadata.name).sort()).toEqual(["nats", "postgres"]);
-		expect(parse(readFileSync(join(ROOT, "k8s/kustomization.yaml"), "utf8")).resources).toEqual(expect.arrayContaining(["infra/nats.yaml", "infra/postgres.yaml", "infra/redis.yaml"]));
+		expect(
+			of("StatefulSet")
+				.map((s) => s.metadata.name)
+				.sort(),
+		).toEqual(["nats", "postgres"]);
+		expect(parse(readFileSync(join(ROOT, "k8s/kustomization.yaml"), "utf8")).resources).toEqual(
+			expect.arrayContaining(["infra/nats.yaml", "infra/postgres.yaml", "infra/redis.yaml"]),
+		);
 	});
 
 	test("the bus and the database are closed: NATS requires the Secret's password, and NetworkPolicies let only the platform's pods reach NATS and PostgreSQL", () => {
-		const load = (f: string) => parseAllDocuments(readFileSync(join(ROOT, "k8s", f), "utf8")).map((d) => d.toJS()).filter(Boolean);
+		const load = (f: string) =>
+			parseAllDocuments(readFileSync(join(ROOT, "k8s", f), "utf8"))
+				.map((d) => d.toJS())
+				.filter(Boolean);
 		const kustomization = parse(readFileSync(join(ROOT, "k8s/kustomization.yaml"), "utf8"));
 		expect(kustomization.resources).toContain("network-policy.yaml");
 		const generator = kustomization.configMapGenerator.find((g: { name: string }) => g.name === "nats-config");
@@ -107,7 +133,16 @@ describe("Kubernetes manifests", () => {
 		// Every service gets the login: NATS_USER from the ConfigMap, NATS_PASSWORD from the Secret they all read.
 		expect(load("configmap.yaml")[0].data.NATS_USER).toBe("ride");
 		expect(load("secret.example.yaml").find((d) => d.metadata.name === "ride-secrets").stringData.NATS_PASSWORD).toBe("REPLACE_ME");
-		const platformPods = ["gateway.yaml", "pricing.yaml", "riders.yaml", "orders.yaml", "dispatch.yaml", "notifications.yaml", "sandbox/fleet.yaml", "migrate-job.yaml"]
+		const platformPods = [
+			"gateway.yaml",
+			"pricing.yaml",
+			"riders.yaml",
+			"orders.yaml",
+			"dispatch.yaml",
+			"notifications.yaml",
+			"sandbox/fleet.yaml",
+			"migrate-job.yaml",
+		]
 			.flatMap(load)
 			.filter((d) => d.kind === "Deployment" || d.kind === "Job");
 		expect(platformPods).toHaveLength(8);
@@ -119,11 +154,19 @@ describe("Kubernetes manifests", () => {
 		const policies = load("network-policy.yaml");
 		expect(policies.every((p) => p.kind === "NetworkPolicy" && p.apiVersion === "networking.k8s.io/v1")).toBe(true);
 		const policyFor = (name: string) => policies.find((p) => p.spec.podSelector.matchLabels["app.kubernetes.io/name"] === name);
-		for (const [name, ports] of [["nats", [4222, 8222]], ["postgres", [5432]]] as const) {
+		for (const [name, ports] of [
+			["nats", [4222, 8222]],
+			["postgres", [5432]],
+		] as const) {
 			const policy = policyFor(name);
 			expect(policy.spec.policyTypes).toEqual(["Ingress"]);
 			// One rule: from pods labelled as the platform's, on the server's ports only.
-			expect(policy.spec.ingress).toEqual([{ from: [{ podSelector: { matchLabels: { "app.kubernetes.io/part-of": "ride-platform" } } }], ports: ports.map((port) => ({ protocol: "TCP", port })) }]);
+			expect(policy.spec.ingress).toEqual([
+				{
+					from: [{ podSelector: { matchLabels: { "app.kubernetes.io/part-of": "ride-platform" } } }],
+					ports: ports.map((port) => ({ protocol: "TCP", port })),
+				},
+			]);
 			// It selects the real server pods.
 			const server = load(`infra/${name}.yaml`).find((d) => d.kind === "StatefulSet");
 			expect(server.spec.template.metadata.labels["app.kubernetes.io/name"]).toBe(name);
@@ -154,11 +197,16 @@ describe("Kubernetes manifests", () => {
 		expect(sandbox.status).toBe(0);
 		const sandboxDocs = parseAllDocuments(sandbox.stdout).map((d) => d.toJS());
 		expect(sandboxDocs.find((d) => d.kind === "ConfigMap" && d.metadata.name === "ride-config").data.FLEET_MODE).toBe("simulated");
-		expect(sandboxDocs.filter((d) => d.metadata.name === "ride-fleet").map((d) => d.kind).sort()).toEqual(["Deployment", "PodDisruptionBudget"]);
+		expect(
+			sandboxDocs
+				.filter((d) => d.metadata.name === "ride-fleet")
+				.map((d) => d.kind)
+				.sort(),
+		).toEqual(["Deployment", "PodDisruptionBudget"]);
 	});
 
 	test("the validator fails on a NetworkPolicy schema error", async () => {
-		const dir = brokenK8sCopy("netpol", "network-policy.yaml", (t) => t.replace("port: 5432", 'port: [5432]'));
+		const dir = brokenK8sCopy("netpol", "network-policy.yaml", (t) => t.replace("port: 5432", "port: [5432]"));
 		const r = await runNode(["scripts/validate-manifests.mjs", dir]);
 		expect(r.code).toBe(1);
 		expect(r.out).toMatch(/NetworkPolicy\/postgres-from-platform-only: schema/);
@@ -172,14 +220,20 @@ describe("Kubernetes manifests", () => {
 	});
 
 	test("the validator fails on a missing required field (Deployment without selector)", async () => {
-		const dir = brokenK8sCopy("required", "riders.yaml", (t) => t.replace(/ {2}selector:\n {4}matchLabels:\n {6}app.kubernetes.io\/name: ride-riders\n {2}strategy:/, "  strategy:"));
+		const dir = brokenK8sCopy("required", "riders.yaml", (t) =>
+			t.replace(/ {2}selector:\n {4}matchLabels:\n {6}app.kubernetes.io\/name: ride-riders\n {2}strategy:/, "  strategy:"),
+		);
 		const r = await runNode(["scripts/validate-manifests.mjs", dir]);
 		expect(r.code).toBe(1);
 		expect(r.out).toMatch(/must have required property 'selector'|required property selector/);
 	});
 
 	test("the validator fails on a broken reference (HPA targets a Deployment that does not exist) and an unknown kind", async () => {
-		const dir = brokenK8sCopy("refs", "pricing.yaml", (t) => t.replace("    kind: Deployment\n    name: ride-pricing", "    kind: Deployment\n    name: ride-pricer").replace("kind: PodDisruptionBudget", "kind: PodDisruptionBudgett"));
+		const dir = brokenK8sCopy("refs", "pricing.yaml", (t) =>
+			t
+				.replace("    kind: Deployment\n    name: ride-pricing", "    kind: Deployment\n    name: ride-pricer")
+				.replace("kind: PodDisruptionBudget", "kind: PodDisruptionBudgett"),
+		);
 		const r = await runNode(["scripts/validate-manifests.mjs", dir]);
 		expect(r.code).toBe(1);
 		expect(r.out).toMatch(/scaleTargetRef Deployment\/ride-pricer is not defined/);
@@ -201,7 +255,10 @@ function startShellCommand(command: string, extraArgs: string, env: Record<strin
 }
 
 describe("Redis for the gateways' shared limits (Kubernetes and Compose)", () => {
-	const loadK8s = (f: string) => parseAllDocuments(readFileSync(join(ROOT, "k8s", f), "utf8")).map((d) => d.toJS()).filter(Boolean);
+	const loadK8s = (f: string) =>
+		parseAllDocuments(readFileSync(join(ROOT, "k8s", f), "utf8"))
+			.map((d) => d.toJS())
+			.filter(Boolean);
 	const compose = () => parse(readFileSync(join(ROOT, "docker-compose.yml"), "utf8"), { merge: true });
 	const k8sRedis = () => loadK8s("infra/redis.yaml").find((d) => d.kind === "StatefulSet");
 
@@ -216,7 +273,12 @@ describe("Redis for the gateways' shared limits (Kubernetes and Compose)", () =>
 		expect(service.spec.selector).toEqual({ "app.kubernetes.io/name": "redis" });
 		const secret = loadK8s("secret.example.yaml").find((d) => d.metadata.name === "ride-secrets").stringData;
 		expect(secret.REDIS_PASSWORD).toBe("REPLACE_ME");
-		expect(new URL(secret.REDIS_URL)).toMatchObject({ protocol: "redis:", password: "REPLACE_ME", hostname: `${service.metadata.name}.ride.svc.cluster.local`, port: "6379" });
+		expect(new URL(secret.REDIS_URL)).toMatchObject({
+			protocol: "redis:",
+			password: "REPLACE_ME",
+			hostname: `${service.metadata.name}.ride.svc.cluster.local`,
+			port: "6379",
+		});
 		const gateway = loadK8s("gateway.yaml").find((d) => d.kind === "Deployment");
 		expect(gateway.spec.template.spec.containers[0].envFrom).toContainEqual({ secretRef: { name: "ride-secrets" } });
 		const policy = loadK8s("network-policy.yaml").find((p) => p.spec.podSelector.matchLabels["app.kubernetes.io/name"] === "redis");
@@ -239,8 +301,13 @@ describe("Redis for the gateways' shared limits (Kubernetes and Compose)", () =>
 		expect(services.redis.environment.REDIS_PASSWORD).toMatch(/^\$\{REDIS_PASSWORD:\?/);
 		expect(services.redis.command.join(" ")).toMatch(/requirepass/);
 		expect(services.gateway.environment.REDIS_URL).toBe("redis://:${REDIS_PASSWORD:?set REDIS_PASSWORD in .env}@redis:6379");
-		expect(services.gateway.depends_on).toMatchObject({ redis: { condition: "service_healthy" }, nats: { condition: "service_healthy" }, migrate: { condition: "service_completed_successfully" } });
-		for (const name of ["pricing", "riders", "orders", "dispatch", "notifications", "fleet", "migrate"]) expect([name, services[name].environment.REDIS_URL]).toEqual([name, undefined]);
+		expect(services.gateway.depends_on).toMatchObject({
+			redis: { condition: "service_healthy" },
+			nats: { condition: "service_healthy" },
+			migrate: { condition: "service_completed_successfully" },
+		});
+		for (const name of ["pricing", "riders", "orders", "dispatch", "notifications", "fleet", "migrate"])
+			expect([name, services[name].environment.REDIS_URL]).toEqual([name, undefined]);
 		expect(readFileSync(join(ROOT, ".env.example"), "utf8")).toMatch(/^REDIS_PASSWORD=change-me/m);
 	});
 
@@ -248,42 +315,45 @@ describe("Redis for the gateways' shared limits (Kubernetes and Compose)", () =>
 		["k8s/infra/redis.yaml", () => k8sRedis().spec.template.spec.containers[0].command as string[]],
 		// Compose writes a literal $ as $$.
 		["docker-compose.yml", () => (compose().services.redis.command as string[]).map((a) => a.replace(/\$\$/g, "$"))],
-	])("the Redis command of %s runs: it refuses a client without the password, admits the gateway's REDIS_URL form, saves nothing, and keeps the password out of its arguments", async (_file, commandOf) => {
-		const command = commandOf();
-		expect(command.slice(0, 2)).toEqual(["sh", "-c"]);
-		const password = `pw-${randomBytes(12).toString("hex")}`;
-		const port = await freePort();
-		const child = startShellCommand(command[2], `--port ${port} --bind 127.0.0.1`, { REDIS_PASSWORD: password });
-		let output = "";
-		child.stdout!.on("data", (c: Buffer) => (output += c.toString()));
-		child.stderr!.on("data", (c: Buffer) => (output += c.toString()));
-		const clients: Redis[] = [];
-		const client = (url: string) => {
-			const r = new Redis(url, { lazyConnect: true, enableReadyCheck: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
-			r.on("error", () => undefined);
-			clients.push(r);
-			return r;
-		};
-		try {
-			await waitFor("redis-server listening", () => /Ready to accept connections/.test(output), 15_000, 50);
-			const anonymous = client(`redis://127.0.0.1:${port}`);
-			await expect(anonymous.ping()).rejects.toThrow(/NOAUTH/);
-			await expect(anonymous.auth(`not-${password}`)).rejects.toThrow(/WRONGPASS/);
-			const gateway = client(`redis://:${password}@127.0.0.1:${port}`);
-			expect(await gateway.ping()).toBe("PONG");
-			expect(await gateway.config("GET", "save")).toEqual(["save", ""]);
-			expect(await gateway.config("GET", "appendonly")).toEqual(["appendonly", "no"]);
-			// Keys without a TTL are kept; the limits' keys (with one) go first under memory pressure.
-			expect(await gateway.config("GET", "maxmemory-policy")).toEqual(["maxmemory-policy", "volatile-ttl"]);
-			const serverPid = Number((await gateway.info("server")).match(/process_id:(\d+)/)![1]);
-			expect(readFileSync(`/proc/${serverPid}/cmdline`, "utf8")).not.toContain(password);
-		} finally {
-			for (const r of clients) r.disconnect();
-			const exited = new Promise((r) => (child.exitCode !== null ? r(undefined) : child.once("exit", r)));
-			process.kill(-child.pid!, "SIGTERM");
-			await exited;
-		}
-	});
+	])(
+		"the Redis command of %s runs: it refuses a client without the password, admits the gateway's REDIS_URL form, saves nothing, and keeps the password out of its arguments",
+		async (_file, commandOf) => {
+			const command = commandOf();
+			expect(command.slice(0, 2)).toEqual(["sh", "-c"]);
+			const password = `pw-${randomBytes(12).toString("hex")}`;
+			const port = await freePort();
+			const child = startShellCommand(command[2], `--port ${port} --bind 127.0.0.1`, { REDIS_PASSWORD: password });
+			let output = "";
+			child.stdout!.on("data", (c: Buffer) => (output += c.toString()));
+			child.stderr!.on("data", (c: Buffer) => (output += c.toString()));
+			const clients: Redis[] = [];
+			const client = (url: string) => {
+				const r = new Redis(url, { lazyConnect: true, enableReadyCheck: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+				r.on("error", () => undefined);
+				clients.push(r);
+				return r;
+			};
+			try {
+				await waitFor("redis-server listening", () => /Ready to accept connections/.test(output), 15_000, 50);
+				const anonymous = client(`redis://127.0.0.1:${port}`);
+				await expect(anonymous.ping()).rejects.toThrow(/NOAUTH/);
+				await expect(anonymous.auth(`not-${password}`)).rejects.toThrow(/WRONGPASS/);
+				const gateway = client(`redis://:${password}@127.0.0.1:${port}`);
+				expect(await gateway.ping()).toBe("PONG");
+				expect(await gateway.config("GET", "save")).toEqual(["save", ""]);
+				expect(await gateway.config("GET", "appendonly")).toEqual(["appendonly", "no"]);
+				// Keys without a TTL are kept; the limits' keys (with one) go first under memory pressure.
+				expect(await gateway.config("GET", "maxmemory-policy")).toEqual(["maxmemory-policy", "volatile-ttl"]);
+				const serverPid = Number((await gateway.info("server")).match(/process_id:(\d+)/)![1]);
+				expect(readFileSync(`/proc/${serverPid}/cmdline`, "utf8")).not.toContain(password);
+			} finally {
+				for (const r of clients) r.disconnect();
+				const exited = new Promise((r) => (child.exitCode !== null ? r(undefined) : child.once("exit", r)));
+				process.kill(-child.pid!, "SIGTERM");
+				await exited;
+			}
+		},
+	);
 });
 
 describe("docker-compose.yml", () => {
@@ -300,7 +370,15 @@ describe("docker-compose.yml", () => {
 		expect(services.nats.command).toContain("-js");
 		expect(services.postgres.volumes[0]).toMatch(/^pg-data:/);
 		expect(services.migrate.command).toEqual(["node", "dist/bin/migrate.js"]);
-		const expected: Record<string, string> = { gateway: "gateway,partners", pricing: "pricing", riders: "riders", orders: "orders", dispatch: "dispatch", notifications: "notifications", fleet: "fleet" };
+		const expected: Record<string, string> = {
+			gateway: "gateway,partners",
+			pricing: "pricing",
+			riders: "riders",
+			orders: "orders",
+			dispatch: "dispatch",
+			notifications: "notifications",
+			fleet: "fleet",
+		};
 		for (const [name, servicesEnv] of Object.entries(expected)) {
 			const s = services[name];
 			expect(s.environment.SERVICES).toBe(servicesEnv);
@@ -329,7 +407,8 @@ describe("docker-compose.yml", () => {
 		}
 		if (!hasDockerCompose) return;
 		const env = { ...process.env, ...COMPOSE_ENV };
-		const rendered = (extra: Record<string, string>) => spawnSync("docker-compose", ["-f", join(ROOT, "docker-compose.yml"), "config"], { encoding: "utf8", env: { ...env, ...extra } });
+		const rendered = (extra: Record<string, string>) =>
+			spawnSync("docker-compose", ["-f", join(ROOT, "docker-compose.yml"), "config"], { encoding: "utf8", env: { ...env, ...extra } });
 		const live = rendered({});
 		expect(live.status).toBe(0);
 		expect(parse(live.stdout).services.dispatch.environment.FLEET_MODE).toBe("live");
@@ -363,7 +442,13 @@ describe("docker-compose.yml", () => {
 
 	(hasDockerCompose ? test : test.skip)("docker-compose config -q fails on a broken compose file", async () => {
 		const file = join(tmp, "docker-compose.broken2.yml");
-		writeFileSync(file, readFileSync(join(ROOT, "docker-compose.yml"), "utf8").replace("    volumes:\n      - nats-data:/data\n      - ./k8s/infra/nats-server.conf:/etc/nats/ride.conf:ro", "    volumes: nats-data"));
+		writeFileSync(
+			file,
+			readFileSync(join(ROOT, "docker-compose.yml"), "utf8").replace(
+				"    volumes:\n      - nats-data:/data\n      - ./k8s/infra/nats-server.conf:/etc/nats/ride.conf:ro",
+				"    volumes: nats-data",
+			),
+		);
 		const r = spawnSync("docker-compose", ["-f", file, "config", "-q"], { encoding: "utf8", env: { ...process.env, ...COMPOSE_ENV } });
 		expect(r.status).not.toBe(0);
 		expect(r.stderr + r.stdout).toMatch(/volumes/);
@@ -434,10 +519,14 @@ describe("Dockerfile", () => {
 		const copies = [...dockerfile.matchAll(/^COPY\s+(?!--from)(?:--chown=\S+\s+)?(.+)\s+\S+$/gm)].flatMap((m) => m[1].trim().split(/\s+/));
 		expect(copies.length).toBeGreaterThan(5);
 		for (const path of copies) expect([path, existsSync(join(ROOT, path))]).toEqual([path, true]);
-		const ignored = readFileSync(join(ROOT, ".dockerignore"), "utf8").split("\n").map((l) => l.trim());
+		const ignored = readFileSync(join(ROOT, ".dockerignore"), "utf8")
+			.split("\n")
+			.map((l) => l.trim());
 		for (const path of copies) expect(ignored).not.toContain(path);
 
-		const everything = [dockerfile, readFileSync(join(ROOT, "docker-compose.yml"), "utf8"), readFileSync(join(ROOT, "k8s/migrate-job.yaml"), "utf8")].join("\n");
+		const everything = [dockerfile, readFileSync(join(ROOT, "docker-compose.yml"), "utf8"), readFileSync(join(ROOT, "k8s/migrate-job.yaml"), "utf8")].join(
+			"\n",
+		);
 		const entryPoints = new Set([...everything.matchAll(/dist\/(bin\/[\w-]+)\.js/g)].map((m) => m[1]));
 		expect([...entryPoints]).toEqual(expect.arrayContaining(["bin/healthcheck", "bin/migrate", "bin/server"]));
 		for (const entry of entryPoints) expect([entry, existsSync(join(ROOT, `${entry}.ts`))]).toEqual([entry, true]);

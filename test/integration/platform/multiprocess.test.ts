@@ -31,7 +31,11 @@ describe("every service in its own process over NATS", () => {
 			processes: [
 				{ label: "pricing", services: "pricing", compiled: true },
 				{ label: "riders", services: "riders" },
-				{ label: "orders", services: "orders", env: { METRICS_PORT: String(ports.ordersMetrics), HEALTH_PORT: String(ports.ordersHealth), LOG_FORMAT: "json" } },
+				{
+					label: "orders",
+					services: "orders",
+					env: { METRICS_PORT: String(ports.ordersMetrics), HEALTH_PORT: String(ports.ordersHealth), LOG_FORMAT: "json" },
+				},
 				{ label: "dispatch", services: "dispatch", env: { HEALTH_PORT: String(ports.dispatchHealth) } },
 				{ label: "notifications", services: "notifications" },
 			],
@@ -52,7 +56,10 @@ describe("every service in its own process over NATS", () => {
 		expect(estimate.body.quotes).toHaveLength(1);
 		const quote = estimate.body.quotes[0];
 
-		const created = await api.post<{ orderId: string; status: string; fare: { totalAmount: number } }>("/ride/create-order", { ...request, quoteId: quote.quoteId });
+		const created = await api.post<{ orderId: string; status: string; fare: { totalAmount: number } }>("/ride/create-order", {
+			...request,
+			quoteId: quote.quoteId,
+		});
 		expect(created.status).toBe(201);
 		expect(created.body.status).toBe("searching");
 		expect(created.body.fare.totalAmount).toBe(quote.totalAmount);
@@ -70,7 +77,11 @@ describe("every service in its own process over NATS", () => {
 		const after = await api.post<{ status: string }>("/ride/status", { orderId });
 		expect(after.body.status).toBe("customer_cancelled");
 
-		const hook = await waitFor("the customer_cancelled webhook", () => endpoint.delivered().find((h) => h.orderId === orderId && h.status === "customer_cancelled"), 30_000);
+		const hook = await waitFor(
+			"the customer_cancelled webhook",
+			() => endpoint.delivered().find((h) => h.orderId === orderId && h.status === "customer_cancelled"),
+			30_000,
+		);
 		expect(hook.signatureValid).toBe(true);
 		expect(hook.body).toMatchObject({ orderId, status: "customer_cancelled", metadata: { partnerRef: "cluster-1" } });
 
@@ -87,7 +98,13 @@ describe("every service in its own process over NATS", () => {
 		const started = (label: string, svc: string) => cluster.get(label).output().includes(`Service '${svc}' started`);
 		expect(started("gateway", "gateway") && started("gateway", "partners")).toBe(true);
 		expect(started("orders", "orders")).toBe(true);
-		for (const [label, notHere] of [["gateway", "orders"], ["orders", "gateway"], ["pricing", "orders"], ["orders", "pricing"], ["notifications", "orders"]] as const) {
+		for (const [label, notHere] of [
+			["gateway", "orders"],
+			["orders", "gateway"],
+			["pricing", "orders"],
+			["orders", "pricing"],
+			["notifications", "orders"],
+		] as const) {
 			expect([label, notHere, started(label, notHere)]).toEqual([label, notHere, false]);
 		}
 		const pids = new Set([...cluster.procs.values()].map((p) => p.child.pid));
@@ -116,7 +133,11 @@ describe("every service in its own process over NATS", () => {
 	});
 
 	test("orders logs JSON lines (LOG_FORMAT=json)", () => {
-		const lines = platform.cluster.get("orders").output().split("\n").filter((l) => l.trim().length > 0);
+		const lines = platform.cluster
+			.get("orders")
+			.output()
+			.split("\n")
+			.filter((l) => l.trim().length > 0);
 		const started = lines.find((l) => l.includes("started successfully"));
 		expect(started).toBeDefined();
 		const parsed = JSON.parse(started!) as Record<string, unknown>;

@@ -35,7 +35,10 @@ async function startNatsServer(): Promise<void> {
 	const port = await freePort();
 	// The configuration compose mounts and k8s generates its ConfigMap from: the password comes from the server's environment.
 	const conf = resolve(__dirname, "../../../k8s/infra/nats-server.conf");
-	nats = spawn(NATS_SERVER, ["-c", conf, "-a", "127.0.0.1", "-p", String(port)], { env: { ...process.env, NATS_PASSWORD: password }, stdio: ["ignore", "pipe", "pipe"] });
+	nats = spawn(NATS_SERVER, ["-c", conf, "-a", "127.0.0.1", "-p", String(port)], {
+		env: { ...process.env, NATS_PASSWORD: password },
+		stdio: ["ignore", "pipe", "pipe"],
+	});
 	let out = "";
 	nats.stderr!.on("data", (c: Buffer) => (out += c.toString()));
 	nats.stdout!.on("data", (c: Buffer) => (out += c.toString()));
@@ -91,7 +94,17 @@ afterAll(async () => {
 		await none.waitFor(/Authorization Violation/i, 30_000);
 
 		// A second broker with the credentials calls across the bus.
-		const broker = new ServiceBroker({ ...buildBrokerConfig({ TRANSPORTER: natsUrl, NAMESPACE: namespace, NATS_USER: "ride", NATS_PASSWORD: password, METRICS_PORT: "0", LOGLEVEL: "warn" }), nodeID: "caller" });
+		const broker = new ServiceBroker({
+			...buildBrokerConfig({
+				TRANSPORTER: natsUrl,
+				NAMESPACE: namespace,
+				NATS_USER: "ride",
+				NATS_PASSWORD: password,
+				METRICS_PORT: "0",
+				LOGLEVEL: "warn",
+			}),
+			nodeID: "caller",
+		});
 		await broker.start();
 		try {
 			await waitFor("node-good in the registry", () => broker.registry.nodes.get("node-good")?.available === true);
@@ -110,5 +123,4 @@ afterAll(async () => {
 		expect(none.output()).not.toMatch(/started successfully/);
 		for (const p of started) expect([p.name, p.output().includes(password)]).toEqual([p.name, false]);
 	}, 90_000);
-
 });

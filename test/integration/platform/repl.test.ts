@@ -140,7 +140,12 @@ describe("REPL against a running cluster", () => {
 		const delivered = await waitFor("the replayed webhook", () => endpoint!.delivered().find((h) => h.eventId === eventId), 20_000);
 		expect(delivered.signatureValid).toBe(true);
 		expect(delivered.status).toBe("customer_cancelled");
-		await waitFor("the event delivered", async () => /state: 'delivered'/.test(await repl.run(`call orders.events --orderId ${orderId} --#partnerId ${partnerId}`)), 20_000, 300);
+		await waitFor(
+			"the event delivered",
+			async () => /state: 'delivered'/.test(await repl.run(`call orders.events --orderId ${orderId} --#partnerId ${partnerId}`)),
+			20_000,
+			300,
+		);
 
 		// A partner-scoped call without the partner is refused, not answered.
 		expect(await repl.run(`call orders.events --orderId ${orderId}`)).toMatch(/UNAUTHORIZED|Missing or invalid API key/);

@@ -103,7 +103,12 @@ describe("SIGTERM during load", () => {
 		await waitFor(
 			"every customer_cancelled webhook",
 			() => {
-				const delivered = new Set(endpoint.delivered().filter((h) => h.status === "customer_cancelled").map((h) => h.orderId));
+				const delivered = new Set(
+					endpoint
+						.delivered()
+						.filter((h) => h.status === "customer_cancelled")
+						.map((h) => h.orderId),
+				);
 				return cancelled.every((id) => delivered.has(id));
 			},
 			60_000,
@@ -127,10 +132,15 @@ describe("SIGTERM during load", () => {
 		gateway.child.kill("SIGTERM");
 
 		// Readiness fails first, on the API port and on the health port…
-		const drainingReady = await waitFor("gateway readiness 503", async () => {
-			const r = await api.get("/health/ready");
-			return r.status === 503 ? r : null;
-		}, 5_000, 20);
+		const drainingReady = await waitFor(
+			"gateway readiness 503",
+			async () => {
+				const r = await api.get("/health/ready");
+				return r.status === 503 ? r : null;
+			},
+			5_000,
+			20,
+		);
 		expect(drainingReady.body).toMatchObject({ status: "draining" });
 		const health = await httpRequest(`http://127.0.0.1:${healthPort}/health/ready`);
 		expect(health.status).toBe(503);

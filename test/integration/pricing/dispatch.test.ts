@@ -17,7 +17,8 @@ const DROP = { lat: 12.9352, lng: 77.6245 };
 let bed: Testbed;
 let partnerId: string;
 
-const estimate = () => bed.node.broker.call<EstimateResult, Record<string, unknown>>("pricing.estimate", { pickup: PICKUP, drop: DROP }, { meta: { partnerId } });
+const estimate = () =>
+	bed.node.broker.call<EstimateResult, Record<string, unknown>>("pricing.estimate", { pickup: PICKUP, drop: DROP }, { meta: { partnerId } });
 
 /** The first estimate in which `done` holds (polled every 100 ms, for up to 20 s). */
 const estimateOnce = (what: string, done: (r: EstimateResult) => boolean) =>

@@ -52,7 +52,10 @@ describe("POST /ride/fare-estimate", () => {
 	});
 
 	it("answers 401 without a valid key", async () => {
-		const res = await new PartnerApi(http.baseUrl, "nope").post("/ride/fare-estimate", { pickup: { lat: 12.9716, lng: 77.5946 }, drop: { lat: 12.9352, lng: 77.6245 } });
+		const res = await new PartnerApi(http.baseUrl, "nope").post("/ride/fare-estimate", {
+			pickup: { lat: 12.9716, lng: 77.5946 },
+			drop: { lat: 12.9352, lng: 77.6245 },
+		});
 		expect(res.status).toBe(401);
 		expect(res.body.code).toBe("UNAUTHORIZED");
 	});

@@ -43,7 +43,11 @@ afterAll(async () => {
 describe("pricing.estimate", () => {
 	it("quotes scooty then cab with the contract's fields", async () => {
 		const before = Date.now();
-		const res = await node.broker.call<EstimateResult, Record<string, unknown>>("pricing.estimate", { pickup: MG_ROAD, drop: KORAMANGALA }, asPartner(partnerA));
+		const res = await node.broker.call<EstimateResult, Record<string, unknown>>(
+			"pricing.estimate",
+			{ pickup: MG_ROAD, drop: KORAMANGALA },
+			asPartner(partnerA),
+		);
 		expect(Number.isInteger(res.distance)).toBe(true);
 		expect(Number.isInteger(res.duration)).toBe(true);
 		expect(res.distance).toBeGreaterThan(5_000);
@@ -79,7 +83,11 @@ describe("pricing.estimate", () => {
 	});
 
 	it("quotes exactly the requested service type", async () => {
-		const res = await node.broker.call<EstimateResult, Record<string, unknown>>("pricing.estimate", { pickup: MG_ROAD, drop: KORAMANGALA, serviceType: "cab" }, asPartner(partnerA));
+		const res = await node.broker.call<EstimateResult, Record<string, unknown>>(
+			"pricing.estimate",
+			{ pickup: MG_ROAD, drop: KORAMANGALA, serviceType: "cab" },
+			asPartner(partnerA),
+		);
 		expect(res.quotes).toHaveLength(1);
 		expect(res.quotes[0].serviceType).toBe("cab");
 		expect(res.duration).toBe(res.quotes[0].duration);
@@ -113,12 +121,17 @@ describe("pricing.estimate", () => {
 
 	it("writes nothing to the database", async () => {
 		const pg = bed.pg;
-		const tables = (await pg.query<{ table_name: string }>("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1")).rows.map((r) => r.table_name);
+		const tables = (
+			await pg.query<{ table_name: string }>("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1")
+		).rows.map((r) => r.table_name);
 		expect(tables).toEqual(expect.arrayContaining(["pricing_secrets", "riders", "partners"]));
 		// Every row of every table, fingerprinted: an estimate must change none of them.
 		const snapshot = async () => {
 			const out: Record<string, string> = {};
-			for (const t of tables) out[t] = (await pg.query<{ h: string }>(`SELECT count(*) || ':' || coalesce(md5(string_agg(x::text, ',' ORDER BY x::text)), '') AS h FROM "${t}" x`)).rows[0].h;
+			for (const t of tables)
+				out[t] = (
+					await pg.query<{ h: string }>(`SELECT count(*) || ':' || coalesce(md5(string_agg(x::text, ',' ORDER BY x::text)), '') AS h FROM "${t}" x`)
+				).rows[0].h;
 			return out;
 		};
 		const before = await snapshot();
@@ -130,7 +143,11 @@ describe("pricing.estimate", () => {
 
 describe("pricing.verifyQuote", () => {
 	async function quote(serviceType: "scooty" | "cab", partnerId = partnerA) {
-		const res = await node.broker.call<EstimateResult, Record<string, unknown>>("pricing.estimate", { pickup: MG_ROAD, drop: KORAMANGALA, serviceType }, asPartner(partnerId));
+		const res = await node.broker.call<EstimateResult, Record<string, unknown>>(
+			"pricing.estimate",
+			{ pickup: MG_ROAD, drop: KORAMANGALA, serviceType },
+			asPartner(partnerId),
+		);
 		return { res, q: res.quotes[0] };
 	}
 
@@ -156,7 +173,11 @@ describe("pricing.verifyQuote", () => {
 	it("refuses garbled, foreign, mismatched and far-away quotes as QUOTE_INVALID", async () => {
 		const { q } = await quote("cab");
 		const verify = (params: Record<string, unknown>, partnerId = partnerA) =>
-			node.broker.call("pricing.verifyQuote", { quoteId: q.quoteId, serviceType: "cab", pickup: MG_ROAD, drop: KORAMANGALA, ...params }, asPartner(partnerId));
+			node.broker.call(
+				"pricing.verifyQuote",
+				{ quoteId: q.quoteId, serviceType: "cab", pickup: MG_ROAD, drop: KORAMANGALA, ...params },
+				asPartner(partnerId),
+			);
 
 		const garbled = await expectError(verify({ quoteId: "qt_nonsense" }), "QUOTE_INVALID", 422);
 		const foreign = await expectError(verify({}, partnerB), "QUOTE_INVALID", 422);
@@ -172,7 +193,16 @@ describe("pricing.verifyQuote", () => {
 
 	it("reports an expired genuine quote as QUOTE_EXPIRED, and a forged expired one as QUOTE_INVALID", async () => {
 		const fare = computeFare(parseTariffs(undefined).scooty, 6_000, 900, 10);
-		const claims = { partnerId: partnerA, serviceType: "scooty" as const, pickup: MG_ROAD, drop: KORAMANGALA, distance: 6_000, duration: 900, fare, expiresAt: Date.now() - 1_000 };
+		const claims = {
+			partnerId: partnerA,
+			serviceType: "scooty" as const,
+			pickup: MG_ROAD,
+			drop: KORAMANGALA,
+			distance: 6_000,
+			duration: 900,
+			fare,
+			expiresAt: Date.now() - 1_000,
+		};
 		const expired = encodeQuote(claims, new QuoteKeyring(SECRET));
 		const params = { quoteId: expired, serviceType: "scooty", pickup: MG_ROAD, drop: KORAMANGALA };
 		await expectError(node.broker.call("pricing.verifyQuote", params, asPartner(partnerA)), "QUOTE_EXPIRED", 422);
@@ -184,8 +214,16 @@ describe("pricing.verifyQuote", () => {
 
 describe("pricing.quote", () => {
 	it("prices a trip at the current tariff without a quote id", async () => {
-		const trip = await node.broker.call<PricedTrip, Record<string, unknown>>("pricing.quote", { serviceType: "scooty", pickup: MG_ROAD, drop: KORAMANGALA });
-		const est = await node.broker.call<EstimateResult, Record<string, unknown>>("pricing.estimate", { pickup: MG_ROAD, drop: KORAMANGALA, serviceType: "scooty" }, asPartner(partnerA));
+		const trip = await node.broker.call<PricedTrip, Record<string, unknown>>("pricing.quote", {
+			serviceType: "scooty",
+			pickup: MG_ROAD,
+			drop: KORAMANGALA,
+		});
+		const est = await node.broker.call<EstimateResult, Record<string, unknown>>(
+			"pricing.estimate",
+			{ pickup: MG_ROAD, drop: KORAMANGALA, serviceType: "scooty" },
+			asPartner(partnerA),
+		);
 		expect(trip.quoteId).toBeUndefined();
 		expect(trip.totalAmount).toBe(est.quotes[0].totalAmount);
 		expect(trip.totalAmountPaise).toBe(Math.round(trip.totalAmount * 100));
@@ -215,7 +253,11 @@ describe("signing secret from pricing_secrets", () => {
 			} finally {
 				await pg.end();
 			}
-			const est = await one.broker.call<EstimateResult, Record<string, unknown>>("pricing.estimate", { pickup: MG_ROAD, drop: KORAMANGALA, serviceType: "cab" }, asPartner("ptn_x"));
+			const est = await one.broker.call<EstimateResult, Record<string, unknown>>(
+				"pricing.estimate",
+				{ pickup: MG_ROAD, drop: KORAMANGALA, serviceType: "cab" },
+				asPartner("ptn_x"),
+			);
 			const trip = await two.broker.call<PricedTrip, Record<string, unknown>>(
 				"pricing.verifyQuote",
 				{ quoteId: est.quotes[0].quoteId, serviceType: "cab", pickup: MG_ROAD, drop: KORAMANGALA },
@@ -223,9 +265,17 @@ describe("signing secret from pricing_secrets", () => {
 			);
 			expect(trip.totalAmount).toBe(est.quotes[0].totalAmount);
 			// A quote signed with the configured secret of the other test node is not accepted here.
-			const other = await node.broker.call<EstimateResult, Record<string, unknown>>("pricing.estimate", { pickup: MG_ROAD, drop: KORAMANGALA, serviceType: "cab" }, asPartner("ptn_x"));
+			const other = await node.broker.call<EstimateResult, Record<string, unknown>>(
+				"pricing.estimate",
+				{ pickup: MG_ROAD, drop: KORAMANGALA, serviceType: "cab" },
+				asPartner("ptn_x"),
+			);
 			await expectError(
-				two.broker.call("pricing.verifyQuote", { quoteId: other.quotes[0].quoteId, serviceType: "cab", pickup: MG_ROAD, drop: KORAMANGALA }, asPartner("ptn_x")),
+				two.broker.call(
+					"pricing.verifyQuote",
+					{ quoteId: other.quotes[0].quoteId, serviceType: "cab", pickup: MG_ROAD, drop: KORAMANGALA },
+					asPartner("ptn_x"),
+				),
 				"QUOTE_INVALID",
 			);
 		} finally {
@@ -238,6 +288,8 @@ describe("signing secret from pricing_secrets", () => {
 	it("refuses ROUTING=osrm at start", async () => {
 		// Another spelling of the URL gets its own (never used) pool, so the refused start leaks nothing into the main node's.
 		const url = db.url.replace("127.0.0.1", "localhost");
-		await expect(startTestNode({ databaseUrl: url, services: ["pricing"], env: { ROUTING: "osrm", OSRM_URL: "http://127.0.0.1:9" } })).rejects.toThrow(/ROUTING=osrm is not implemented/);
+		await expect(startTestNode({ databaseUrl: url, services: ["pricing"], env: { ROUTING: "osrm", OSRM_URL: "http://127.0.0.1:9" } })).rejects.toThrow(
+			/ROUTING=osrm is not implemented/,
+		);
 	});
 });

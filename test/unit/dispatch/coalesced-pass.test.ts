@@ -69,9 +69,12 @@ describe("CoalescedPass (dispatch and fleet ticks)", () => {
 
 	it("passes a pass's error to whoever awaits the run, and can run again afterwards", async () => {
 		let fail = true;
-		const ticker = new CoalescedPass(async () => {
-			if (fail) throw new Error("boom");
-		}, () => false);
+		const ticker = new CoalescedPass(
+			async () => {
+				if (fail) throw new Error("boom");
+			},
+			() => false,
+		);
 		await expect(ticker.run()).rejects.toThrow("boom");
 		expect(ticker.current).toBeNull();
 		fail = false;

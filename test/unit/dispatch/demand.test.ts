@@ -10,13 +10,22 @@ describe("surge demand per partner", () => {
 		expect(cappedDemand([], 3)).toBe(0);
 		expect(cappedDemand([30], 3)).toBe(3);
 		expect(cappedDemand([1, 2, 3, 30], 3)).toBe(1 + 2 + 3 + 3);
-		expect(cappedDemand(new Map([["a", 5], ["b", 1]]).values(), 10)).toBe(6);
+		expect(
+			cappedDemand(
+				new Map([
+					["a", 5],
+					["b", 1],
+				]).values(),
+				10,
+			),
+		).toBe(6);
 	});
 
 	it("DISPATCH_DEMAND_PER_PARTNER defaults to 10 and refuses start-up when invalid, naming it", () => {
 		expect(readDispatchSettings({}).demandPerPartner).toBe(10);
 		expect(readDispatchSettings({ DISPATCH_DEMAND_PER_PARTNER: "2" }).demandPerPartner).toBe(2);
-		for (const bad of ["0", "-1", "1.5", "x"]) expect(() => readDispatchSettings({ DISPATCH_DEMAND_PER_PARTNER: bad })).toThrow(/DISPATCH_DEMAND_PER_PARTNER/);
+		for (const bad of ["0", "-1", "1.5", "x"])
+			expect(() => readDispatchSettings({ DISPATCH_DEMAND_PER_PARTNER: bad })).toThrow(/DISPATCH_DEMAND_PER_PARTNER/);
 	});
 
 	it("DISPATCH_SWEEP_PAGE defaults to 1000 and refuses start-up when invalid, naming it", () => {
@@ -79,7 +88,10 @@ describe("demand refresh (syncDemand)", () => {
 	const contents = (indexes: ReturnType<typeof demandIndexes>) =>
 		Object.fromEntries(
 			(["test", "live"] as const).flatMap((mode) =>
-				(["scooty", "cab"] as const).map((type) => [`${mode}/${type}`, Object.fromEntries([...indexes[mode][type].values()].map((v) => [v.id, [v.point.lat, v.point.lng, v.item.partnerId]]))]),
+				(["scooty", "cab"] as const).map((type) => [
+					`${mode}/${type}`,
+					Object.fromEntries([...indexes[mode][type].values()].map((v) => [v.id, [v.point.lat, v.point.lng, v.item.partnerId]])),
+				]),
 			),
 		);
 

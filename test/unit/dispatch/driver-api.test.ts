@@ -221,7 +221,10 @@ describe("DriverTokens", () => {
 
 		it("refuses a simulated driver's phone with 409, issuing no token", async () => {
 			const { tokens, repo } = setupTokens({ simulated: true });
-			await expect(tokens.create({ name: "Sim", phone: "+919800000009", vehicleNumber: "SIM1", serviceType: "cab" })).rejects.toMatchObject({ code: 409, type: "CONFLICT" });
+			await expect(tokens.create({ name: "Sim", phone: "+919800000009", vehicleNumber: "SIM1", serviceType: "cab" })).rejects.toMatchObject({
+				code: 409,
+				type: "CONFLICT",
+			});
 			expect(repo.insert).not.toHaveBeenCalled();
 		});
 
@@ -236,7 +239,9 @@ describe("DriverTokens", () => {
 			const { tokens, repo } = setupTokens();
 			const at = new Date("2026-01-01T10:00:00.000Z");
 			repo.list.mockResolvedValue([{ id: "dtk_1", driver_id: "drv_1", driver_name: "Ravi K", created_at: at, revoked_at: null }]);
-			await expect(tokens.list()).resolves.toEqual([{ tokenId: "dtk_1", driverId: "drv_1", driverName: "Ravi K", createdAt: at.toISOString(), revokedAt: null }]);
+			await expect(tokens.list()).resolves.toEqual([
+				{ tokenId: "dtk_1", driverId: "drv_1", driverName: "Ravi K", createdAt: at.toISOString(), revokedAt: null },
+			]);
 		});
 	});
 });

@@ -15,7 +15,9 @@ describe("driver CLI arguments", () => {
 		expect(() => parseArgs(["create", "--name", "Ravi K"])).toThrow(UsageError);
 		const test = parseArgs(["create", "--name", "R", "--phone", "+919800000001", "--vehicle", "KA01", "--service-type", "scooty", "--mode", "test"]);
 		expect(actionOf(test).params).toMatchObject({ mode: "test" });
-		expect(() => parseArgs(["create", "--name", "R", "--phone", "+919800000001", "--vehicle", "KA01", "--service-type", "scooty", "--mode", "prod"])).toThrow(UsageError);
+		expect(() =>
+			parseArgs(["create", "--name", "R", "--phone", "+919800000001", "--vehicle", "KA01", "--service-type", "scooty", "--mode", "prod"]),
+		).toThrow(UsageError);
 	});
 	it("revoke needs --driver; list takes nothing; anything else is a usage error", () => {
 		expect(actionOf(parseArgs(["revoke", "--driver", "drv_abc"]))).toEqual({ action: "dispatch.revokeDriverTokens", params: { driverId: "drv_abc" } });

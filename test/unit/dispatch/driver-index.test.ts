@@ -18,7 +18,16 @@ function searching(orderId: string, pickup = BLR, partnerId = "prt_1", more: Par
 	return { orderId, partnerId, serviceType: "cab", mode: "test", pickup, ...more };
 }
 
-const change = (over: Partial<DriverChangedEvent> = {}): DriverChangedEvent => ({ id: "drv_1", serviceType: "cab", status: "available", lat: BLR.lat, lng: BLR.lng, rev: 1, mode: "test", ...over });
+const change = (over: Partial<DriverChangedEvent> = {}): DriverChangedEvent => ({
+	id: "drv_1",
+	serviceType: "cab",
+	status: "available",
+	lat: BLR.lat,
+	lng: BLR.lng,
+	rev: 1,
+	mode: "test",
+	...over,
+});
 
 describe("DriverIndex", () => {
 	describe("publish", () => {

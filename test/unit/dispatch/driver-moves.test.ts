@@ -74,7 +74,11 @@ describe("DriverMoves", () => {
 			);
 			expect(metrics.matched).toHaveBeenCalledWith("cab", accepted.createdAt);
 			expect(mirror.applyOrder).toHaveBeenCalledWith(accepted, { abandonInFlight: true });
-			expect(job).toMatchObject({ offer: null, driver: { driverId: "drv_1", status: "on_trip" }, ride: { orderId: "ord_1", status: "accepted", pickup: BLR } });
+			expect(job).toMatchObject({
+				offer: null,
+				driver: { driverId: "drv_1", status: "on_trip" },
+				ride: { orderId: "ord_1", status: "accepted", pickup: BLR },
+			});
 		});
 
 		it("without an open offer: 409 CONFLICT, nothing sent to orders", async () => {
@@ -82,7 +86,11 @@ describe("DriverMoves", () => {
 			repo.mirror.lockRide.mockResolvedValue(rideRow());
 			repo.matching.acceptOffer.mockResolvedValue(false);
 			repo.drivers.driver.mockResolvedValue(driverRow());
-			await expect(moves.accept("drv_1", "ord_1")).rejects.toMatchObject({ code: 409, type: "CONFLICT", message: expect.stringMatching(/^No open offer/) });
+			await expect(moves.accept("drv_1", "ord_1")).rejects.toMatchObject({
+				code: 409,
+				type: "CONFLICT",
+				message: expect.stringMatching(/^No open offer/),
+			});
 			expect(repo.drivers.startTrip).not.toHaveBeenCalled();
 			expect(orders.transition).not.toHaveBeenCalled();
 		});
@@ -114,7 +122,11 @@ describe("DriverMoves", () => {
 			repo.matching.acceptOffer.mockResolvedValue(true);
 			repo.drivers.startTrip.mockResolvedValue(driverRow({ status: "on_trip", order_id: "ord_1" }));
 			orders.transition.mockRejectedValue(refusal);
-			await expect(moves.accept("drv_1", "ord_1")).rejects.toMatchObject({ code: 409, type: "CONFLICT", message: expect.stringContaining("no longer available") });
+			await expect(moves.accept("drv_1", "ord_1")).rejects.toMatchObject({
+				code: 409,
+				type: "CONFLICT",
+				message: expect.stringContaining("no longer available"),
+			});
 			expect(mirror.afterRefusal).toHaveBeenCalledWith("ord_1", refusal);
 			expect(mirror.applyOrder).not.toHaveBeenCalled();
 			expect(metrics.matched).not.toHaveBeenCalled();
@@ -157,7 +169,14 @@ describe("DriverMoves", () => {
 			s.orders.transition.mockResolvedValue(started);
 			const job = await s.moves.moveRide({ driverId: "drv_1", orderId: "ord_1" }, "arrived", "started", "4821", ctx);
 			expect(s.orders.transition).toHaveBeenCalledWith(
-				{ orderId: "ord_1", from: "arrived", to: "started", otp: "4821", location: { lat: driver.lat, lng: driver.lng, heading: 0 }, eta: expect.any(Number) },
+				{
+					orderId: "ord_1",
+					from: "arrived",
+					to: "started",
+					otp: "4821",
+					location: { lat: driver.lat, lng: driver.lng, heading: 0 },
+					eta: expect.any(Number),
+				},
 				ctx,
 			);
 			// Once started, the ETA is from the pickup to the drop: never 0 for a ride of some length.
@@ -192,7 +211,10 @@ describe("DriverMoves", () => {
 		it("a driver not on the ride: 409 CONFLICT, orders not asked", async () => {
 			const { moves, repo, orders } = setup();
 			repo.drivers.driver.mockResolvedValue(driverRow({ status: "on_trip", order_id: "ord_other" }));
-			await expect(moves.moveRide({ driverId: "drv_1", orderId: "ord_1" }, "accepted", "arrived")).rejects.toMatchObject({ code: 409, message: "The driver is not on this ride" });
+			await expect(moves.moveRide({ driverId: "drv_1", orderId: "ord_1" }, "accepted", "arrived")).rejects.toMatchObject({
+				code: 409,
+				message: "The driver is not on this ride",
+			});
 			expect(orders.transition).not.toHaveBeenCalled();
 		});
 
@@ -264,7 +286,10 @@ describe("DriverMoves", () => {
 		it("after the ride started: 409 INVALID_TRANSITION, orders not asked", async () => {
 			const s = setup();
 			onRide(s, "started");
-			await expect(s.moves.dropOut({ driverId: "drv_1", orderId: "ord_1" }, "flat tyre")).rejects.toMatchObject({ code: 409, type: "INVALID_TRANSITION" });
+			await expect(s.moves.dropOut({ driverId: "drv_1", orderId: "ord_1" }, "flat tyre")).rejects.toMatchObject({
+				code: 409,
+				type: "INVALID_TRANSITION",
+			});
 			expect(s.orders.transition).not.toHaveBeenCalled();
 		});
 
@@ -274,7 +299,10 @@ describe("DriverMoves", () => {
 			const searching = internalOrder({ status: "searching", version: 5 });
 			s.orders.transition.mockResolvedValue(searching);
 			await s.moves.dropOut({ driverId: "drv_1", orderId: "ord_1" }, "flat tyre", ctx);
-			expect(s.orders.transition).toHaveBeenCalledWith({ orderId: "ord_1", from: "accepted", to: "searching", driver: { id: "drv_1" }, reason: "flat tyre" }, ctx);
+			expect(s.orders.transition).toHaveBeenCalledWith(
+				{ orderId: "ord_1", from: "accepted", to: "searching", driver: { id: "drv_1" }, reason: "flat tyre" },
+				ctx,
+			);
 			expect(s.mirror.applyOrder).toHaveBeenCalledWith(searching, { abandonInFlight: true });
 			expect(s.matcher.kick).toHaveBeenCalledTimes(1);
 		});
@@ -295,7 +323,10 @@ describe("DriverMoves", () => {
 			const current = internalOrder({ status: "accepted", version: 7, driver: orderDriver(driverRow({ id: "drv_2" })) });
 			s.orders.transition.mockRejectedValue(new ApiError("CONFLICT", "not your ride"));
 			s.orders.get.mockResolvedValue(current);
-			await expect(s.moves.dropOut({ driverId: "drv_1", orderId: "ord_1" }, undefined)).rejects.toMatchObject({ code: 409, message: "The driver is no longer on this ride" });
+			await expect(s.moves.dropOut({ driverId: "drv_1", orderId: "ord_1" }, undefined)).rejects.toMatchObject({
+				code: 409,
+				message: "The driver is no longer on this ride",
+			});
 			expect(s.mirror.applyOrder).toHaveBeenCalledWith(current);
 			expect(s.orders.transition).toHaveBeenCalledTimes(1);
 		});

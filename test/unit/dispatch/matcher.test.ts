@@ -63,7 +63,12 @@ describe("Matcher", () => {
 			expect(index.candidates).toHaveBeenCalledWith({ lat: BLR.lat, lng: BLR.lng }, "cab", "test", new Set(["drv_gone"]), TX);
 			expect(repo.drivers.claimDriver).toHaveBeenCalledWith("drv_1", "ord_1", "cab", "test", TX);
 			const offer = repo.matching.insertOffer.mock.calls[0][0];
-			expect(offer).toMatchObject({ orderId: "ord_1", driverId: "drv_1", distanceM: Math.round(haversineMeters(at, BLR)), timeoutMs: settings.offerTimeoutMs });
+			expect(offer).toMatchObject({
+				orderId: "ord_1",
+				driverId: "drv_1",
+				distanceM: Math.round(haversineMeters(at, BLR)),
+				timeoutMs: settings.offerTimeoutMs,
+			});
 			expect(offer.id).toMatch(/^ofr_[0-9a-f]{24}$/);
 			expect(offer.eta).toBeGreaterThan(0);
 			// The ride is looked at again when the offer runs out.
@@ -305,9 +310,16 @@ describe("Matcher", () => {
 			const { matcher, repo } = setup();
 			const at = new Date("2026-01-01T10:00:00.000Z");
 			repo.mirror.ride.mockResolvedValue(rideRow({ state: "assigned", driver_id: "drv_1", order_status: "accepted" }));
-			repo.matching.offersOfRide.mockResolvedValue([{ id: "ofr_1", driver_id: "drv_1", state: "accepted", distance_m: 600, eta: 90, created_at: at, expires_at: at, responded_at: at }]);
+			repo.matching.offersOfRide.mockResolvedValue([
+				{ id: "ofr_1", driver_id: "drv_1", state: "accepted", distance_m: 600, eta: 90, created_at: at, expires_at: at, responded_at: at },
+			]);
 			const view = await matcher.rideView("ord_1");
-			expect(view).toMatchObject({ orderId: "ord_1", phase: "assigned", driverId: "drv_1", offers: [{ offerId: "ofr_1", state: "accepted", respondedAt: at.toISOString() }] });
+			expect(view).toMatchObject({
+				orderId: "ord_1",
+				phase: "assigned",
+				driverId: "drv_1",
+				offers: [{ offerId: "ofr_1", state: "accepted", respondedAt: at.toISOString() }],
+			});
 		});
 
 		it("simulatedWork: offers, rides with something to do, and searching rides with whether a driver is in reach", async () => {

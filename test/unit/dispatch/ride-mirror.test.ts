@@ -88,7 +88,8 @@ describe("RideMirror", () => {
 			const { mirror, repo, index, onWork } = setup();
 			repo.mirror.lockRide.mockResolvedValue(rideRow({ state: "assigned", order_status: "accepted", driver_id: "drv_1", order_version: 5 }));
 			await mirror.applyOrder(internalOrder({ status: "customer_cancelled", version: 4 }));
-			for (const write of [repo.mirror.sawOrder, repo.mirror.closeRide, repo.matching.settleOffers, repo.drivers.freeDrivers, repo.mirror.assignRide]) expect(write).not.toHaveBeenCalled();
+			for (const write of [repo.mirror.sawOrder, repo.mirror.closeRide, repo.matching.settleOffers, repo.drivers.freeDrivers, repo.mirror.assignRide])
+				expect(write).not.toHaveBeenCalled();
 			expect(index.setDemand).not.toHaveBeenCalled();
 			expect(index.publish).toHaveBeenCalledWith([]);
 			expect(onWork).not.toHaveBeenCalled();
@@ -152,7 +153,14 @@ describe("RideMirror", () => {
 			expect(repo.drivers.holdForRide).toHaveBeenCalledWith("drv_2", "ord_1", TX);
 			expect(repo.mirror.assignRide).toHaveBeenCalledWith(
 				seenOf(order),
-				{ driverId: "drv_2", status: "accepted", statusChanged: true, moving: true, locationIntervalMs: settings.locationIntervalMs, origin: { lat: driver.lat, lng: driver.lng } },
+				{
+					driverId: "drv_2",
+					status: "accepted",
+					statusChanged: true,
+					moving: true,
+					locationIntervalMs: settings.locationIntervalMs,
+					origin: { lat: driver.lat, lng: driver.lng },
+				},
 				TX,
 			);
 			expect(index.publish).toHaveBeenCalledWith([other, driver]);
@@ -206,7 +214,18 @@ describe("RideMirror", () => {
 			const { mirror, repo, index, onWork, settings } = setup();
 			await mirror.mirrorNewRide(event);
 			expect(repo.mirror.insertNewRides).toHaveBeenCalledWith(
-				[{ orderId: "ord_new", partnerId: "prt_1", mode: "test", serviceType: "cab", pickup: BLR, drop: event.drop, sandbox: null, seen: { version: 0, updatedAt: event.updatedAt } }],
+				[
+					{
+						orderId: "ord_new",
+						partnerId: "prt_1",
+						mode: "test",
+						serviceType: "cab",
+						pickup: BLR,
+						drop: event.drop,
+						sandbox: null,
+						seen: { version: 0, updatedAt: event.updatedAt },
+					},
+				],
 				{ retryMatchMs: settings.retryMatchMs, dispatchTimeoutMs: settings.dispatchTimeoutMs, radiusM: settings.searchRadiusM },
 			);
 			expect(index.setDemand).toHaveBeenCalledWith(event, true);

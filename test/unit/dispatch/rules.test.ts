@@ -60,17 +60,33 @@ describe("dispatch rules", () => {
 			const accepting = mirror({ state: "accepting", driverId: "d1", leaseActive: true });
 			expect(followOrder(accepting, "searching", null, false)).toEqual({ kind: "none" });
 			expect(followOrder(accepting, "searching", null, true)).toEqual({ kind: "research", formerDriverId: "d1", droppedOut: false });
-			expect(followOrder({ ...accepting, leaseActive: false }, "searching", null, false)).toEqual({ kind: "research", formerDriverId: "d1", droppedOut: false });
+			expect(followOrder({ ...accepting, leaseActive: false }, "searching", null, false)).toEqual({
+				kind: "research",
+				formerDriverId: "d1",
+				droppedOut: false,
+			});
 			const ending = mirror({ state: "ending", leaseActive: true });
 			expect(followOrder(ending, "searching", null, false)).toEqual({ kind: "none" });
 			expect(followOrder(ending, "searching", null, true)).toEqual({ kind: "resume" });
 		});
 
 		it("assigns the order's driver and notices status and driver changes", () => {
-			expect(followOrder(mirror({ state: "accepting", driverId: "d1", leaseActive: true }), "accepted", "d1", false)).toEqual({ kind: "assign", driverId: "d1", statusChanged: true });
+			expect(followOrder(mirror({ state: "accepting", driverId: "d1", leaseActive: true }), "accepted", "d1", false)).toEqual({
+				kind: "assign",
+				driverId: "d1",
+				statusChanged: true,
+			});
 			expect(followOrder(mirror({ state: "assigned", orderStatus: "accepted", driverId: "d1" }), "accepted", "d1", false)).toEqual({ kind: "none" });
-			expect(followOrder(mirror({ state: "assigned", orderStatus: "accepted", driverId: "d1" }), "arrived", "d1", false)).toEqual({ kind: "assign", driverId: "d1", statusChanged: true });
-			expect(followOrder(mirror({ state: "assigned", orderStatus: "accepted", driverId: "d1" }), "accepted", "d2", false)).toEqual({ kind: "assign", driverId: "d2", statusChanged: false });
+			expect(followOrder(mirror({ state: "assigned", orderStatus: "accepted", driverId: "d1" }), "arrived", "d1", false)).toEqual({
+				kind: "assign",
+				driverId: "d1",
+				statusChanged: true,
+			});
+			expect(followOrder(mirror({ state: "assigned", orderStatus: "accepted", driverId: "d1" }), "accepted", "d2", false)).toEqual({
+				kind: "assign",
+				driverId: "d2",
+				statusChanged: false,
+			});
 			expect(followOrder(mirror({ state: "searching" }), "started", "d3", false)).toEqual({ kind: "assign", driverId: "d3", statusChanged: true });
 		});
 

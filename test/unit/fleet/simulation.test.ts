@@ -1,4 +1,15 @@
-import { compressed, legDurationMs, offerStep, pickSlots, positionOnLeg, reportIntervalMs, rideStep, seedDriver, spawnDriver, seededRandom } from "../../../services/fleet/simulation";
+import {
+	compressed,
+	legDurationMs,
+	offerStep,
+	pickSlots,
+	positionOnLeg,
+	reportIntervalMs,
+	rideStep,
+	seedDriver,
+	spawnDriver,
+	seededRandom,
+} from "../../../services/fleet/simulation";
 import { readFleetSettings, seededCount, spawnSlots } from "../../../services/fleet/fleet.settings";
 import { destinationPoint, haversineMeters } from "../../../lib/geo";
 import type { SimRide } from "../../../contracts/dispatch";
@@ -93,7 +104,17 @@ describe("simulated fleet rules", () => {
 		const since = "2026-01-01T00:00:00.000Z";
 		const t0 = Date.parse(since);
 		const ride = (r: Partial<SimRide>): SimRide => ({
-			driverId: "drv_a", orderId: "ord_a", serviceType: "cab", status: "accepted", phaseSince: since, origin: BLR, pickup, drop, sandbox: null, dropOuts: 0, ...r,
+			driverId: "drv_a",
+			orderId: "ord_a",
+			serviceType: "cab",
+			status: "accepted",
+			phaseSince: since,
+			origin: BLR,
+			pickup,
+			drop,
+			sandbox: null,
+			dropOuts: 0,
+			...r,
 		});
 		const toPickupMs = legDurationMs(BLR, pickup, "cab", settings, null);
 		const tripMs = legDurationMs(pickup, drop, "cab", settings, null);
@@ -112,7 +133,10 @@ describe("simulated fleet rules", () => {
 
 		it("drives to the drop, then drops", () => {
 			expect(rideStep(ride({ status: "started" }), t0 + tripMs / 3, settings).kind).toBe("report");
-			expect(rideStep(ride({ status: "started" }), t0 + tripMs + 1, settings)).toMatchObject({ kind: "drop", location: { lat: drop.lat, lng: drop.lng } });
+			expect(rideStep(ride({ status: "started" }), t0 + tripMs + 1, settings)).toMatchObject({
+				kind: "drop",
+				location: { lat: drop.lat, lng: drop.lng },
+			});
 		});
 
 		it("drops out halfway in the driver_drop_out scenario, only the first driver", () => {

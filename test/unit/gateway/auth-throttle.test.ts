@@ -37,8 +37,16 @@ describe("client address", () => {
 
 describe("gateway limit settings", () => {
 	it("reads REDIS_URL, TRUST_PROXY, AUTH_FAILURE_LIMIT_PER_MINUTE and READY_CACHE_MS, and refuses bad values by name", () => {
-		expect(readGatewaySettings({})).toMatchObject({ redisUrl: undefined, trustProxyHops: 0, authFailureLimitPerMinute: 30, readyCacheMs: 1000, redisKeyPrefix: "ride:default" });
-		expect(readGatewaySettings({ REDIS_URL: "redis://:pw@redis:6379/0", TRUST_PROXY: "true", AUTH_FAILURE_LIMIT_PER_MINUTE: "0", NAMESPACE: "prod" })).toMatchObject({
+		expect(readGatewaySettings({})).toMatchObject({
+			redisUrl: undefined,
+			trustProxyHops: 0,
+			authFailureLimitPerMinute: 30,
+			readyCacheMs: 1000,
+			redisKeyPrefix: "ride:default",
+		});
+		expect(
+			readGatewaySettings({ REDIS_URL: "redis://:pw@redis:6379/0", TRUST_PROXY: "true", AUTH_FAILURE_LIMIT_PER_MINUTE: "0", NAMESPACE: "prod" }),
+		).toMatchObject({
 			redisUrl: "redis://:pw@redis:6379/0",
 			trustProxyHops: 1,
 			authFailureLimitPerMinute: 0,
@@ -161,7 +169,11 @@ describe("readiness probe", () => {
 
 	it("answers draining at once, whatever is cached", async () => {
 		let draining = false;
-		const probe = new ReadinessProbe(async () => ready, 60_000, () => draining);
+		const probe = new ReadinessProbe(
+			async () => ready,
+			60_000,
+			() => draining,
+		);
 		expect((await probe.read()).status).toBe("ready");
 		draining = true;
 		expect(await probe.read()).toMatchObject({ ready: false, status: "draining" });

@@ -2,13 +2,7 @@ import { Errors, Validators } from "moleculer";
 import ApiGateway from "moleculer-web";
 import { ApiError } from "../../../lib/errors";
 import { VALIDATION_MESSAGES } from "../../../contracts/errors";
-import {
-	INTERNAL_ERROR_MESSAGE,
-	normaliseField,
-	toErrorResponse,
-	validationDetails,
-	WrappedError,
-} from "../../../services/gateway/errors";
+import { INTERNAL_ERROR_MESSAGE, normaliseField, toErrorResponse, validationDetails, WrappedError } from "../../../services/gateway/errors";
 
 const opts = { unavailableRetryAfterSeconds: 5 };
 const map = (err: unknown) => toErrorResponse(err, opts);
@@ -51,7 +45,11 @@ describe("field names", () => {
 
 	it("the validator's messages name the body field", () => {
 		const messages = check(
-			{ pickup: { type: "object", props: { lat: { type: "number", max: 90 } } }, user: { type: "object", props: { name: "string" } }, metadata: "object" },
+			{
+				pickup: { type: "object", props: { lat: { type: "number", max: 90 } } },
+				user: { type: "object", props: { name: "string" } },
+				metadata: "object",
+			},
 			{ pickup: { lat: 91 }, user: {}, metadata: 1 },
 		).map((e) => e.message);
 		expect(messages).toEqual(["pickup.lat must be less than or equal to 90", "user.name is required", "metadata must be an Object"]);

@@ -126,7 +126,12 @@ describe("docs/API.md agrees with the contracts", () => {
 		const rows: string[][] = [];
 		for (const line of lines.slice(start + 2)) {
 			if (!line.startsWith("|")) break;
-			rows.push(line.split("|").slice(1, -1).map((c) => c.trim()));
+			rows.push(
+				line
+					.split("|")
+					.slice(1, -1)
+					.map((c) => c.trim()),
+			);
 		}
 		return rows;
 	}

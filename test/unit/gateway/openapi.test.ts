@@ -26,7 +26,10 @@ type Operation = {
 	security?: unknown[];
 	parameters?: Array<{ $ref?: string }>;
 	requestBody?: { content: Record<string, { schema: { $ref: string } }> };
-	responses: Record<string, { content?: Record<string, { schema: { allOf?: Array<{ properties?: { code?: { enum?: string[] } } }> } }>; headers?: Record<string, unknown> }>;
+	responses: Record<
+		string,
+		{ content?: Record<string, { schema: { allOf?: Array<{ properties?: { code?: { enum?: string[] } } }> } }>; headers?: Record<string, unknown> }
+	>;
 	callbacks?: unknown;
 };
 const post = (path: string): Operation => (doc.paths[path] as { post: Operation }).post;
@@ -58,25 +61,76 @@ describe("OpenAPI document", () => {
 
 	it("has the contract's schemas, the bearer scheme and the webhook", () => {
 		const schemas = doc.components.schemas as Record<string, { properties?: Record<string, unknown>; required?: string[] }>;
-		for (const name of ["Point", "Place", "Quote", "FareEstimate", "Order", "ActiveRideOrder", "WebhookEvent", "RideEvents", "Error", "ErrorDetail", "CreateOrderRequest"]) {
+		for (const name of [
+			"Point",
+			"Place",
+			"Quote",
+			"FareEstimate",
+			"Order",
+			"ActiveRideOrder",
+			"WebhookEvent",
+			"RideEvents",
+			"Error",
+			"ErrorDetail",
+			"CreateOrderRequest",
+		]) {
 			expect(schemas[name]).toBeDefined();
 		}
 		expect(schemas.Point.required).toEqual(["lat", "lng"]);
-		expect(Object.keys(schemas.Order.properties!)).toEqual(["orderId", "otp", "status", "serviceType", "pickup", "drop", "fare", "distance", "duration", "driver", "metadata", "createdAt", "updatedAt"]);
-		expect(Object.keys(schemas.WebhookEvent.properties!)).toEqual(["eventId", "orderId", "status", "sequence", "occurredAt", "driver", "location", "eta", "metadata"]);
+		expect(Object.keys(schemas.Order.properties!)).toEqual([
+			"orderId",
+			"otp",
+			"status",
+			"serviceType",
+			"pickup",
+			"drop",
+			"fare",
+			"distance",
+			"duration",
+			"driver",
+			"metadata",
+			"createdAt",
+			"updatedAt",
+		]);
+		expect(Object.keys(schemas.WebhookEvent.properties!)).toEqual([
+			"eventId",
+			"orderId",
+			"status",
+			"sequence",
+			"occurredAt",
+			"driver",
+			"location",
+			"eta",
+			"metadata",
+		]);
 		expect(Object.keys(schemas.Error.properties!)).toEqual(["code", "message", "details", "retryable"]);
-		expect(doc.components.securitySchemes).toEqual({ bearerAuth: expect.objectContaining({ type: "http", scheme: "bearer" }), driverToken: expect.objectContaining({ type: "http", scheme: "bearer" }) });
+		expect(doc.components.securitySchemes).toEqual({
+			bearerAuth: expect.objectContaining({ type: "http", scheme: "bearer" }),
+			driverToken: expect.objectContaining({ type: "http", scheme: "bearer" }),
+		});
 		expect(doc.webhooks.rideEvent).toEqual({ $ref: "#/components/pathItems/RideEventWebhook" });
 		expect(post("/ride/create-order").callbacks).toBeDefined();
 	});
 
 	it("documents every contract error code once, with its status", () => {
 		const contract: Array<[number, string]> = [
-			[400, "INVALID_JSON"], [400, "VALIDATION_ERROR"], [400, "INVALID_WEBHOOK_URL"], [401, "UNAUTHORIZED"],
-			[404, "ORDER_NOT_FOUND"], [404, "NOT_FOUND"], [409, "RIDE_NOT_ACTIVE"], [409, "RIDE_NOT_COMPLETED"],
-			[409, "FEEDBACK_ALREADY_SUBMITTED"], [409, "IDEMPOTENCY_KEY_IN_USE"], [413, "PAYLOAD_TOO_LARGE"],
-			[422, "QUOTE_INVALID"], [422, "QUOTE_EXPIRED"], [422, "IDEMPOTENCY_KEY_REUSED"], [429, "RATE_LIMITED"],
-			[503, "SERVICE_UNAVAILABLE"], [500, "INTERNAL_ERROR"],
+			[400, "INVALID_JSON"],
+			[400, "VALIDATION_ERROR"],
+			[400, "INVALID_WEBHOOK_URL"],
+			[401, "UNAUTHORIZED"],
+			[404, "ORDER_NOT_FOUND"],
+			[404, "NOT_FOUND"],
+			[409, "RIDE_NOT_ACTIVE"],
+			[409, "RIDE_NOT_COMPLETED"],
+			[409, "FEEDBACK_ALREADY_SUBMITTED"],
+			[409, "IDEMPOTENCY_KEY_IN_USE"],
+			[413, "PAYLOAD_TOO_LARGE"],
+			[422, "QUOTE_INVALID"],
+			[422, "QUOTE_EXPIRED"],
+			[422, "IDEMPOTENCY_KEY_REUSED"],
+			[429, "RATE_LIMITED"],
+			[503, "SERVICE_UNAVAILABLE"],
+			[500, "INTERNAL_ERROR"],
 		];
 		for (const [status, code] of contract) expect(ERROR_CODES_BY_STATUS[status]).toContain(code);
 	});

@@ -58,9 +58,12 @@ describe("Content-Type", () => {
 	])("%s is JSON", (ct, expected) => {
 		expect(jsonMediaTypeProblem(ct)).toBe(expected);
 	});
-	it.each([["text/plain"], ["application/x-www-form-urlencoded"], ["multipart/form-data; boundary=x"], ["application/json; charset=latin1"], [undefined]])("%s is refused", (ct) => {
-		expect(jsonMediaTypeProblem(ct)).toEqual(expect.any(String));
-	});
+	it.each([["text/plain"], ["application/x-www-form-urlencoded"], ["multipart/form-data; boundary=x"], ["application/json; charset=latin1"], [undefined]])(
+		"%s is refused",
+		(ct) => {
+			expect(jsonMediaTypeProblem(ct)).toEqual(expect.any(String));
+		},
+	);
 });
 
 describe("JSON body", () => {
@@ -72,7 +75,11 @@ describe("JSON body", () => {
 		expect(Object.prototype.hasOwnProperty.call(parsed, "__proto__")).toBe(false);
 	});
 	it("drops __proto__ keys spelt with \\u escapes too (the fast path without a reviver must not let them through)", () => {
-		for (const text of ['{"\\u005f_proto__":{"polluted":true}}', '{"x":{"__pro\\u0074o__":{"polluted":true}}}', '{"a":"\\u00e9","__proto__":{"polluted":true}}']) {
+		for (const text of [
+			'{"\\u005f_proto__":{"polluted":true}}',
+			'{"x":{"__pro\\u0074o__":{"polluted":true}}}',
+			'{"a":"\\u00e9","__proto__":{"polluted":true}}',
+		]) {
 			const parsed = parseJsonObject(text) as Record<string, Record<string, unknown>>;
 			expect(Object.prototype.hasOwnProperty.call(parsed, "__proto__")).toBe(false);
 			if (parsed.x) expect(Object.prototype.hasOwnProperty.call(parsed.x, "__proto__")).toBe(false);
@@ -95,11 +102,16 @@ describe("JSON body", () => {
 
 	it("reads a streamed body up to the limit", async () => {
 		const body = JSON.stringify({ orderId: "ord_1" });
-		await expect(readJsonBody(request(body, { "content-type": "application/json", "transfer-encoding": "chunked" }), 1024)).resolves.toEqual({ orderId: "ord_1" });
+		await expect(readJsonBody(request(body, { "content-type": "application/json", "transfer-encoding": "chunked" }), 1024)).resolves.toEqual({
+			orderId: "ord_1",
+		});
 	});
 	it("answers 413 when a chunked body grows past the limit", async () => {
 		const chunks = [Buffer.alloc(600, 0x20), Buffer.alloc(600, 0x20)];
-		await expect(readJsonBody(request(chunks, { "content-type": "application/json", "transfer-encoding": "chunked" }), 1000)).rejects.toMatchObject({ code: 413, type: "PAYLOAD_TOO_LARGE" });
+		await expect(readJsonBody(request(chunks, { "content-type": "application/json", "transfer-encoding": "chunked" }), 1000)).rejects.toMatchObject({
+			code: 413,
+			type: "PAYLOAD_TOO_LARGE",
+		});
 	});
 	it("answers 413 from Content-Length alone", async () => {
 		await expect(readJsonBody(request("{}", { "content-type": "application/json", "content-length": "5000" }), 1000)).rejects.toMatchObject({ code: 413 });
@@ -108,7 +120,9 @@ describe("JSON body", () => {
 		await expect(readJsonBody(request("", { "content-length": "0" }), 1000)).resolves.toEqual({});
 	});
 	it("refuses compressed bodies with 415", async () => {
-		await expect(readJsonBody(request("x", { "content-type": "application/json", "content-length": "1", "content-encoding": "gzip" }), 1000)).rejects.toMatchObject({ code: 415, type: "UNSUPPORTED_MEDIA_TYPE" });
+		await expect(
+			readJsonBody(request("x", { "content-type": "application/json", "content-length": "1", "content-encoding": "gzip" }), 1000),
+		).rejects.toMatchObject({ code: 415, type: "UNSUPPORTED_MEDIA_TYPE" });
 	});
 });
 
@@ -122,7 +136,12 @@ describe("gateway settings", () => {
 	});
 	it("has contract defaults and takes overrides", () => {
 		expect(readGatewaySettings({})).toMatchObject({ port: 3000, bodyLimitBytes: 65536, rateLimitPerMinute: 600, rateLimitBurst: 600 });
-		expect(readGatewaySettings({ PORT: "0", RATE_LIMIT_PER_MINUTE: "60", RATE_LIMIT_BURST: "5", BODY_LIMIT: "2kb" })).toMatchObject({ port: 0, bodyLimitBytes: 2048, rateLimitPerMinute: 60, rateLimitBurst: 5 });
+		expect(readGatewaySettings({ PORT: "0", RATE_LIMIT_PER_MINUTE: "60", RATE_LIMIT_BURST: "5", BODY_LIMIT: "2kb" })).toMatchObject({
+			port: 0,
+			bodyLimitBytes: 2048,
+			rateLimitPerMinute: 60,
+			rateLimitBurst: 5,
+		});
 		expect(() => readGatewaySettings({ RATE_LIMIT_PER_MINUTE: "-1" })).toThrow(/RATE_LIMIT_PER_MINUTE/);
 	});
 });
@@ -132,7 +151,10 @@ describe("answers a service shapes", () => {
 		expect([201, 204, 200, 302, 500, "201", undefined].map(successStatus)).toEqual([201, 204, 200, 200, 200, 200, 200]);
 	});
 	it("passes only plain response headers, never Content-Type", () => {
-		expect(serviceResponseHeaders({ "Retry-After": 1, "X-Ok": "yes", "content-type": "text/html", "Bad Name": "x", "X-Obj": { a: 1 } })).toEqual({ "Retry-After": "1", "X-Ok": "yes" });
+		expect(serviceResponseHeaders({ "Retry-After": 1, "X-Ok": "yes", "content-type": "text/html", "Bad Name": "x", "X-Obj": { a: 1 } })).toEqual({
+			"Retry-After": "1",
+			"X-Ok": "yes",
+		});
 		expect(serviceResponseHeaders(undefined)).toEqual({});
 		expect(serviceResponseHeaders(["x"])).toEqual({});
 	});

@@ -80,7 +80,13 @@ describe("the broker validator", () => {
 	});
 
 	it("lists each unknown field of every partner schema by its own path, with a hint for a misspelling", () => {
-		const res = check(createOrderParams, { ...ORDER, quoteID: "qt_1", extra: 1, user: { ...ORDER.user, age: 3 }, pickup: { ...ORDER.pickup, altitude: 900 } });
+		const res = check(createOrderParams, {
+			...ORDER,
+			quoteID: "qt_1",
+			extra: 1,
+			user: { ...ORDER.user, age: 3 },
+			pickup: { ...ORDER.pickup, altitude: 900 },
+		});
 		expect(res).toEqual(
 			expect.arrayContaining([
 				{ type: "objectStrict", field: "quoteID", actual: "quoteID", message: "quoteID is not a known field (did you mean quoteId?)" },

@@ -57,7 +57,15 @@ class FakeRepo {
 	hostState: HostBreakerState = { failures: 0, opens: 0, phase: "closed" };
 	releasedOwners: string[] = [];
 
-	async claim(status: number, location: number, token: string, owner: string, leaseMs: number, locationTtlMs: number, caps: ClaimCaps): Promise<ClaimedRow[]> {
+	async claim(
+		status: number,
+		location: number,
+		token: string,
+		owner: string,
+		leaseMs: number,
+		locationTtlMs: number,
+		caps: ClaimCaps,
+	): Promise<ClaimedRow[]> {
 		this.log.push("claim");
 		this.claims.push({ status, location, token, owner, leaseMs, locationTtlMs, caps });
 		if (this.claimFails > 0) {
@@ -95,7 +103,12 @@ class FakeRepo {
 	}
 }
 
-const answered = (status: number, outcome: AttemptResult["outcome"] = "delivered"): AttemptResult => ({ outcome, status, durationMs: 12.4, snippet: `answer ${status}` });
+const answered = (status: number, outcome: AttemptResult["outcome"] = "delivered"): AttemptResult => ({
+	outcome,
+	status,
+	durationMs: 12.4,
+	snippet: `answer ${status}`,
+});
 
 interface Sent {
 	eventId: string;
@@ -105,7 +118,13 @@ interface Sent {
 	signal?: AbortSignal;
 }
 
-function setup(opts: { settings?: Partial<NotificationsSettings>; answer?: (sent: Sent) => AttemptResult | Promise<AttemptResult>; secret?: () => Promise<readonly SigningSecret[]> } = {}) {
+function setup(
+	opts: {
+		settings?: Partial<NotificationsSettings>;
+		answer?: (sent: Sent) => AttemptResult | Promise<AttemptResult>;
+		secret?: () => Promise<readonly SigningSecret[]>;
+	} = {},
+) {
 	const repo = new FakeRepo();
 	const sent: Sent[] = [];
 	const client: WebhookClient = {
@@ -118,9 +137,20 @@ function setup(opts: { settings?: Partial<NotificationsSettings>; answer?: (sent
 	};
 	const warned: Array<[string, string]> = [];
 	const logged: string[] = [];
-	const logger = { info: (m: string) => void logged.push(m), warn: (m: string) => void logged.push(m), debug: () => undefined, error: () => undefined } as unknown as Logger;
+	const logger = {
+		info: (m: string) => void logged.push(m),
+		warn: (m: string) => void logged.push(m),
+		debug: () => undefined,
+		error: () => undefined,
+	} as unknown as Logger;
 	const secretFetches: string[] = [];
-	const settings: NotificationsSettings = { ...readNotificationsSettings({}), concurrency: 4, locationConcurrency: 2, retryScheduleMs: [10_000, 60_000], ...opts.settings };
+	const settings: NotificationsSettings = {
+		...readNotificationsSettings({}),
+		concurrency: 4,
+		locationConcurrency: 2,
+		retryScheduleMs: [10_000, 60_000],
+		...opts.settings,
+	};
 	const deps: DeliveryLoopDeps = {
 		repo: repo as unknown as NotificationsRepo,
 		client,
@@ -155,7 +185,14 @@ describe("DeliveryLoop: one try", () => {
 		await until("the try recorded", () => repo.records.length === 1);
 
 		// The claim asks for this instance's free slots of each kind, with its lease and the fairness caps.
-		expect(repo.claims[0]).toMatchObject({ status: 4, location: 2, owner: INSTANCE, leaseMs: settings.leaseMs, locationTtlMs: settings.locationTtlMs, caps: { partnerCap: settings.partnerConcurrency, hostCap: settings.hostConcurrency } });
+		expect(repo.claims[0]).toMatchObject({
+			status: 4,
+			location: 2,
+			owner: INSTANCE,
+			leaseMs: settings.leaseMs,
+			locationTtlMs: settings.locationTtlMs,
+			caps: { partnerCap: settings.partnerConcurrency, hostCap: settings.hostConcurrency },
+		});
 		expect(sent).toHaveLength(1);
 		expect(sent[0].url).toBe(row.webhook_url);
 		expect(sent[0].body).toEqual(webhookBody(row.payload));
@@ -201,7 +238,10 @@ describe("DeliveryLoop: one try", () => {
 	});
 
 	it("counts a try the host did not answer against the host's circuit breaker", async () => {
-		const { loop, repo, logged, settings } = setup({ settings: { breakerFailures: 1 }, answer: () => ({ outcome: "CONNECTION", status: null, durationMs: 3, snippet: "ECONNREFUSED" }) });
+		const { loop, repo, logged, settings } = setup({
+			settings: { breakerFailures: 1 },
+			answer: () => ({ outcome: "CONNECTION", status: null, durationMs: 3, snippet: "ECONNREFUSED" }),
+		});
 		repo.batches.push([claimedRow("evt_1", { host: "down.example.com:8443" })]);
 		loop.requestTick();
 		await until("the breaker updated", () => repo.hostFailures.length === 1);
@@ -348,7 +388,9 @@ describe("DeliveryLoop: stop", () => {
 		const { loop, repo, sent } = setup({
 			settings: { stopGraceMs: 30 },
 			answer: (s) =>
-				new Promise<AttemptResult>((resolve) => s.signal!.addEventListener("abort", () => resolve({ outcome: "TIMEOUT", status: null, durationMs: 30, snippet: "aborted" }))),
+				new Promise<AttemptResult>((resolve) =>
+					s.signal!.addEventListener("abort", () => resolve({ outcome: "TIMEOUT", status: null, durationMs: 30, snippet: "aborted" })),
+				),
 		});
 		repo.batches.push([claimedRow("evt_1")]);
 		loop.requestTick();

@@ -45,9 +45,15 @@ describe("retry schedule (Standard Webhooks, offsets after the first try)", () =
 	});
 
 	it("honours Retry-After when it asks for later than the schedule, and caps it at a day", () => {
-		expect(nextAttemptAt({ attemptsMade: 1, firstAttemptAt: first, now: first, schedule: DEFAULT_RETRY_SCHEDULE_MS, random: 0, retryAfterMs: 60 * S })).toBe(first + 60 * S);
-		expect(nextAttemptAt({ attemptsMade: 2, firstAttemptAt: first, now: first, schedule: DEFAULT_RETRY_SCHEDULE_MS, random: 0, retryAfterMs: 1 * S })).toBe(first + 5 * M);
-		expect(nextAttemptAt({ attemptsMade: 1, firstAttemptAt: first, now: first, schedule: DEFAULT_RETRY_SCHEDULE_MS, random: 0, retryAfterMs: 30 * 24 * H })).toBe(first + 24 * H);
+		expect(
+			nextAttemptAt({ attemptsMade: 1, firstAttemptAt: first, now: first, schedule: DEFAULT_RETRY_SCHEDULE_MS, random: 0, retryAfterMs: 60 * S }),
+		).toBe(first + 60 * S);
+		expect(nextAttemptAt({ attemptsMade: 2, firstAttemptAt: first, now: first, schedule: DEFAULT_RETRY_SCHEDULE_MS, random: 0, retryAfterMs: 1 * S })).toBe(
+			first + 5 * M,
+		);
+		expect(
+			nextAttemptAt({ attemptsMade: 1, firstAttemptAt: first, now: first, schedule: DEFAULT_RETRY_SCHEDULE_MS, random: 0, retryAfterMs: 30 * 24 * H }),
+		).toBe(first + 24 * H);
 	});
 
 	it("rejects a nonsensical try count", () => {
@@ -81,7 +87,15 @@ describe("Retry-After", () => {
 
 describe("what a finished try means for its event", () => {
 	const t0 = 5_000_000;
-	const base = { roundAttemptsBefore: 0, firstAttemptAt: undefined, attemptStartedAt: t0, eventCreatedAt: t0, now: t0 + 100, schedule: [1_000, 5_000], random: 0 };
+	const base = {
+		roundAttemptsBefore: 0,
+		firstAttemptAt: undefined,
+		attemptStartedAt: t0,
+		eventCreatedAt: t0,
+		now: t0 + 100,
+		schedule: [1_000, 5_000],
+		random: 0,
+	};
 
 	it("any 2xx is delivered", () => {
 		expect(afterAttempt({ ...base, kind: "status", outcome: "delivered" })).toEqual({ state: "delivered" });
@@ -89,7 +103,17 @@ describe("what a finished try means for its event", () => {
 
 	it("a failed status event waits for its next offset, then fails after the last try", () => {
 		expect(afterAttempt({ ...base, kind: "status", outcome: "HTTP_5XX" })).toEqual({ state: "pending", nextAttemptAt: t0 + 1_000 });
-		expect(afterAttempt({ ...base, kind: "status", outcome: "TIMEOUT", roundAttemptsBefore: 1, firstAttemptAt: t0, attemptStartedAt: t0 + 1_000, now: t0 + 1_200 })).toEqual({
+		expect(
+			afterAttempt({
+				...base,
+				kind: "status",
+				outcome: "TIMEOUT",
+				roundAttemptsBefore: 1,
+				firstAttemptAt: t0,
+				attemptStartedAt: t0 + 1_000,
+				now: t0 + 1_200,
+			}),
+		).toEqual({
 			state: "pending",
 			nextAttemptAt: t0 + 5_000,
 		});

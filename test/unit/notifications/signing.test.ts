@@ -5,7 +5,15 @@ import { IngestWindow } from "../../../services/notifications/ingest-window";
 
 describe("webhook signing (Standard Webhooks)", () => {
 	const secret = newWebhookSecret();
-	const payload = { metadata: { partnerRef: "b-1" }, status: "accepted", eta: 120, orderId: "ord_1", sequence: 2, eventId: "evt_abc", occurredAt: "2026-11-22T10:15:30.123Z" };
+	const payload = {
+		metadata: { partnerRef: "b-1" },
+		status: "accepted",
+		eta: 120,
+		orderId: "ord_1",
+		sequence: 2,
+		eventId: "evt_abc",
+		occurredAt: "2026-11-22T10:15:30.123Z",
+	};
 
 	it("is verified by the standardwebhooks package, as a partner would", () => {
 		const body = webhookBody(payload);

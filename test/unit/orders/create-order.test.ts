@@ -17,7 +17,15 @@ import { orderRowFixture } from "../../helpers/order-rows";
  */
 
 const PARTNER = "ptn_1";
-const RIDER: Rider = { riderId: "rdr_7", partnerId: PARTNER, name: "Asha", phone: "+919800000001", email: null, createdAt: "2026-01-01T00:00:00.000Z", updatedAt: "2026-01-01T00:00:00.000Z" };
+const RIDER: Rider = {
+	riderId: "rdr_7",
+	partnerId: PARTNER,
+	name: "Asha",
+	phone: "+919800000001",
+	email: null,
+	createdAt: "2026-01-01T00:00:00.000Z",
+	updatedAt: "2026-01-01T00:00:00.000Z",
+};
 const PRICED: PricedTrip = {
 	serviceType: "cab",
 	totalAmount: 182.5,
@@ -129,7 +137,12 @@ function setup(s: Setup = {}) {
 		orders: orders as unknown as OrdersRepo,
 		keys: keys as unknown as IdempotencyRepo,
 		webhookPolicy: { allowPrivate: true },
-		logger: { warn: (...args: unknown[]) => void log.warnings.push(args), info: () => undefined, debug: () => undefined, error: () => undefined } as unknown as CreateOrderDeps["logger"],
+		logger: {
+			warn: (...args: unknown[]) => void log.warnings.push(args),
+			info: () => undefined,
+			debug: () => undefined,
+			error: () => undefined,
+		} as unknown as CreateOrderDeps["logger"],
 		async insertNew(order) {
 			log.insertNew.push(order);
 			return nextInsert(order);
@@ -202,9 +215,16 @@ describe("createOrder: a new ride", () => {
 	});
 
 	it("prices a quoted ride by verifying the quote, keeps its id, and takes the paise from the major amount when pricing gave none", async () => {
-		const { log, run } = setup({ call: { "pricing.verifyQuote": (p) => ({ ...PRICED, totalAmountPaise: undefined, totalAmount: 99.99, quoteId: (p as { quoteId: string }).quoteId }) } });
+		const { log, run } = setup({
+			call: {
+				"pricing.verifyQuote": (p) => ({ ...PRICED, totalAmountPaise: undefined, totalAmount: 99.99, quoteId: (p as { quoteId: string }).quoteId }),
+			},
+		});
 		const answer = await run(params({ quoteId: "qt_42" }));
-		expect(log.calls[0]).toEqual(["pricing.verifyQuote", { quoteId: "qt_42", serviceType: "cab", pickup: { lat: 12.9716, lng: 77.5946 }, drop: { lat: 12.9352, lng: 77.6245 } }]);
+		expect(log.calls[0]).toEqual([
+			"pricing.verifyQuote",
+			{ quoteId: "qt_42", serviceType: "cab", pickup: { lat: 12.9716, lng: 77.5946 }, drop: { lat: 12.9352, lng: 77.6245 } },
+		]);
 		expect(log.calls.map(([a]) => a)).not.toContain("pricing.quote");
 		expect(log.insertNew[0]).toMatchObject({ quoteId: "qt_42", farePaise: 9999 });
 		expect(answer.status).toBe(201);

@@ -19,7 +19,14 @@ describe("request hashing", () => {
 
 	it("tells different bodies apart, including array order, types and nesting", () => {
 		const base = { a: [1, 2], b: "1" };
-		const variants = [{ a: [2, 1], b: "1" }, { a: [1, 2], b: 1 }, { a: [1, 2], b: "1", c: null }, { a: [1, 2] }, { a: [[1, 2]], b: "1" }, { a: [1, 2], b: "1 " }];
+		const variants = [
+			{ a: [2, 1], b: "1" },
+			{ a: [1, 2], b: 1 },
+			{ a: [1, 2], b: "1", c: null },
+			{ a: [1, 2] },
+			{ a: [[1, 2]], b: "1" },
+			{ a: [1, 2], b: "1 " },
+		];
 		const hashes = new Set([requestHash(base), ...variants.map(requestHash)]);
 		expect(hashes.size).toBe(variants.length + 1);
 	});

@@ -15,7 +15,9 @@ describe("OTP rules", () => {
 	});
 
 	it("a start with a wrong OTP is INVALID_OTP (constant-time compare in the plan)", () => {
-		expect(() => planTransition({ orderId: "ord_1", to: "started", otp: "1111" }, { status: "arrived", otp: "0421" })).toThrow(expect.objectContaining({ type: "INVALID_OTP", code: 422 }));
+		expect(() => planTransition({ orderId: "ord_1", to: "started", otp: "1111" }, { status: "arrived", otp: "0421" })).toThrow(
+			expect.objectContaining({ type: "INVALID_OTP", code: 422 }),
+		);
 		expect(planTransition({ orderId: "ord_1", to: "started", otp: "0421" }, { status: "arrived", otp: "0421" }).from).toBe("arrived");
 	});
 
@@ -29,15 +31,33 @@ describe("OTP rules", () => {
 describe("page cursors", () => {
 	it("round-trips an events cursor and refuses anything else", () => {
 		for (const n of [0, 1, 99, 10_001, 2_147_483_647]) expect(decodeEventsCursor(encodeEventsCursor(n))).toBe(n);
-		const bad = ["", "abc", "12", "ev1:5", Buffer.from("ev1:-1").toString("base64url"), Buffer.from("ev1:01").toString("base64url"),
-			Buffer.from("ev1:1e3").toString("base64url"), Buffer.from("ev1:99999999999").toString("base64url"), Buffer.from("ac1:5").toString("base64url"), "ZXYxOjU=", "!!!!"];
+		const bad = [
+			"",
+			"abc",
+			"12",
+			"ev1:5",
+			Buffer.from("ev1:-1").toString("base64url"),
+			Buffer.from("ev1:01").toString("base64url"),
+			Buffer.from("ev1:1e3").toString("base64url"),
+			Buffer.from("ev1:99999999999").toString("base64url"),
+			Buffer.from("ac1:5").toString("base64url"),
+			"ZXYxOjU=",
+			"!!!!",
+		];
 		for (const c of bad) expect(decodeEventsCursor(c)).toBeNull();
 	});
 
 	it("round-trips an active-rides keyset cursor and refuses anything else", () => {
 		const key = { createdAt: "2026-01-31T10:00:00.123456Z", id: "ord_abc123" };
 		expect(decodeActiveCursor(encodeActiveCursor(key))).toEqual(key);
-		for (const text of ["ac1:2026-01-31T10:00:00.123Z|ord_1", "ac1:2026-01-31T10:00:00.123456Z", "ac1:2026-01-31T10:00:00.123456Z|", "ac1:not-a-date.123456Z|ord_1", "ev1:5", "ac1:2026-01-31T10:00:00.123456Z|ord 1"]) {
+		for (const text of [
+			"ac1:2026-01-31T10:00:00.123Z|ord_1",
+			"ac1:2026-01-31T10:00:00.123456Z",
+			"ac1:2026-01-31T10:00:00.123456Z|",
+			"ac1:not-a-date.123456Z|ord_1",
+			"ev1:5",
+			"ac1:2026-01-31T10:00:00.123456Z|ord 1",
+		]) {
 			expect(decodeActiveCursor(Buffer.from(text).toString("base64url"))).toBeNull();
 		}
 		expect(decodeActiveCursor("%%%")).toBeNull();

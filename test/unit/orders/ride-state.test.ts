@@ -1,12 +1,5 @@
 import { ACTIVE_STATUSES, RIDE_STATUSES, TERMINAL_STATUSES, type Actor, type RideStatus } from "../../../contracts/orders";
-import {
-	canTransition,
-	defaultActorFor,
-	emitsEvent,
-	isActive,
-	isRideStatus,
-	isTerminal,
-} from "../../../services/orders/ride-state";
+import { canTransition, defaultActorFor, emitsEvent, isActive, isRideStatus, isTerminal } from "../../../services/orders/ride-state";
 
 /** The contract's diagram (API.md, "Ride states"), written out as the full list of legal moves. */
 const LEGAL: Array<[RideStatus, RideStatus, Actor]> = [

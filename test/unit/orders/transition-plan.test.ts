@@ -4,22 +4,34 @@ const DRIVER = { id: "drv_1", name: "Ravi", phone: "+919800000001", vehicleNumbe
 
 describe("planTransition (orders.transition before anything is written)", () => {
 	it("assigns the driver, the location and the eta on accepted", () => {
-		const plan = planTransition({ orderId: "ord_1", to: "accepted", driver: { ...DRIVER, location: { lat: 1, lng: 2 } }, eta: 120 }, { status: "searching", otp: "1234" });
-		expect(plan).toEqual({ from: "searching", actor: "driver", changes: { driver: DRIVER, driverLocation: { lat: 1, lng: 2 }, eta: 120 }, expectDriverId: undefined });
+		const plan = planTransition(
+			{ orderId: "ord_1", to: "accepted", driver: { ...DRIVER, location: { lat: 1, lng: 2 } }, eta: 120 },
+			{ status: "searching", otp: "1234" },
+		);
+		expect(plan).toEqual({
+			from: "searching",
+			actor: "driver",
+			changes: { driver: DRIVER, driverLocation: { lat: 1, lng: 2 }, eta: 120 },
+			expectDriverId: undefined,
+		});
 	});
 
 	it("refuses an accepted without a full driver (400), an illegal move (409) and a stale from (409)", () => {
 		expect(() => planTransition({ orderId: "o", to: "accepted", driver: { id: "drv_1" } }, { status: "searching", otp: "1" })).toThrow(
 			expect.objectContaining({ code: 400 }),
 		);
-		expect(() => planTransition({ orderId: "o", to: "dropped" }, { status: "searching", otp: "1" })).toThrow(expect.objectContaining({ type: "INVALID_TRANSITION" }));
+		expect(() => planTransition({ orderId: "o", to: "dropped" }, { status: "searching", otp: "1" })).toThrow(
+			expect.objectContaining({ type: "INVALID_TRANSITION" }),
+		);
 		expect(() => planTransition({ orderId: "o", to: "arrived", from: "accepted" }, { status: "searching", otp: "1" })).toThrow(
 			expect.objectContaining({ type: "CONFLICT" }),
 		);
 	});
 
 	it("starts only with the ride's OTP", () => {
-		expect(() => planTransition({ orderId: "o", to: "started", otp: "0000" }, { status: "arrived", otp: "1234" })).toThrow(expect.objectContaining({ type: "INVALID_OTP" }));
+		expect(() => planTransition({ orderId: "o", to: "started", otp: "0000" }, { status: "arrived", otp: "1234" })).toThrow(
+			expect.objectContaining({ type: "INVALID_OTP" }),
+		);
 		expect(planTransition({ orderId: "o", to: "started", otp: "1234" }, { status: "arrived", otp: "1234" }).changes).toEqual({ eta: null });
 	});
 

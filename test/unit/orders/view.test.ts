@@ -13,7 +13,12 @@ import { orderRowFixture } from "../../helpers/order-rows";
 
 /** A test-mode order's row, `updated_at` given as a string (the views take a string or a Date). */
 function row(overrides: Partial<OrderRow> = {}): OrderRow {
-	return orderRowFixture({ metadata: { partnerRef: "booking-8812" }, created_at: new Date("2026-11-22T10:15:30.123Z"), updated_at: "2026-11-22T10:15:31.000Z", ...overrides });
+	return orderRowFixture({
+		metadata: { partnerRef: "booking-8812" },
+		created_at: new Date("2026-11-22T10:15:30.123Z"),
+		updated_at: "2026-11-22T10:15:31.000Z",
+		...overrides,
+	});
 }
 
 const driver = { id: "drv_1", name: "Ravi", phone: "+919800000001", vehicleNumber: "KA01AB1234" };
@@ -77,11 +82,13 @@ describe("toOrder", () => {
 	});
 
 	it("does not leak stored extras from the driver or place objects", () => {
-		const order = toOrder(row({
-			pickup: { lat: 1, lng: 2, secret: "x" } as never,
-			driver: { ...driver, internal: "x" } as never,
-			driver_location: { lat: 1, lng: 2, speed: 3 } as never,
-		}));
+		const order = toOrder(
+			row({
+				pickup: { lat: 1, lng: 2, secret: "x" } as never,
+				driver: { ...driver, internal: "x" } as never,
+				driver_location: { lat: 1, lng: 2, speed: 3 } as never,
+			}),
+		);
 		expect(order.pickup).toEqual({ lat: 1, lng: 2 });
 		expect(order.driver).toEqual({ ...driver, location: { lat: 1, lng: 2 } });
 	});
@@ -137,7 +144,13 @@ describe("buildEventPayload", () => {
 	});
 
 	it("leaves out driver, location and eta before a driver is assigned, but always carries metadata", () => {
-		const payload = buildEventPayload({ eventId: "evt_2", row: row({ metadata: null }), status: "no_driver_found", sequence: 1, occurredAt: "2026-11-22T10:20:00Z" });
+		const payload = buildEventPayload({
+			eventId: "evt_2",
+			row: row({ metadata: null }),
+			status: "no_driver_found",
+			sequence: 1,
+			occurredAt: "2026-11-22T10:20:00Z",
+		});
 		expect(payload).toEqual({
 			eventId: "evt_2",
 			orderId: "ord_abc",

@@ -24,10 +24,17 @@ describe("npm run partner: arguments", () => {
 
 	it("reads the key-management verbs", () => {
 		expect(parseArgs(["list-keys"])).toEqual({ verb: "list-keys", options: {} });
-		expect(parseArgs(["rotate-key", "--partner", "ptn_a", "--label", "2026"])).toEqual({ verb: "rotate-key", options: { partner: "ptn_a", label: "2026" } });
+		expect(parseArgs(["rotate-key", "--partner", "ptn_a", "--label", "2026"])).toEqual({
+			verb: "rotate-key",
+			options: { partner: "ptn_a", label: "2026" },
+		});
 		expect(parseArgs(["revoke-key", "--key", "key_a"]).options).toEqual({ key: "key_a" });
 		expect(parseArgs(["create", "--name", "Acme", "--mode", "live"]).options).toEqual({ name: "Acme", mode: "live" });
-		expect(parseArgs(["rotate-key", "--partner", "ptn_a", "--label", "l", "--mode", "test"]).options).toEqual({ partner: "ptn_a", label: "l", mode: "test" });
+		expect(parseArgs(["rotate-key", "--partner", "ptn_a", "--label", "l", "--mode", "test"]).options).toEqual({
+			partner: "ptn_a",
+			label: "l",
+			mode: "test",
+		});
 		expect(parseArgs(["revoke-key", "--partner", "ptn_a"]).options).toEqual({ partner: "ptn_a" });
 		expect(parseArgs(["rotate-webhook-secret", "--partner", "ptn_a", "--grace", "24h"]).options).toEqual({ partner: "ptn_a", grace: "24h" });
 	});

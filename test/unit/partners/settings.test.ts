@@ -5,7 +5,12 @@ const STRONG = "dev_key_change_me_0123456789abcdef";
 
 describe("partners settings", () => {
 	it("reads the bootstrap partner, blank meaning unset", () => {
-		expect(readPartnersSettings({})).toEqual({ authCacheMs: AUTH_CACHE_MS, bootstrapPartnerKey: undefined, bootstrapWebhookSecret: undefined, bootstrapPartnerMode: "test" });
+		expect(readPartnersSettings({})).toEqual({
+			authCacheMs: AUTH_CACHE_MS,
+			bootstrapPartnerKey: undefined,
+			bootstrapWebhookSecret: undefined,
+			bootstrapPartnerMode: "test",
+		});
 		expect(readPartnersSettings({ BOOTSTRAP_PARTNER_MODE: "live" }).bootstrapPartnerMode).toBe("live");
 		expect(() => readPartnersSettings({ BOOTSTRAP_PARTNER_MODE: "prod" })).toThrow(/BOOTSTRAP_PARTNER_MODE/);
 		const secret = `whsec_${Buffer.alloc(24, 7).toString("base64")}`;

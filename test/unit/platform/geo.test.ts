@@ -1,4 +1,13 @@
-import { bearingDegrees, destinationPoint, haversineMeters, interpolate, isValidPoint, normalizeBearing, normalizeLng, roundCoordinate } from "../../../lib/geo";
+import {
+	bearingDegrees,
+	destinationPoint,
+	haversineMeters,
+	interpolate,
+	isValidPoint,
+	normalizeBearing,
+	normalizeLng,
+	roundCoordinate,
+} from "../../../lib/geo";
 
 const MG_ROAD = { lat: 12.9716, lng: 77.5946 };
 const KORAMANGALA = { lat: 12.9352, lng: 77.6245 };

@@ -45,7 +45,10 @@ describe("NATS login settings (lib/nats-settings.ts)", () => {
 		const cases: [Record<string, string>, RegExp][] = [
 			[{ NATS_USER: "ride" }, /^NATS_PASSWORD must be set/],
 			[{ NATS_PASSWORD: "sekrit-1" }, /^NATS_USER must be set/],
-			[{ NATS_USER: "ride", NATS_PASSWORD: "sekrit-1", NATS_PASSWORD_FILE: "/run/secrets/nats-password" }, /^NATS_PASSWORD_FILE must be unset when NATS_PASSWORD is set/],
+			[
+				{ NATS_USER: "ride", NATS_PASSWORD: "sekrit-1", NATS_PASSWORD_FILE: "/run/secrets/nats-password" },
+				/^NATS_PASSWORD_FILE must be unset when NATS_PASSWORD is set/,
+			],
 			[{ NATS_USER: "ride", NATS_PASSWORD: "sekrit-1", NATS_TOKEN: "sekrit-2" }, /^NATS_TOKEN must be unset when NATS_USER is set/],
 			[{ NATS_USER: "ride", NATS_PASSWORD_FILE: "/run/secrets/missing" }, /^NATS_PASSWORD_FILE must be a readable file \(ENOENT\)/],
 			[{ NATS_TOKEN_FILE: "/run/secrets/empty" }, /^NATS_TOKEN_FILE must be a file that is not empty/],
@@ -69,7 +72,13 @@ describe("NATS login settings (lib/nats-settings.ts)", () => {
 
 	test("TLS: files by path (the client reads them), on with NATS_TLS=true or any file", () => {
 		expect(read({ NATS_TLS: "true" })).toEqual({ tls: {} });
-		const options = read({ NATS_TLS_CA: "/run/secrets/ca.pem", NATS_TLS_CERT: "/run/secrets/cert.pem", NATS_TLS_KEY: "/run/secrets/key.pem", NATS_USER: "ride", NATS_PASSWORD: "p" })!;
+		const options = read({
+			NATS_TLS_CA: "/run/secrets/ca.pem",
+			NATS_TLS_CERT: "/run/secrets/cert.pem",
+			NATS_TLS_KEY: "/run/secrets/key.pem",
+			NATS_USER: "ride",
+			NATS_PASSWORD: "p",
+		})!;
 		expect(options.tls).toEqual({ caFile: "/run/secrets/ca.pem", certFile: "/run/secrets/cert.pem", keyFile: "/run/secrets/key.pem" });
 		expect(JSON.stringify(options)).not.toContain("secret-key-material");
 	});

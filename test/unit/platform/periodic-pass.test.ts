@@ -48,7 +48,11 @@ describe("periodicPass", () => {
 
 	it("with 0, only when asked", async () => {
 		let runs = 0;
-		const pass = periodicPass(async () => ++runs, 0, () => undefined);
+		const pass = periodicPass(
+			async () => ++runs,
+			0,
+			() => undefined,
+		);
 		await sleep(50);
 		expect(runs).toBe(0);
 		await expect(pass.runOnce()).resolves.toBe(1);

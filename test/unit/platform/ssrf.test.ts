@@ -56,13 +56,17 @@ describe("address classification", () => {
 		expect(classifyAddress(address, strict).allowed).toBe(false);
 	});
 
-	it.each([["93.184.216.34"], ["8.8.8.8"], ["1.1.1.1"], ["2606:4700:4700::1111"], ["::ffff:8.8.8.8"], ["64:ff9b::808:808"]])("allows public %s", (address) => {
-		expect(classifyAddress(address, strict).allowed).toBe(true);
-	});
+	it.each([["93.184.216.34"], ["8.8.8.8"], ["1.1.1.1"], ["2606:4700:4700::1111"], ["::ffff:8.8.8.8"], ["64:ff9b::808:808"]])(
+		"allows public %s",
+		(address) => {
+			expect(classifyAddress(address, strict).allowed).toBe(true);
+		},
+	);
 
 	it("with private targets allowed (dev): loopback and private pass, metadata, multicast and unspecified never do", () => {
 		for (const a of ["127.0.0.1", "10.0.0.1", "::1", "::ffff:127.0.0.1", "fd12::1"]) expect(classifyAddress(a, dev).allowed).toBe(true);
-		for (const a of ["169.254.169.254", "fd00:ec2::254", "100.100.100.200", "224.0.0.1", "0.0.0.0", "::"]) expect(classifyAddress(a, dev).allowed).toBe(false);
+		for (const a of ["169.254.169.254", "fd00:ec2::254", "100.100.100.200", "224.0.0.1", "0.0.0.0", "::"])
+			expect(classifyAddress(a, dev).allowed).toBe(false);
 	});
 
 	it("judges the SIIT form (::ffff:0:a.b.c.d, RFC 6145) by the IPv4 address it carries, and never throws", () => {
@@ -126,12 +130,17 @@ describe("create-order checkpoint: assertWebhookUrlAllowed", () => {
 		await expect(assertWebhookUrlAllowed(url, policy)).rejects.toMatchObject({ code: 400, type: "INVALID_WEBHOOK_URL" });
 	});
 
-	it.each([["ftp://partner.example.com/x"], ["/relative/hook"], ["not a url"], ["http://user:pw@partner.example.com/"], ["javascript:alert(1)"], [""], ["http://" + "a".repeat(2100) + ".com/"]])(
-		"refuses malformed %s",
-		async (url) => {
-			await expect(assertWebhookUrlAllowed(url, policy)).rejects.toMatchObject({ code: 400, type: "INVALID_WEBHOOK_URL" });
-		},
-	);
+	it.each([
+		["ftp://partner.example.com/x"],
+		["/relative/hook"],
+		["not a url"],
+		["http://user:pw@partner.example.com/"],
+		["javascript:alert(1)"],
+		[""],
+		["http://" + "a".repeat(2100) + ".com/"],
+	])("refuses malformed %s", async (url) => {
+		await expect(assertWebhookUrlAllowed(url, policy)).rejects.toMatchObject({ code: 400, type: "INVALID_WEBHOOK_URL" });
+	});
 
 	it("accepts public targets, and a name that does not resolve right now (connect time decides later)", async () => {
 		await expect(assertWebhookUrlAllowed("https://partner.example.com/hooks/rides", policy)).resolves.toBeInstanceOf(URL);
@@ -158,7 +167,11 @@ describe("create-order checkpoint: assertWebhookUrlAllowed", () => {
 });
 
 describe("connect-time checkpoint: guarded lookup", () => {
-	function lookupOnce(lookup: ReturnType<typeof guardedLookup>, host: string, all: boolean): Promise<{ err: NodeJS.ErrnoException | null; address: unknown }> {
+	function lookupOnce(
+		lookup: ReturnType<typeof guardedLookup>,
+		host: string,
+		all: boolean,
+	): Promise<{ err: NodeJS.ErrnoException | null; address: unknown }> {
 		return new Promise((resolve) => lookup(host, { all }, (err, address) => resolve({ err, address })));
 	}
 

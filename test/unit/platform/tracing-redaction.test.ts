@@ -32,7 +32,13 @@ describe("trace redaction (lib/trace-redaction.ts)", () => {
 
 	test("an allow-listed name never lets a nested secret through; objects that are not plain data are redacted whole", () => {
 		expect(r.params({ orderId: { apiKey: "k" } })).toEqual({ orderId: { apiKey: REDACTED } });
-		expect(r.params({ req: new (class Req { headers = { authorization: "Bearer k" } })() })).toEqual({ req: REDACTED });
+		expect(
+			r.params({
+				req: new (class Req {
+					headers = { authorization: "Bearer k" };
+				})(),
+			}),
+		).toEqual({ req: REDACTED });
 		expect(r.params({ blob: Buffer.from("secret") })).toEqual({ blob: REDACTED });
 		expect(r.params("a bare string param")).toBe(REDACTED);
 		const deep = { a: { b: { c: { d: { e: { orderId: "x" } } } } } };
@@ -40,13 +46,22 @@ describe("trace redaction (lib/trace-redaction.ts)", () => {
 	});
 
 	test("meta keeps allow-listed scalar keys only", () => {
-		expect(r.meta({ partnerId: "ptr_1", requestId: "req_1", idempotencyKey: "booking-1", $statusCode: 201, apiKey: "k" })).toEqual({ partnerId: "ptr_1", requestId: "req_1" });
+		expect(r.meta({ partnerId: "ptr_1", requestId: "req_1", idempotencyKey: "booking-1", $statusCode: 201, apiKey: "k" })).toEqual({
+			partnerId: "ptr_1",
+			requestId: "req_1",
+		});
 		expect(r.meta(undefined)).toBeUndefined();
 	});
 
 	test("TRACING_TAGS_ALLOW adds names, but never a secret-looking one", () => {
 		const wider = createTraceRedactor(readSettings({ TRACING_TAGS_ALLOW: "rating, apiKey ,webhookSecret,otp,phone" }).tracingTagsAllow);
-		expect(wider.params({ rating: 5, apiKey: "k", webhookSecret: "s", otp: "1234", phone: "+91" })).toEqual({ rating: 5, apiKey: REDACTED, webhookSecret: REDACTED, otp: REDACTED, phone: REDACTED });
+		expect(wider.params({ rating: 5, apiKey: "k", webhookSecret: "s", otp: "1234", phone: "+91" })).toEqual({
+			rating: 5,
+			apiKey: REDACTED,
+			webhookSecret: REDACTED,
+			otp: REDACTED,
+			phone: REDACTED,
+		});
 	});
 
 	test("the broker config installs the redacting tags for actions and events, and errors without their data", () => {

@@ -207,7 +207,9 @@ describe("routing", () => {
 	});
 
 	it("refuses ROUTING=osrm clearly (not built yet)", () => {
-		expect(() => createRouteEstimator({ routing: "osrm", osrmUrl: "http://osrm:5000", roadFactor: 1.3, speedsKmh: { scooty: 1, cab: 1 } })).toThrow(/ROUTING=osrm is not implemented/);
+		expect(() => createRouteEstimator({ routing: "osrm", osrmUrl: "http://osrm:5000", roadFactor: 1.3, speedsKmh: { scooty: 1, cab: 1 } })).toThrow(
+			/ROUTING=osrm is not implemented/,
+		);
 	});
 });
 
@@ -223,7 +225,9 @@ describe("trip limits", () => {
 	});
 
 	it("refuses trips over the maximum, straight or routed", () => {
-		expect(straightLineProblems(p, { lat: 28.6139, lng: 77.209 }, limits)).toEqual([{ field: "drop", message: "trip is longer than the maximum of 100 km" }]);
+		expect(straightLineProblems(p, { lat: 28.6139, lng: 77.209 }, limits)).toEqual([
+			{ field: "drop", message: "trip is longer than the maximum of 100 km" },
+		]);
 		expect(routedDistanceProblems(100_001, limits)).toHaveLength(1);
 		expect(routedDistanceProblems(100_000, limits)).toEqual([]);
 	});
@@ -244,9 +248,17 @@ describe("supply from dispatch", () => {
 
 	it("degrades to unknown when dispatch fails or never answers", async () => {
 		const failures: unknown[] = [];
-		const broken = await fetchSupplyDemand(() => Promise.reject(new Error("boom")), 1_000, (e) => failures.push(e));
+		const broken = await fetchSupplyDemand(
+			() => Promise.reject(new Error("boom")),
+			1_000,
+			(e) => failures.push(e),
+		);
 		expect(broken).toEqual(UNKNOWN_REPLY);
-		const hung = await fetchSupplyDemand(() => new Promise(() => undefined), 5, (e) => failures.push(e));
+		const hung = await fetchSupplyDemand(
+			() => new Promise(() => undefined),
+			5,
+			(e) => failures.push(e),
+		);
 		expect(hung).toEqual(UNKNOWN_REPLY);
 		expect(failures).toHaveLength(2);
 		const fine = await fetchSupplyDemand(() => Promise.resolve({ scooty: { eta: 60, available: 1, demand: 0 } }), 1_000);

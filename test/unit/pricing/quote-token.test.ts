@@ -24,7 +24,15 @@ function claims(over: Partial<QuoteClaims> = {}): QuoteClaims {
 		...over,
 	};
 }
-const expectFor = (over: Partial<{ partnerId: string; mode: "test" | "live"; serviceType: string; pickup: { lat: number; lng: number }; drop: { lat: number; lng: number } }> = {}) => ({
+const expectFor = (
+	over: Partial<{
+		partnerId: string;
+		mode: "test" | "live";
+		serviceType: string;
+		pickup: { lat: number; lng: number };
+		drop: { lat: number; lng: number };
+	}> = {},
+) => ({
 	partnerId: "ptn_a",
 	serviceType: "cab",
 	pickup: PICKUP,
@@ -105,8 +113,7 @@ describe("quote tokens", () => {
 		expect(check).toMatchObject({ ok: true, claims: { expiresAt: NOW + 300_000 } });
 	});
 
-
-	it("signs with HMAC-SHA256(secret, \"qt2\" ‖ payload ‖ partner length ‖ partner ‖ mode), keeping its first 16 bytes", () => {
+	it('signs with HMAC-SHA256(secret, "qt2" ‖ payload ‖ partner length ‖ partner ‖ mode), keeping its first 16 bytes', () => {
 		for (const [partnerId, mode, modeByte] of [
 			["ptn_a", "test", 0x74],
 			["ptn_é".repeat(40), "live", 0x6c],
@@ -116,7 +123,9 @@ describe("quote tokens", () => {
 			const partner = Buffer.from(partnerId, "utf8");
 			// The partner's byte length as a varint: one byte under 128, two from there.
 			const length = partner.length < 0x80 ? Buffer.from([partner.length]) : Buffer.from([(partner.length & 0x7f) | 0x80, partner.length >> 7]);
-			const mac = createHmac("sha256", SECRET).update(Buffer.concat([Buffer.from("qt2"), payload, length, partner, Buffer.from([modeByte])])).digest();
+			const mac = createHmac("sha256", SECRET)
+				.update(Buffer.concat([Buffer.from("qt2"), payload, length, partner, Buffer.from([modeByte])]))
+				.digest();
 			expect(bytes.subarray(bytes.length - 16)).toEqual(mac.subarray(0, 16));
 			expect(verifyQuote(`qt_${bytes.toString("base64url")}`, expectFor({ partnerId, mode }), keyring, NOW).ok).toBe(true);
 		}
@@ -136,7 +145,11 @@ describe("quote tokens", () => {
 
 	it("refuses another service type", () => {
 		const token = encodeQuote(claims(), keyring);
-		expect(verifyQuote(token, expectFor({ serviceType: "scooty" }), keyring, NOW)).toMatchObject({ ok: false, code: "QUOTE_INVALID", field: "serviceType" });
+		expect(verifyQuote(token, expectFor({ serviceType: "scooty" }), keyring, NOW)).toMatchObject({
+			ok: false,
+			code: "QUOTE_INVALID",
+			field: "serviceType",
+		});
 	});
 
 	it("accepts pickup and drop within 200 m and refuses them beyond", () => {
@@ -146,7 +159,11 @@ describe("quote tokens", () => {
 		expect(verifyQuote(token, expectFor({ pickup: near }), keyring, NOW).ok).toBe(true);
 		expect(verifyQuote(token, expectFor({ pickup: far }), keyring, NOW)).toMatchObject({ ok: false, code: "QUOTE_INVALID", field: "pickup" });
 		expect(verifyQuote(token, expectFor({ drop: destinationPoint(DROP, 200, 190) }), keyring, NOW).ok).toBe(true);
-		expect(verifyQuote(token, expectFor({ drop: destinationPoint(DROP, 200, 250) }), keyring, NOW)).toMatchObject({ ok: false, code: "QUOTE_INVALID", field: "drop" });
+		expect(verifyQuote(token, expectFor({ drop: destinationPoint(DROP, 200, 250) }), keyring, NOW)).toMatchObject({
+			ok: false,
+			code: "QUOTE_INVALID",
+			field: "drop",
+		});
 	});
 
 	it("expires at expiresAt (injected clock), and only a genuine token says so", () => {

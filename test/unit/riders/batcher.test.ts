@@ -94,7 +94,14 @@ it("a failed batch is retried one call at a time: only the bad row's caller fail
 });
 
 it("answers every caller of a batch whose runner miscounts with an error, never another's row", async () => {
-	const b = new StatementBatcher(async (items: Item[]) => (items.length > 1 ? [{ name: "x" }] : [{ name: items[0].name }]), key, { maxBatch: 100, maxInFlight: 1 });
-	const p = [b.submit({ partnerId: "A", phone: "1", name: "one" }), b.submit({ partnerId: "A", phone: "2", name: "two" }), b.submit({ partnerId: "A", phone: "3", name: "three" })];
+	const b = new StatementBatcher(async (items: Item[]) => (items.length > 1 ? [{ name: "x" }] : [{ name: items[0].name }]), key, {
+		maxBatch: 100,
+		maxInFlight: 1,
+	});
+	const p = [
+		b.submit({ partnerId: "A", phone: "1", name: "one" }),
+		b.submit({ partnerId: "A", phone: "2", name: "two" }),
+		b.submit({ partnerId: "A", phone: "3", name: "three" }),
+	];
 	expect((await Promise.all(p)).map((a) => a.name)).toEqual(["one", "two", "three"]);
 });
