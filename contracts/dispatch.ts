@@ -277,9 +277,16 @@ export interface SimulatedWork {
 export const DISPATCH_EVENTS = {
 	driverChanged: "dispatch.driverChanged",
 	offerCreated: "dispatch.offerCreated",
+	/** Positions a dispatch instance recorded since its last flush, one message per flush (not per ping). */
+	driverPositions: "dispatch.driverPositions",
+	/** A driver opened a `/driver/offers` wait on some instance: every other wait of that driver ends. */
+	driverWaitStarted: "dispatch.driverWaitStarted",
 } as const;
 
-/** `dispatch.driverChanged`, broadcast: what every instance's nearest-driver index keeps of a driver. */
+/** Why an offline driver is offline: it said so, its app went silent, or its tokens were revoked. */
+export type OfflineReason = "driver" | "silent" | "revoked";
+
+/** `dispatch.driverChanged`, broadcast on every state change: what every instance's index and driver cache keep of a driver. */
 export interface DriverChangedEvent {
 	id: string;
 	serviceType: ServiceType;
@@ -288,12 +295,31 @@ export interface DriverChangedEvent {
 	lng: number | null;
 	rev: number;
 	mode: DriverMode;
+	/** The ride the driver is offered or on. */
+	orderId: string | null;
+	/** Set while offline. */
+	offlineReason: OfflineReason | null;
 }
 
-/** `dispatch.offerCreated`, broadcast after an offer is recorded (the simulated fleet answers its own at once). */
+/** `dispatch.offerCreated`, broadcast after an offer is recorded: a waiting driver's instance answers it from this alone. */
 export interface OfferCreatedEvent {
 	orderId: string;
 	driverId: string;
 	simulated: boolean;
 	expiresAt: string;
+	pickup: Point;
+	drop: Point;
+	distanceM: number;
+	eta: number;
+}
+
+/** `dispatch.driverPositions`: `[driverId, lat, lng, heading, at (epoch ms)]` per driver, the newest of each. */
+export interface DriverPositionsEvent {
+	positions: Array<[driverId: string, lat: number, lng: number, heading: number, at: number]>;
+}
+
+/** `dispatch.driverWaitStarted`. */
+export interface DriverWaitStartedEvent {
+	driverId: string;
+	waitId: string;
 }

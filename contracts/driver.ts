@@ -67,6 +67,12 @@ export interface DriverOrderParams {
 	orderId: string;
 }
 
+/** /driver/arrived: only near the pickup; `location`, when sent, is recorded first (as /driver/location would record it). */
+export const driverArrivedParams = { $$strict: true, orderId: orderIdRule, location: { ...driverAppLocationRule, optional: true } } as const;
+export interface DriverArrivedParams extends DriverOrderParams {
+	location?: DriverAppLocation;
+}
+
 /** /driver/start: only with the rider's OTP. */
 export const driverStartParams = { $$strict: true, orderId: orderIdRule, otp: { type: "string", min: 1, max: 16 } } as const;
 export interface DriverStartParams extends DriverOrderParams {

@@ -141,6 +141,26 @@ export const ERRORS = {
 		meaning:
 			"Too many OTP tries for this ride: starting it with an OTP is refused until an operator unlocks it (orders.unlockOtp); the driver may drop out, the partner may cancel (driver and fleet calls).",
 	},
+	LOCATION_IMPLAUSIBLE: {
+		status: 422,
+		retryable: false,
+		documented: false,
+		meaning:
+			"The position implies a speed no vehicle drives (over DRIVER_MAX_SPEED_KMH since the driver's last known position, beyond DRIVER_JUMP_TOLERANCE_M); nothing was recorded (driver calls).",
+	},
+	NOT_AT_PICKUP: {
+		status: 409,
+		retryable: false,
+		documented: false,
+		meaning:
+			"The driver's last known position is farther than DRIVER_ARRIVAL_RADIUS_M from the pickup: send a position at the pickup first (driver calls).",
+	},
+	DRIVER_WAITS_FULL: {
+		status: 503,
+		retryable: true,
+		documented: false,
+		meaning: "This dispatch instance holds as many waiting drivers as DRIVER_MAX_WAITS allows; retry after Retry-After (driver calls).",
+	},
 	DRIVER_NOT_AVAILABLE: {
 		status: 409,
 		retryable: false,

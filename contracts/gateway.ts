@@ -16,6 +16,7 @@ import {
 	driverOfflineParams,
 	driverOnlineParams,
 	driverOrderParams,
+	driverArrivedParams,
 	driverStartParams,
 } from "./driver";
 
@@ -121,12 +122,18 @@ const RIDE_STEP_ERRORS: readonly ErrorCode[] = ["ORDER_NOT_FOUND", "CONFLICT", "
 export const DRIVER_ROUTES: readonly DriverRoute[] = [
 	{ path: "/online", method: "POST", action: "dispatch.driverGoOnline", params: driverOnlineParams, errors: [] },
 	{ path: "/offline", method: "POST", action: "dispatch.driverGoOffline", params: driverOfflineParams, errors: ["DRIVER_NOT_AVAILABLE", "CONFLICT"] },
-	{ path: "/location", method: "POST", action: "dispatch.driverReportLocations", params: driverLocationsParams, errors: [] },
-	{ path: "/offers", method: "GET", action: "dispatch.driverOffers", params: driverOffersParams, errors: [] },
-	{ path: "/offers", method: "POST", action: "dispatch.driverOffers", params: driverOffersParams, errors: [] },
+	{ path: "/location", method: "POST", action: "dispatch.driverReportLocations", params: driverLocationsParams, errors: ["LOCATION_IMPLAUSIBLE"] },
+	{ path: "/offers", method: "GET", action: "dispatch.driverOffers", params: driverOffersParams, errors: ["DRIVER_WAITS_FULL"] },
+	{ path: "/offers", method: "POST", action: "dispatch.driverOffers", params: driverOffersParams, errors: ["DRIVER_WAITS_FULL"] },
 	{ path: "/accept", method: "POST", action: "dispatch.driverAccept", params: driverOrderParams, errors: ["ORDER_NOT_FOUND", "CONFLICT"] },
 	{ path: "/decline", method: "POST", action: "dispatch.driverDecline", params: driverOrderParams, errors: ["ORDER_NOT_FOUND", "CONFLICT"] },
-	{ path: "/arrived", method: "POST", action: "dispatch.driverArrived", params: driverOrderParams, errors: RIDE_STEP_ERRORS },
+	{
+		path: "/arrived",
+		method: "POST",
+		action: "dispatch.driverArrived",
+		params: driverArrivedParams,
+		errors: [...RIDE_STEP_ERRORS, "NOT_AT_PICKUP", "LOCATION_IMPLAUSIBLE"],
+	},
 	{ path: "/start", method: "POST", action: "dispatch.driverStart", params: driverStartParams, errors: [...RIDE_STEP_ERRORS, "INVALID_OTP", "OTP_LOCKED"] },
 	{ path: "/drop", method: "POST", action: "dispatch.driverDrop", params: driverOrderParams, errors: RIDE_STEP_ERRORS },
 	{ path: "/cancel", method: "POST", action: "dispatch.driverCancel", params: driverCancelParams, errors: RIDE_STEP_ERRORS },

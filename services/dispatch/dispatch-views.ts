@@ -1,6 +1,6 @@
 import type { Point } from "../../contracts/common";
 import type { DriverChangedEvent, DriverPosition, DriverView, RideView, SimOffer, SimRide } from "../../contracts/dispatch";
-import type { DriverRow } from "./drivers.repo";
+import type { DriverRow, IndexRow } from "./drivers.repo";
 import type { OfferRow } from "./matching.repo";
 import type { RideRow } from "./ride-mirror.repo";
 
@@ -34,8 +34,18 @@ export function toDriverView(row: DriverRow): DriverView {
 }
 
 /** What every instance's index needs of a driver (`dispatch.driverChanged`). */
-export function toDriverChange(row: Pick<DriverRow, "id" | "service_type" | "status" | "lat" | "lng" | "rev" | "mode">): DriverChangedEvent {
-	return { id: row.id, serviceType: row.service_type, status: row.status, lat: row.lat, lng: row.lng, rev: Number(row.rev), mode: row.mode };
+export function toDriverChange(row: IndexRow): DriverChangedEvent {
+	return {
+		id: row.id,
+		serviceType: row.service_type,
+		status: row.status,
+		lat: row.lat,
+		lng: row.lng,
+		rev: Number(row.rev),
+		mode: row.mode,
+		orderId: row.order_id,
+		offlineReason: row.offline_reason,
+	};
 }
 
 export const pickupOf = (r: RideRow): Point => ({ lat: r.pickup_lat, lng: r.pickup_lng });

@@ -5,13 +5,14 @@ import { ORDER_EVENTS, type OrderCreatedEvent, type StatusChangedEvent } from ".
 import { useServiceSettings } from "../../lib/settings";
 import { DbMixin, type DbThis } from "../../mixins/db.mixin";
 import { migrations } from "./migrations";
-import { DRIVER_OFFERS_POLL_MS, DRIVER_TOKEN_CACHE_MS, readDispatchSettings, type DispatchSettings } from "./dispatch.settings";
+import { readDispatchSettings, type DispatchSettings } from "./dispatch.settings";
 import { DispatchMetrics } from "./dispatch.metrics";
 import { DispatchRepo } from "./dispatch.repo";
 import { shortError } from "./dispatch-rules";
 import { toDriverView } from "./dispatch-views";
 import type { DispatchLog } from "./dispatch.types";
 import { DriverIndex } from "./driver-index";
+import { DriverPresence } from "./driver-presence";
 import { RideMirror } from "./ride-mirror";
 import { Matcher } from "./matching";
 import { DriverMoves } from "./driver-moves";
@@ -50,6 +51,7 @@ interface DispatchLocal extends DriverApiHost {
 	mirror: RideMirror;
 	matcher: Matcher;
 	moves: DriverMoves;
+	presence: DriverPresence;
 	timers: NodeJS.Timeout[];
 	stopping: boolean;
 	refreshRunning: Promise<unknown> | null;
@@ -204,7 +206,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 			access: "internal",
 			params: contract.driverIdParams,
 			handler(this: This, ctx: Context<contract.DriverIdParams>): Promise<contract.DriverJob> {
-				return this.moves.driverJob(ctx.params.driverId);
+				return this.moves.driverJob(ctx.params.driverId, { fresh: true });
 			},
 		},
 
@@ -306,6 +308,13 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		[contract.DISPATCH_EVENTS.driverChanged]: {
 			handler(this: This, ctx: Context<contract.DriverChangedEvent>) {
 				this.index.apply(ctx.params);
+				this.presence.applyChange(ctx.params);
+			},
+		},
+		/** Positions another instance (or this one) recorded since its last flush. */
+		[contract.DISPATCH_EVENTS.driverPositions]: {
+			handler(this: This, ctx: Context<contract.DriverPositionsEvent>) {
+				this.presence.applyPositions(ctx.params);
 			},
 		},
 	},
@@ -327,14 +336,18 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		this.mirror = new RideMirror({ settings, repo, orders, index: this.index, onWork, fleetRuns, stopping, log });
 		const announceOffer = (event: contract.OfferCreatedEvent) => void announce(contract.DISPATCH_EVENTS.offerCreated, event);
 		this.matcher = new Matcher({ settings, repo, index: this.index, mirror: this.mirror, orders, metrics, announceOffer, stopping, log });
-		this.moves = new DriverMoves({ settings, repo, index: this.index, mirror: this.mirror, matcher: this.matcher, orders, metrics, log });
-		this.offerWaits = new OfferWaits();
-		this.driverApi = new DriverApi({ moves: this.moves, tokens: repo.tokens, waits: this.offerWaits, pollMs: DRIVER_OFFERS_POLL_MS, stopping });
+		const announcePositions = (event: contract.DriverPositionsEvent) => broker.broadcast(contract.DISPATCH_EVENTS.driverPositions, event);
+		const presence = (this.presence = new DriverPresence({ settings, repo: repo.drivers, index: this.index, announcePositions, log }));
+		this.moves = new DriverMoves({ settings, repo, index: this.index, presence, mirror: this.mirror, matcher: this.matcher, orders, metrics, log });
+		this.offerWaits = new OfferWaits(settings.maxWaits);
+		const announceWait = (event: contract.DriverWaitStartedEvent) => void announce(contract.DISPATCH_EVENTS.driverWaitStarted, event);
+		this.driverApi = new DriverApi({ moves: this.moves, tokens: repo.tokens, waits: this.offerWaits, announceWait, stopping });
 		this.driverTokens = new DriverTokens({
 			repo: repo.tokens,
 			register: (p) => this.moves.register(p),
 			announceChanged: (event) => broker.broadcast(DRIVER_TOKEN_EVENTS.changed, event),
-			cacheMs: DRIVER_TOKEN_CACHE_MS,
+			takeOffline: (driverId) => this.moves.revoked(driverId),
+			cacheMs: settings.tokenCacheMs,
 		});
 		this.timers = [];
 		this.stopping = false;
@@ -353,6 +366,8 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 			this.timers.push(timer);
 		};
 		every(settings.tickMs, () => matcher.tick());
+		every(settings.positionFlushMs, () => this.presence.flush());
+		every(settings.presenceSweepMs, () => this.presence.sweepSilent());
 		// Jitter the sweep per instance so several instances do not sweep in lockstep.
 		const firstSweep = setTimeout(
 			() => {
@@ -388,6 +403,9 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		this.stopping = true;
 		for (const timer of this.timers) clearTimeout(timer);
 		this.timers = [];
+		this.offerWaits.endAll();
+		// Positions recorded since the last flush reach PostgreSQL before the pool closes.
+		await this.presence.flush().catch((err: unknown) => trouble(this, `Last positions: ${shortError(err)}`));
 		// Let running passes finish before the pool closes (the DB mixin's stopped runs after this).
 		await Promise.allSettled([...this.matcher.current, this.mirror.current, this.refreshRunning].filter(Boolean));
 	},

@@ -43,12 +43,25 @@ export interface DispatchSettings extends TravelSettings {
 	transitionLeaseMs: number;
 	/** How many candidates one matching attempt tries to claim, nearest first. */
 	candidatesPerAttempt: number;
+	/** How often an instance writes the positions it recorded to PostgreSQL and tells the other instances (one statement, one message). */
+	positionFlushMs: number;
+	/** An available driver not heard of for this long goes offline (`silent`) until its next position. */
+	silentAfterMs: number;
+	/** How often an instance looks for drivers gone silent. */
+	presenceSweepMs: number;
+	/** A position implying a faster straight-line speed than this since the driver's last one is refused (422 LOCATION_IMPLAUSIBLE). */
+	maxSpeedKmh: number;
+	/** Distance allowed on top of that speed (GPS jitter, a fix that arrives late). */
+	jumpToleranceM: number;
+	/** `arrived` only this close to the pickup (409 NOT_AT_PICKUP otherwise). */
+	arrivalRadiusM: number;
+	/** `/driver/offers` waits one instance holds at most (503 DRIVER_WAITS_FULL beyond). */
+	maxWaits: number;
+	/** How long an instance keeps a resolved driver token; a revocation clears it on every instance at once, this bounds a lost broadcast. */
+	tokenCacheMs: number;
+	/** Drivers one instance keeps in memory (state and newest position); the least recently used go first and are read again when needed. */
+	driverCacheMax: number;
 }
-
-/** How long an instance keeps a resolved driver token (a revocation clears it at once on every instance; the TTL bounds a lost event). */
-export const DRIVER_TOKEN_CACHE_MS = 5_000;
-/** The longest a driver's `/driver/offers` long-poll sleeps before it reads the driver's job again. */
-export const DRIVER_OFFERS_POLL_MS = 500;
 
 const atLeast = (env: Env, name: string, fallback: number, min: number): number => envNumber(env, name, fallback, (n) => n >= min, `at least ${min}`);
 const intWithin = (env: Env, name: string, fallback: number, min: number, max: number): number =>
@@ -87,5 +100,14 @@ export function readDispatchSettings(env: Env): DispatchSettings {
 		demandPerPartner: intWithin(env, "DISPATCH_DEMAND_PER_PARTNER", 10, 1, 100_000),
 		transitionLeaseMs: atLeast(env, "DISPATCH_TRANSITION_LEASE_MS", 20_000, 1000),
 		candidatesPerAttempt: intWithin(env, "DISPATCH_CANDIDATES", 5, 1, 50),
+		positionFlushMs: atLeast(env, "DRIVER_POSITION_FLUSH_MS", 1000, 50),
+		silentAfterMs: atLeast(env, "DRIVER_SILENT_AFTER_MS", 60_000, 1000),
+		presenceSweepMs: atLeast(env, "DRIVER_PRESENCE_SWEEP_MS", 5000, 100),
+		maxSpeedKmh: atLeast(env, "DRIVER_MAX_SPEED_KMH", 250, 10),
+		jumpToleranceM: atLeast(env, "DRIVER_JUMP_TOLERANCE_M", 200, 0),
+		arrivalRadiusM: atLeast(env, "DRIVER_ARRIVAL_RADIUS_M", 300, 10),
+		maxWaits: intWithin(env, "DRIVER_MAX_WAITS", 50_000, 1, 10_000_000),
+		tokenCacheMs: atLeast(env, "DRIVER_TOKEN_CACHE_MS", 60_000, 0),
+		driverCacheMax: intWithin(env, "DRIVER_CACHE_MAX", 200_000, 100, 100_000_000),
 	};
 }

@@ -1,5 +1,5 @@
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
-import { DISPATCH_EVENTS, type DriverJob, type DriverView, type OfferCreatedEvent } from "../../contracts/dispatch";
+import { DISPATCH_EVENTS, type DriverJob, type DriverView, type DriverWaitStartedEvent, type OfferCreatedEvent } from "../../contracts/dispatch";
 import * as driverApi from "../../contracts/driver";
 import { ApiError } from "../../lib/errors";
 import type { DriverApi } from "./driver-api";
@@ -84,8 +84,8 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 		/** POST /driver/arrived */
 		driverArrived: {
 			access: "driver",
-			params: driverApi.driverOrderParams,
-			handler(this: This, ctx: Context<driverApi.DriverOrderParams>): Promise<DriverJob> {
+			params: driverApi.driverArrivedParams,
+			handler(this: This, ctx: Context<driverApi.DriverArrivedParams>): Promise<DriverJob> {
 				return this.driverApi.arrived(driverIdOf(ctx), ctx.params, ctx);
 			},
 		},
@@ -135,14 +135,12 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 				return this.driverTokens.revokeAll(ctx.params.driverId);
 			},
 		},
-		/** Asks this instance to broadcast `dispatch.driverTokensChanged` (the CLI, after revoking in its own process). */
+		/** The CLI revoked a driver's tokens in its own process: every instance forgets them, the driver goes offline. */
 		announceDriverTokens: {
 			access: "internal",
 			params: driverApi.revokeDriverTokensParams,
 			async handler(this: This, ctx: Context<driverApi.RevokeDriverTokensParams>): Promise<{ ok: true }> {
-				await this.broker.broadcast(driverApi.DRIVER_TOKEN_EVENTS.changed, {
-					driverId: ctx.params.driverId,
-				} satisfies driverApi.DriverTokensChangedEvent);
+				await this.driverTokens.announceRevoked(ctx.params.driverId);
 				return { ok: true };
 			},
 		},
@@ -170,10 +168,16 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 				this.driverTokens.changed();
 			},
 		},
-		/** Wakes this instance's long-polls waiting for that driver (another instance may have made the offer). */
+		/** An offer for a driver, made by any instance: its wait here (if any) answers with it. */
 		[DISPATCH_EVENTS.offerCreated]: {
 			handler(this: This, ctx: Context<OfferCreatedEvent>) {
-				if (!ctx.params.simulated) this.offerWaits.wake(ctx.params.driverId);
+				if (!ctx.params.simulated) this.offerWaits.offer(ctx.params);
+			},
+		},
+		/** The driver opened a wait somewhere: any other wait of it here ends (one wait per driver). */
+		[DISPATCH_EVENTS.driverWaitStarted]: {
+			handler(this: This, ctx: Context<DriverWaitStartedEvent>) {
+				this.offerWaits.supersede(ctx.params.driverId, ctx.params.waitId);
 			},
 		},
 	},

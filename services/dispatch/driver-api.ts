@@ -1,5 +1,6 @@
 import type { Context } from "moleculer";
-import type { DriverJob, DriverView } from "../../contracts/dispatch";
+import { randomUUID } from "node:crypto";
+import type { DriverJob, DriverView, DriverWaitStartedEvent, OfferCreatedEvent } from "../../contracts/dispatch";
 import * as driverApi from "../../contracts/driver";
 import { orderNotFound } from "../../lib/errors";
 import { toDriverView } from "./dispatch-views";
@@ -33,10 +34,16 @@ export function newestLocation(locations: driverApi.DriverAppLocation[]): driver
 export interface DriverApiDeps {
 	moves: Pick<DriverMoves, "loadDriver" | "goOnline" | "goOffline" | "setLocation" | "accept" | "decline" | "moveRide" | "dropOut" | "driverJob">;
 	tokens: Pick<DriverTokensRepo, "wasOffered">;
-	waits: Pick<OfferWaits, "wait">;
-	/** The longest a long-poll sleeps before it reads the driver's job again. */
-	pollMs: number;
+	waits: Pick<OfferWaits, "open" | "close" | "takeUnclaimed">;
+	/** Tells every instance a wait opened (`dispatch.driverWaitStarted`): the driver's other waits end. */
+	announceWait: (event: DriverWaitStartedEvent) => void;
 	stopping: () => boolean;
+}
+
+/** The job a driver's wait answers when an offer ended it: from the offer event alone, no database read. */
+function jobFromOffer(job: DriverJob, offer: OfferCreatedEvent): DriverJob {
+	const { orderId, expiresAt, pickup, drop, distanceM, eta } = offer;
+	return { driver: { ...job.driver, status: "offered", orderId }, offer: { orderId, expiresAt, pickup, drop, distanceM, eta }, ride: null };
 }
 
 export class DriverApi {
@@ -56,15 +63,28 @@ export class DriverApi {
 		return toDriverView(await this.deps.moves.setLocation(driverId, { lat, lng, heading }));
 	}
 
-	/** The current offer or ride at once, else waits up to `waitSeconds` for an offer. */
+	/**
+	 * The current offer or ride at once, else waits up to `waitSeconds` for an
+	 * offer. The wait opens before the job is read, so an offer made meanwhile
+	 * still ends it; a driver's newer wait (on any instance) ends this one,
+	 * which then answers the job as it is. Waiting reads nothing: the job of an
+	 * idle driver comes from this instance's memory, an offer from its event.
+	 */
 	async offers(driverId: string, waitSeconds = driverApi.DRIVER_OFFERS_DEFAULT_WAIT_S): Promise<DriverJob> {
-		const deadline = Date.now() + 1000 * waitSeconds;
-		for (;;) {
-			const job = await this.deps.moves.driverJob(driverId);
-			const left = deadline - Date.now();
-			if (job.offer || job.ride || left <= 0 || this.deps.stopping()) return job;
-			await this.deps.waits.wait(driverId, Math.min(left, this.deps.pollMs));
+		if (waitSeconds <= 0 || this.deps.stopping()) return this.deps.moves.driverJob(driverId);
+		const waitId = randomUUID();
+		const ended = this.deps.waits.open(driverId, waitId, 1000 * waitSeconds);
+		this.deps.announceWait({ driverId, waitId });
+		const job = await this.deps.moves.driverJob(driverId);
+		if (job.offer || job.ride) {
+			this.deps.waits.close(driverId, waitId);
+			await ended;
+			return job;
 		}
+		const unclaimed = this.deps.waits.takeUnclaimed(driverId);
+		const how = unclaimed ? ({ kind: "offer", offer: unclaimed } as const) : await ended;
+		if (how.kind === "offer") return jobFromOffer(job, how.offer);
+		return how.kind === "timeout" ? job : this.deps.moves.driverJob(driverId);
 	}
 
 	async accept(driverId: string, { orderId }: driverApi.DriverOrderParams, ctx?: Context): Promise<DriverJob> {
@@ -77,9 +97,11 @@ export class DriverApi {
 		return this.deps.moves.decline(driverId, orderId);
 	}
 
-	async arrived(driverId: string, { orderId }: driverApi.DriverOrderParams, ctx?: Context): Promise<DriverJob> {
+	/** Only near the pickup; `location`, when sent, is recorded first (as `/driver/location` would). */
+	async arrived(driverId: string, { orderId, location }: driverApi.DriverArrivedParams, ctx?: Context): Promise<DriverJob> {
 		await this.ownOrder(driverId, orderId);
-		return this.deps.moves.moveRide({ driverId, orderId }, "accepted", "arrived", undefined, ctx);
+		const at = location ? { lat: location.lat, lng: location.lng, heading: location.heading } : undefined;
+		return this.deps.moves.moveRide({ driverId, orderId, location: at }, "accepted", "arrived", undefined, ctx);
 	}
 
 	/** With the rider's OTP (422 INVALID_OTP, 409 OTP_LOCKED after too many tries). */

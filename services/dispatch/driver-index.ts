@@ -120,27 +120,56 @@ export class DriverIndex {
 	 * index; a driver far from every ride causes no database work).
 	 */
 	publish(rows: DriverRow[]): void {
-		const radiusM = this.deps.settings.searchRadiusM;
 		const wake = new Set<string>();
 		for (const row of rows) {
 			const change = toDriverChange(row);
 			const before = this.available[row.mode]?.[row.service_type]?.pointOf(row.id);
 			this.apply(change);
-			if (row.status === "available" && row.lat !== null && row.lng !== null) {
-				const demand = this.demand[row.mode]?.[row.service_type];
-				demand?.forEachWithin({ lat: row.lat, lng: row.lng }, radiusM, (orderId) => {
-					const pickup = demand.pointOf(orderId);
-					// Already within reach before this change: that ride has had its chance at this driver.
-					if (before && pickup && haversineMeters(before, pickup) <= radiusM) return;
-					wake.add(orderId);
-				});
-			}
+			this.ridesNewlyInReach(row, before, wake);
 			this.deps.announce(change);
 		}
 		if (wake.size > 0) this.wakeRides([...wake]);
 	}
 
+	/**
+	 * Drivers that moved (a position, not a state change: no revision, not
+	 * announced; positions travel in batches). An available driver's point
+	 * follows. The answer is the searching rides it just came near: the caller
+	 * wakes them (`wake`) once PostgreSQL has the position too, since matching
+	 * reads positions there.
+	 */
+	moved(rows: ReadonlyArray<Pick<DriverRow, "id" | "mode" | "service_type" | "status" | "lat" | "lng">>): string[] {
+		const wake = new Set<string>();
+		for (const row of rows) {
+			if (row.status !== "available" || row.lat === null || row.lng === null) continue;
+			const index = this.available[row.mode]?.[row.service_type];
+			const before = index?.pointOf(row.id);
+			// Not in the index: not available here yet (its state change is on its way).
+			if (!index || !before) continue;
+			index.upsert(row.id, { lat: row.lat, lng: row.lng }, null);
+			this.ridesNewlyInReach(row, before, wake);
+		}
+		return [...wake];
+	}
+
+	/** Searching rides within reach of an available driver's new point that were not within reach of its point before. */
+	private ridesNewlyInReach(row: Pick<DriverRow, "mode" | "service_type" | "status" | "lat" | "lng">, before: Point | undefined, wake: Set<string>): void {
+		if (row.status !== "available" || row.lat === null || row.lng === null) return;
+		const radiusM = this.deps.settings.searchRadiusM;
+		const demand = this.demand[row.mode]?.[row.service_type];
+		demand?.forEachWithin({ lat: row.lat, lng: row.lng }, radiusM, (orderId) => {
+			const pickup = demand.pointOf(orderId);
+			// Already within reach before this change: that ride has had its chance at this driver.
+			if (before && pickup && haversineMeters(before, pickup) <= radiusM) return;
+			wake.add(orderId);
+		});
+	}
+
 	/** Rides a driver event may serve: due now (in the database, so any instance may match them), and matching work here. */
+	wake(orderIds: string[]): void {
+		if (orderIds.length > 0) this.wakeRides(orderIds);
+	}
+
 	private wakeRides(orderIds: string[]): void {
 		this.deps.repo.matching.wakeSearches(orderIds).then(
 			(n) => {

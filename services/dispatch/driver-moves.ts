@@ -1,9 +1,9 @@
 import type { Context } from "moleculer";
-import type { DriverJob, DriverView, RegisterParams, ReportedLocation } from "../../contracts/dispatch";
+import type { DriverJob, DriverView, OfflineReason, RegisterParams, ReportedLocation } from "../../contracts/dispatch";
 import type { InternalOrder } from "../../contracts/orders";
 import { ApiError } from "../../lib/errors";
 import { newId } from "../../lib/ids";
-import { bearingDegrees, haversineMeters } from "../../lib/geo";
+import { haversineMeters } from "../../lib/geo";
 import { errorType, etaBetween, isDefinitiveRefusal, legTarget } from "./dispatch-rules";
 import { dropOf, locationOf, pickupOf, rideJob, toDriverView } from "./dispatch-views";
 import type { DispatchMetrics } from "./dispatch.metrics";
@@ -11,6 +11,7 @@ import type { DispatchRepo } from "./dispatch.repo";
 import type { DispatchSettings } from "./dispatch.settings";
 import type { DispatchLog, DriverMoveFrom, DriverMoveTo } from "./dispatch.types";
 import type { DriverIndex } from "./driver-index";
+import type { DriverPresence } from "./driver-presence";
 import type { DriverRow } from "./drivers.repo";
 import type { Matcher } from "./matching";
 import type { OrdersClient } from "./orders-client";
@@ -33,9 +34,10 @@ const NOT_ON_RIDE = "The driver is not on this ride";
 const NO_CLAIM = new Error("no claim");
 
 export interface DriverMovesDeps {
-	settings: Pick<DispatchSettings, "transitionLeaseMs" | "speedsKmh" | "roadFactor">;
+	settings: Pick<DispatchSettings, "transitionLeaseMs" | "speedsKmh" | "roadFactor" | "arrivalRadiusM">;
 	repo: Pick<DispatchRepo, "drivers" | "mirror" | "matching" | "tx">;
 	index: Pick<DriverIndex, "publish">;
+	presence: Pick<DriverPresence, "driver" | "remember" | "report" | "withNewestPosition">;
 	mirror: Pick<RideMirror, "applyOrder" | "afterRefusal" | "reconcile">;
 	matcher: Pick<Matcher, "endOffer" | "kick">;
 	orders: Pick<OrdersClient, "transition" | "get">;
@@ -72,13 +74,14 @@ export class DriverMoves {
 	async goOnline(driverId: string, location: ReportedLocation): Promise<DriverView> {
 		const row = await this.deps.repo.drivers.setDriverLocation(driverId, location, true);
 		if (!row) throw driverNotFound();
+		this.deps.presence.remember(row);
 		this.deps.index.publish([row]);
 		this.deps.matcher.kick();
 		return toDriverView(row);
 	}
 
 	/** A pending offer is declined first; a driver on a ride must drop it (or drop out) first. */
-	async goOffline(driverId: string): Promise<DriverView> {
+	async goOffline(driverId: string, reason: OfflineReason = "driver"): Promise<DriverView> {
 		for (let attempt = 0; attempt < 5; attempt++) {
 			const driver = await this.loadDriver(driverId);
 			if (driver.status === "on_trip") throw new ApiError("DRIVER_NOT_AVAILABLE", "The driver is on a ride: drop it or drop out first");
@@ -86,8 +89,9 @@ export class DriverMoves {
 				await this.deps.matcher.endOffer(driverId, driver.order_id, "declined");
 				continue;
 			}
-			const row = await this.deps.repo.drivers.setDriverOffline(driverId);
+			const row = await this.deps.repo.drivers.setDriverOffline(driverId, reason);
 			if (row) {
+				this.deps.presence.remember(row);
 				this.deps.index.publish([row]);
 				return toDriverView(row);
 			}
@@ -95,19 +99,29 @@ export class DriverMoves {
 		throw conflict("The driver's state keeps changing; try again");
 	}
 
-	async setLocation(driverId: string, location: ReportedLocation): Promise<DriverRow> {
-		let heading = location.heading;
-		if (heading === undefined) {
-			// No heading given: face the way the driver moved (kept when it barely moved).
-			const prev = await this.loadDriver(driverId);
-			if (prev.lat !== null && prev.lng !== null && haversineMeters({ lat: prev.lat, lng: prev.lng }, location) > 5) {
-				heading = Math.round(bearingDegrees({ lat: prev.lat, lng: prev.lng }, location)) % 360;
+	/** The driver's newest position: in memory at once, in PostgreSQL at the next flush (driver-presence.ts). */
+	setLocation(driverId: string, location: ReportedLocation): Promise<DriverRow> {
+		return this.deps.presence.report(driverId, location);
+	}
+
+	/**
+	 * The driver's tokens were revoked: it goes offline at once. A pending
+	 * offer is withdrawn and a ride not yet started goes back to searching (a
+	 * drop-out); a started ride stays with it until an operator drops it
+	 * (`dispatch.dropRide`), and it goes offline then.
+	 */
+	async revoked(driverId: string): Promise<DriverView> {
+		for (let attempt = 0; attempt < 5; attempt++) {
+			const driver = await this.loadDriver(driverId);
+			if (driver.status === "on_trip" && driver.order_id) {
+				const ride = await this.deps.repo.mirror.ride(driver.order_id);
+				if (ride?.order_status === "started") return toDriverView(driver);
+				await this.dropOut({ driverId, orderId: driver.order_id }, "driver's access revoked").catch(() => undefined);
+				continue;
 			}
+			return await this.goOffline(driverId, "revoked");
 		}
-		const row = await this.deps.repo.drivers.setDriverLocation(driverId, { lat: location.lat, lng: location.lng, heading }, false);
-		if (!row) throw driverNotFound();
-		this.deps.index.publish([row]);
-		return row;
+		throw conflict("The driver's state keeps changing; try again");
 	}
 
 	/** Only an open (pending, unexpired) offer can be accepted; the ride becomes `accepted` with this driver through `orders.transition`. */
@@ -180,7 +194,8 @@ export class DriverMoves {
 	/** The driver holds the ride (an accept still being recorded is settled first). */
 	private async requireOnRide({ driverId, orderId, location }: RideStep): Promise<{ driver: DriverRow; ride: RideRow }> {
 		const mirrorRepo = this.deps.repo.mirror;
-		let driver = location ? await this.setLocation(driverId, location) : await this.loadDriver(driverId);
+		const presence = this.deps.presence;
+		let driver = location ? await this.setLocation(driverId, location) : presence.withNewestPosition(await this.loadDriver(driverId));
 		if (driver.status !== "on_trip" || driver.order_id !== orderId) throw conflict(NOT_ON_RIDE);
 		const ride = await mirrorRepo.ride(orderId);
 		if (!ride) throw conflict(NOT_ON_RIDE);
@@ -202,6 +217,7 @@ export class DriverMoves {
 	async moveRide(step: RideStep, from: DriverMoveFrom, to: DriverMoveTo, otp?: string, ctx?: Context): Promise<DriverJob> {
 		const { driverId, orderId } = step;
 		const { driver, ride } = await this.requireOnRide(step);
+		if (to === "arrived") await this.requireAtPickup(driverId, ride);
 		// At the pickup or the drop the driver is there (eta 0); once started, the eta is to the drop.
 		const eta = to === "started" ? this.etaFor(driver, ride, to) : 0;
 		let order: InternalOrder;
@@ -219,6 +235,17 @@ export class DriverMoves {
 		}
 		await this.deps.mirror.applyOrder(order);
 		return { driver: toDriverView(await this.loadDriver(driverId)), offer: null, ride: rideJob(ride, order.status) };
+	}
+
+	/** `arrived` only near the pickup, by the driver's newest known position (simulated drivers are the sandbox's own and exempt). */
+	private async requireAtPickup(driverId: string, ride: RideRow): Promise<void> {
+		const driver = await this.deps.presence.driver(driverId);
+		if (driver.simulated) return;
+		const radiusM = this.deps.settings.arrivalRadiusM;
+		const distanceM = driver.lat !== null && driver.lng !== null ? haversineMeters({ lat: driver.lat, lng: driver.lng }, pickupOf(ride)) : Infinity;
+		if (distanceM <= radiusM) return;
+		const where = Number.isFinite(distanceM) ? `${Math.round(distanceM)} m from the pickup` : "at no known position";
+		throw new ApiError("NOT_AT_PICKUP", `The driver is ${where}; arrive within ${radiusM} m (send the position with the call)`);
 	}
 
 	/** `accepted`/`arrived` → `searching` (no webhook): dispatch offers the ride to another driver. */
@@ -263,8 +290,14 @@ export class DriverMoves {
 	}
 
 	/** A driver and its current job (pending offer or ride), as a driver app shows it. */
-	async driverJob(driverId: string): Promise<DriverJob> {
-		const driver = await this.loadDriver(driverId);
+	/**
+	 * From what this instance knows of the driver (the driver API's waits:
+	 * the database is read only for an open offer or a ride), or `fresh` from
+	 * PostgreSQL (operators).
+	 */
+	async driverJob(driverId: string, opts: { fresh?: boolean } = {}): Promise<DriverJob> {
+		const presence = this.deps.presence;
+		const driver = opts.fresh ? presence.withNewestPosition(await this.loadDriver(driverId)) : await presence.driver(driverId);
 		const job: DriverJob = { driver: toDriverView(driver), offer: null, ride: null };
 		if (driver.status === "offered") {
 			const r = await this.deps.repo.matching.openOfferOf(driver.id);

@@ -26,6 +26,8 @@ export interface DriverTokensDeps {
 	) => Promise<DriverView>;
 	/** Tells every instance (this one included) to drop its cache. */
 	announceChanged: (event: driverApi.DriverTokensChangedEvent) => Promise<void>;
+	/** The driver of revoked tokens goes offline at once (driver moves). */
+	takeOffline: (driverId: string) => Promise<unknown>;
 	cacheMs: number;
 }
 
@@ -48,11 +50,17 @@ export class DriverTokens {
 		return { driverId: driver.driverId, token, tokenId };
 	}
 
-	/** Revokes every token of a driver, on every instance at once. */
+	/** Revokes every token of a driver, on every instance at once, and takes the driver offline. */
 	async revokeAll(driverId: string): Promise<{ driverId: string; revoked: number }> {
 		const revoked = await this.deps.repo.revokeAll(driverId);
-		await this.deps.announceChanged({ driverId });
+		await this.announceRevoked(driverId);
 		return { driverId, revoked };
+	}
+
+	/** Tokens of the driver were revoked (here, or by `npm run driver` in its own process): every instance forgets them, the driver goes offline. */
+	async announceRevoked(driverId: string): Promise<void> {
+		await this.deps.announceChanged({ driverId });
+		await this.deps.takeOffline(driverId);
 	}
 
 	/** Tokens, newest first (never the token itself). */

@@ -1,6 +1,6 @@
 import type { Transaction } from "sequelize";
 import type { ServiceType } from "../../contracts/common";
-import type { DriverMode, DriverStatus, ListDriversParams } from "../../contracts/dispatch";
+import type { DriverMode, DriverStatus, ListDriversParams, OfflineReason } from "../../contracts/dispatch";
 import type { Point } from "../../contracts/common";
 import type { Db } from "../../mixins/db.mixin";
 
@@ -27,10 +27,21 @@ export interface DriverRow {
 	mode: DriverMode;
 	wrong_otp_count: number;
 	rev: string | number;
+	offline_reason: OfflineReason | null;
 }
 
 /** A driver's position as the index keeps it. */
-export type IndexRow = Pick<DriverRow, "id" | "service_type" | "status" | "lat" | "lng" | "rev" | "mode">;
+export type IndexRow = Pick<DriverRow, "id" | "service_type" | "status" | "lat" | "lng" | "rev" | "mode" | "order_id" | "offline_reason">;
+const INDEX_COLUMNS = "id, service_type, status, lat, lng, rev, mode, order_id, offline_reason";
+
+/** A driver's newest position as an instance recorded it (`at`: epoch ms). */
+export interface PositionFix {
+	driverId: string;
+	lat: number;
+	lng: number;
+	heading: number;
+	at: number;
+}
 
 /** The one way a driver becomes free: no ride, available, a new revision for the indexes. */
 const FREE_DRIVER = "status = 'available', order_id = NULL, rev = rev + 1, updated_at = clock_timestamp()";
@@ -62,7 +73,7 @@ export class DriversRepo {
 
 	/** Moves the driver; `online` also makes an offline driver available. */
 	async setDriverLocation(driverId: string, at: { lat: number; lng: number; heading?: number | null }, online: boolean): Promise<DriverRow | undefined> {
-		const status = online ? "status = CASE WHEN status = 'offline' THEN 'available' ELSE status END," : "";
+		const status = online ? "status = CASE WHEN status = 'offline' THEN 'available' ELSE status END, offline_reason = NULL," : "";
 		const rows = await this.db.rows<DriverRow>(
 			`UPDATE drivers SET ${status} lat = $2, lng = $3, heading = COALESCE($4, heading, 0), location_at = now(), ${BUMP}
 			 WHERE id = $1 RETURNING *`,
@@ -71,12 +82,51 @@ export class DriversRepo {
 		return rows[0];
 	}
 
-	async setDriverOffline(driverId: string): Promise<DriverRow | undefined> {
+	async setDriverOffline(driverId: string, reason: OfflineReason): Promise<DriverRow | undefined> {
 		const rows = await this.db.rows<DriverRow>(
-			`UPDATE drivers SET status = 'offline', ${BUMP} WHERE id = $1 AND status IN ('available','offline') RETURNING *`,
-			[driverId],
+			`UPDATE drivers SET status = 'offline', offline_reason = $2, ${BUMP} WHERE id = $1 AND status IN ('available','offline') RETURNING *`,
+			[driverId, reason],
 		);
 		return rows[0];
+	}
+
+	/**
+	 * Positions recorded since the last flush, one statement: each driver's
+	 * newest only, never older than what the row has. Positions are not state
+	 * changes: no revision, no `updated_at` (the index refresh re-reads state
+	 * changes only).
+	 */
+	async recordPositions(fixes: readonly PositionFix[]): Promise<void> {
+		await this.db.run(
+			`UPDATE drivers d SET lat = f.lat, lng = f.lng, heading = f.heading, location_at = to_timestamp(f.at / 1000.0)
+			 FROM unnest($1::text[], $2::float8[], $3::float8[], $4::float8[], $5::float8[]) AS f(id, lat, lng, heading, at)
+			 WHERE d.id = f.id AND (d.location_at IS NULL OR d.location_at < to_timestamp(f.at / 1000.0))`,
+			[fixes.map((f) => f.driverId), fixes.map((f) => f.lat), fixes.map((f) => f.lng), fixes.map((f) => f.heading), fixes.map((f) => f.at)],
+		);
+	}
+
+	/**
+	 * Available drivers not heard of for `silentMs` go offline (`silent`), at
+	 * most `limit` per statement. The partial index on `location_at` makes this
+	 * read only the silent ones; SKIP LOCKED lets instances share the work.
+	 */
+	async offlineSilent(silentMs: number, limit: number): Promise<DriverRow[]> {
+		return this.db.rows<DriverRow>(
+			`UPDATE drivers SET status = 'offline', offline_reason = 'silent', ${BUMP}
+			 WHERE id IN (SELECT id FROM drivers WHERE status = 'available' AND NOT simulated AND location_at < now() - $1 * interval '1 millisecond'
+			              ORDER BY location_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+			 RETURNING *`,
+			[silentMs, limit],
+		);
+	}
+
+	/** A driver offline because its app went silent is back with its next position. */
+	async backFromSilence(driverId: string, at: { lat: number; lng: number; heading: number }): Promise<DriverRow | undefined> {
+		return this.db.row<DriverRow>(
+			`UPDATE drivers SET status = 'available', offline_reason = NULL, lat = $2, lng = $3, heading = $4, location_at = now(), ${BUMP}
+			 WHERE id = $1 AND status = 'offline' AND offline_reason = 'silent' RETURNING *`,
+			[driverId, at.lat, at.lng, at.heading],
+		);
 	}
 
 	/**
@@ -155,15 +205,12 @@ export class DriversRepo {
 
 	/** Every driver the index must know (offline ones it need not). */
 	async indexDrivers(): Promise<IndexRow[]> {
-		return this.db.rows<IndexRow>("SELECT id, service_type, status, lat, lng, rev, mode FROM drivers WHERE status <> 'offline'");
+		return this.db.rows<IndexRow>(`SELECT ${INDEX_COLUMNS} FROM drivers WHERE status <> 'offline'`);
 	}
 
 	/** Drivers changed since `since`, with overlap for late commits. */
 	async driversChangedSince(since: Date): Promise<IndexRow[]> {
-		return this.db.rows<IndexRow>(
-			"SELECT id, service_type, status, lat, lng, rev, mode FROM drivers WHERE updated_at > $1::timestamptz - interval '10 seconds'",
-			[since.toISOString()],
-		);
+		return this.db.rows<IndexRow>(`SELECT ${INDEX_COLUMNS} FROM drivers WHERE updated_at > $1::timestamptz - interval '10 seconds'`, [since.toISOString()]);
 	}
 
 	/** Available drivers of a type and mode in the box around `pickup`, roughly nearest first (when the index knows nobody). */

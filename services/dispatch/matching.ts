@@ -179,7 +179,7 @@ export class Matcher {
 				t,
 			);
 			await repo.matching.matchAgainAt(orderId, expiresAt, t);
-			return { driver: claimed, expiresAt };
+			return { driver: claimed, expiresAt, pickup, drop: dropOf(ride), distanceM: Math.round(distanceM), eta };
 		});
 		if (!result) return;
 		if ("ending" in result) {
@@ -188,11 +188,16 @@ export class Matcher {
 		}
 		index.publish([result.driver]);
 		this.deps.metrics.offerMade(result.driver.service_type);
+		const { driver, pickup, drop, distanceM, eta } = result;
 		this.deps.announceOffer({
 			orderId,
-			driverId: result.driver.id,
-			simulated: result.driver.simulated,
+			driverId: driver.id,
+			simulated: driver.simulated,
 			expiresAt: new Date(result.expiresAt).toISOString(),
+			pickup,
+			drop,
+			distanceM,
+			eta,
 		});
 	}
 

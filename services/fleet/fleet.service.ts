@@ -10,7 +10,14 @@ import {
 	type SimSearching,
 	type SimulatedWork,
 } from "../../contracts/dispatch";
-import type { DriverCancelParams, DriverLocationsParams, DriverOnlineParams, DriverOrderParams, DriverStartParams } from "../../contracts/driver";
+import type {
+	DriverCancelParams,
+	DriverLocationsParams,
+	DriverOnlineParams,
+	DriverOrderParams,
+	DriverArrivedParams,
+	DriverStartParams,
+} from "../../contracts/driver";
 import { ORDER_EVENTS, type OrderIdParams, type RiderOtpResult } from "../../contracts/orders";
 import { CoalescedPass } from "../../lib/coalesced-pass";
 import { readFleetSettings, spawnSlots, type FleetSettings } from "./fleet.settings";
@@ -236,10 +243,10 @@ const FleetService: ServiceSchema<FleetSettings, FleetMethods, FleetLocal> = {
 					this.lastReport.set(driverId, Date.now());
 					return this.act(driverId, "location", () => this.reportAt(driverId, step.location));
 				case "arrive":
-					// A driver app sends where it is, then the step (as over HTTP: two calls).
-					return this.act(driverId, "arrived", async () => {
-						await this.reportAt(driverId, step.location);
-						await this.asDriver(driverId, "driverArrived", { orderId } satisfies DriverOrderParams);
+					// The step with where the driver is (one call, as a driver app does).
+					return this.act(driverId, "arrived", () => {
+						const { lat, lng, heading } = step.location;
+						return this.asDriver(driverId, "driverArrived", { orderId, location: { lat, lng, heading } } satisfies DriverArrivedParams);
 					});
 				case "dropOut":
 					return this.act(driverId, "cancel", async () => {

@@ -68,6 +68,7 @@ export function driverRow(overrides: Partial<DriverRow> = {}): DriverRow {
 		mode: "test",
 		wrong_otp_count: 0,
 		rev: 1,
+		offline_reason: null,
 		...overrides,
 	};
 }
@@ -171,6 +172,9 @@ export function fakeDriversRepo(): Fake<Methods<DriversRepo>> {
 		indexDrivers: async () => [],
 		driversChangedSince: async () => [],
 		availableInBox: async () => [],
+		recordPositions: async () => undefined,
+		offlineSilent: async () => [],
+		backFromSilence: async () => undefined,
 	});
 }
 

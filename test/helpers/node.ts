@@ -20,6 +20,13 @@ export interface TestNode extends RunningNode {
 }
 
 /** A namespace no other test run shares, so parallel runs on one NATS never see each other. */
+/**
+ * Presence rules off for tests whose drivers jump across the city between
+ * calls and arrive wherever they are (they test matching, clusters,
+ * metrics, not presence; test/integration/dispatch/presence.test.ts does).
+ */
+export const TELEPORTING_DRIVERS: Record<string, string> = { DRIVER_MAX_SPEED_KMH: "1000000", DRIVER_ARRIVAL_RADIUS_M: "1000000" };
+
 export function uniqueNamespace(label = "t"): string {
 	return `${label}-${randomBytes(4).toString("hex")}`;
 }

@@ -1,6 +1,6 @@
 import type { Client } from "pg";
 import { connect, createTestDatabase, type TestDatabase } from "./db";
-import { startTestNode, type TestNode, type TestNodeOptions } from "./node";
+import { startTestNode, type TestNode, type TestNodeOptions, TELEPORTING_DRIVERS } from "./node";
 
 /** A test file's own database, a node running the services under test on it, and a pg client to check what they wrote. */
 export interface Testbed {
@@ -47,6 +47,7 @@ export async function startBackoffTestbed(name: string, o: { backoffMs: number; 
 	const bed = await startTestbed(name, {
 		services: ["partners", "riders", "pricing", "orders", "dispatch", "notifications"],
 		env: {
+			...TELEPORTING_DRIVERS,
 			FLEET_MODE: "live",
 			DISPATCH_RETRY_MS: String(o.backoffMs),
 			DISPATCH_RETRY_MAX_MS: String(o.backoffMs),

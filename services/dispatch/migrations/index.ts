@@ -1,5 +1,6 @@
 import type { Migration } from "../../../mixins/db.mixin";
 import { driverTokensMigration } from "./004-driver-tokens";
+import { presenceMigration } from "./005-presence";
 
 /**
  * Tables of the dispatch service: `drivers` (the fleet), `dispatch_rides`
@@ -139,4 +140,5 @@ export const migrations: Migration[] = [
 	},
 	// The driver API's tokens (004; 003 is dispatch's own).
 	driverTokensMigration,
+	presenceMigration,
 ];

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { Client } from "pg";
 import { callAction, type CallAnswer } from "../../helpers/broker";
-import { startTestNode, uniqueNamespace, type TestNode } from "../../helpers/node";
+import { startTestNode, uniqueNamespace, type TestNode, TELEPORTING_DRIVERS } from "../../helpers/node";
 import { bookRide, offerFor, randomPhone, type BookedRide } from "../../helpers/rides";
 import { startTestbed, type Testbed } from "../../helpers/testbed";
 import { waitFor } from "../../helpers/wait";
@@ -34,6 +34,7 @@ const FILLERS = 5000;
 const DEMAND_PER_PARTNER = 3;
 
 const DISPATCH_ENV = {
+	...TELEPORTING_DRIVERS,
 	FLEET_MODE: "live",
 	DISPATCH_TIMEOUT_MS: "600000", // searching rides stay searching for the whole file
 	DISPATCH_TICK_MS: "50",

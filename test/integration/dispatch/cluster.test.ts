@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { Client } from "pg";
 import { callAction, type CallAnswer } from "../../helpers/broker";
-import { startTestNode, uniqueNamespace, type TestNode } from "../../helpers/node";
+import { startTestNode, uniqueNamespace, type TestNode, TELEPORTING_DRIVERS } from "../../helpers/node";
 import { bookRide, randomPhone } from "../../helpers/rides";
 import { startTestbed, type Testbed } from "../../helpers/testbed";
 import { sleep, waitFor } from "../../helpers/wait";
@@ -35,6 +35,7 @@ let partnerId: string;
 const STEP_MS = 30_000;
 
 const ENV = {
+	...TELEPORTING_DRIVERS,
 	FLEET_MODE: "live",
 	DISPATCH_OFFER_TIMEOUT_MS: "4000",
 	DISPATCH_TIMEOUT_MS: "120000",

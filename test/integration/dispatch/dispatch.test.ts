@@ -1,4 +1,5 @@
 import type { Client } from "pg";
+import { TELEPORTING_DRIVERS } from "../../helpers/node";
 import { callAction } from "../../helpers/broker";
 import { bookRide, offerFor as offered, onlineDriver, randomPhone, type BookedRide } from "../../helpers/rides";
 import { startTestbed, type Testbed } from "../../helpers/testbed";
@@ -91,6 +92,7 @@ beforeAll(async () => {
 	bed = await startTestbed("dispatch", {
 		services: ["partners", "riders", "pricing", "orders", "dispatch"],
 		env: {
+			...TELEPORTING_DRIVERS,
 			FLEET_MODE: "live",
 			DISPATCH_OFFER_TIMEOUT_MS: String(OFFER_TIMEOUT_MS),
 			DISPATCH_TIMEOUT_MS: String(DISPATCH_TIMEOUT_MS),

@@ -1,4 +1,5 @@
 import { randomPhone } from "../../helpers/rides";
+import { TELEPORTING_DRIVERS } from "../../helpers/node";
 import { httpRequest, type HttpAnswer } from "../../helpers/http";
 import { startTestbed, type Testbed } from "../../helpers/testbed";
 import { orderViolations, startPartnerEndpoint, waitFor, type PartnerEndpoint } from "../../helpers/webhooks";
@@ -34,7 +35,7 @@ let driverB: DriverTokenCreated;
 beforeAll(async () => {
 	bed = await startTestbed("driver-api", {
 		services: ["gateway", "partners", "riders", "pricing", "orders", "dispatch", "notifications"],
-		env: { FLEET_MODE: "live", WEBHOOK_ALLOW_PRIVATE: "true", RATE_LIMIT_PER_MINUTE: "0", AUTH_FAILURE_LIMIT_PER_MINUTE: "0" },
+		env: { ...TELEPORTING_DRIVERS, FLEET_MODE: "live", WEBHOOK_ALLOW_PRIVATE: "true", RATE_LIMIT_PER_MINUTE: "0", AUTH_FAILURE_LIMIT_PER_MINUTE: "0" },
 	});
 	base = bed.node.baseUrl!;
 	// A live key where keys have modes (a test key everywhere else): only real drivers drive its rides.

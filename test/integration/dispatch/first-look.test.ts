@@ -99,7 +99,7 @@ it("in one statement, a ride with a driver of its mode and type near is due at o
 
 it("an offline driver does not count; a sandbox no_driver_found ride stays due; the first wait never passes the deadline", async () => {
 	const spot = destinationPoint(CENTRE, 200, 40_000);
-	await repo.drivers.setDriverOffline(await availableDriver(destinationPoint(spot, 0, 500), "live"));
+	await repo.drivers.setDriverOffline(await availableDriver(destinationPoint(spot, 0, 500), "live"), "driver");
 	const lonely = ride(spot, "live");
 	const sandbox = ride(spot, "test", { sandbox: "no_driver_found" });
 	await repo.mirror.insertNewRides([lonely, sandbox], FIRST);

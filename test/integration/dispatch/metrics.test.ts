@@ -1,4 +1,5 @@
 import { freePort } from "../../helpers/http";
+import { TELEPORTING_DRIVERS } from "../../helpers/node";
 import { bookRide, offerFor, onlineDriver } from "../../helpers/rides";
 import { startTestbed, type Testbed } from "../../helpers/testbed";
 import { waitFor } from "../../helpers/wait";
@@ -38,6 +39,7 @@ beforeAll(async () => {
 	bed = await startTestbed("dispatch_metrics", {
 		services: ["partners", "riders", "pricing", "orders", "dispatch"],
 		env: {
+			...TELEPORTING_DRIVERS,
 			FLEET_MODE: "live",
 			METRICS_PORT: String(await freePort()),
 			DISPATCH_OFFER_TIMEOUT_MS: String(OFFER_TIMEOUT_MS),

@@ -1,5 +1,5 @@
 import type { Context } from "moleculer";
-import type { DriverJob, DriverView } from "../../../contracts/dispatch";
+import type { DriverJob, DriverView, OfferCreatedEvent } from "../../../contracts/dispatch";
 import { DRIVER_TOKEN_PREFIX } from "../../../contracts/driver";
 import { hashApiKey } from "../../../lib/secrets";
 import { toDriverView } from "../../../services/dispatch/dispatch-views";
@@ -10,7 +10,6 @@ import { OfferWaits } from "../../../services/dispatch/offer-waits";
 import { BLR, asTokensRepo, deferred, driverRow, fakeTokensRepo } from "../../helpers/dispatch-fakes";
 
 const ctx = { id: "ctx_1" } as unknown as Context;
-const POLL_MS = 500;
 
 function job(over: Partial<DriverJob> = {}): DriverJob {
 	return { driver: toDriverView(driverRow()), offer: null, ride: null, ...over };
@@ -31,11 +30,12 @@ function setupApi() {
 		driverJob: jest.fn(async (..._a: Parameters<DriverMoves["driverJob"]>) => job()),
 	};
 	const tokens = { wasOffered: jest.fn(async (_driverId: string, _orderId: string) => false) };
-	const waits = new OfferWaits();
-	const wait = jest.spyOn(waits, "wait");
+	const waits = new OfferWaits(100);
+	const open = jest.spyOn(waits, "open");
+	const announceWait = jest.fn();
 	const stopping = jest.fn(() => false);
-	const api = new DriverApi({ moves, tokens, waits, pollMs: POLL_MS, stopping });
-	return { moves, tokens, waits, wait, stopping, api };
+	const api = new DriverApi({ moves, tokens, waits, announceWait, stopping });
+	return { moves, tokens, waits, open, announceWait, stopping, api };
 }
 
 describe("DriverApi", () => {
@@ -43,55 +43,80 @@ describe("DriverApi", () => {
 		beforeEach(() => jest.useFakeTimers());
 		afterEach(() => jest.useRealTimers());
 
-		it("returns at once when the driver has an offer (or a ride)", async () => {
-			const { api, moves, wait } = setupApi();
+		const EVENT: OfferCreatedEvent = { driverId: "drv_1", simulated: false, ...OFFER };
+
+		it("returns at once when the driver has an offer (or a ride), its wait closed", async () => {
+			const { api, moves, waits } = setupApi();
 			moves.driverJob.mockResolvedValueOnce(job({ offer: OFFER }));
 			await expect(api.offers("drv_1", 20)).resolves.toMatchObject({ offer: OFFER });
 			moves.driverJob.mockResolvedValueOnce(job({ ride: { orderId: "ord_1", status: "accepted", pickup: BLR, drop: BLR } }));
 			await expect(api.offers("drv_1", 20)).resolves.toMatchObject({ ride: { orderId: "ord_1" } });
-			expect(wait).not.toHaveBeenCalled();
+			expect(waits.size).toBe(0);
 		});
 
-		it("otherwise waits, and answers the offer as soon as a wake names the driver", async () => {
-			const { api, moves, waits, wait } = setupApi();
-			moves.driverJob.mockResolvedValueOnce(job()).mockResolvedValueOnce(job({ offer: OFFER }));
+		it("otherwise waits, reading nothing more, and answers the offer from its event alone", async () => {
+			const { api, moves, waits, announceWait } = setupApi();
 			const answer = api.offers("drv_1", 20);
 			await jest.advanceTimersByTimeAsync(0);
-			expect(wait).toHaveBeenCalledWith("drv_1", POLL_MS);
 			expect(waits.size).toBe(1);
-			waits.wake("drv_1");
-			await expect(answer).resolves.toMatchObject({ offer: OFFER });
-			expect(moves.driverJob).toHaveBeenCalledTimes(2);
+			expect(announceWait).toHaveBeenCalledWith({ driverId: "drv_1", waitId: expect.any(String) });
+			await jest.advanceTimersByTimeAsync(10_000);
+			waits.offer(EVENT);
+			await expect(answer).resolves.toMatchObject({ offer: OFFER, driver: { status: "offered", orderId: "ord_1" } });
+			expect(moves.driverJob).toHaveBeenCalledTimes(1);
 		});
 
-		it("without a wake, reads the job again every pollMs until the wait is over, then answers the empty job", async () => {
-			const { api, moves, wait } = setupApi();
+		it("the wait opens before the job is read: an offer made during the read still ends it", async () => {
+			const { api, moves, waits } = setupApi();
+			const read = deferred<DriverJob>();
+			moves.driverJob.mockReturnValueOnce(read.promise);
+			const answer = api.offers("drv_1", 20);
+			await jest.advanceTimersByTimeAsync(0);
+			waits.offer(EVENT);
+			read.resolve(job());
+			await expect(answer).resolves.toMatchObject({ offer: OFFER });
+		});
+
+		it("an offer that came while the driver had no wait open is answered by its next wait", async () => {
+			const { api, waits } = setupApi();
+			jest.setSystemTime(new Date("2026-01-01T10:00:00.000Z"));
+			waits.offer(EVENT);
+			await expect(api.offers("drv_1", 20)).resolves.toMatchObject({ offer: OFFER });
+		});
+
+		it("without an offer, answers the job as it is when the wait is over", async () => {
+			const { api, moves } = setupApi();
 			let done = false;
 			const answer = api.offers("drv_1", 1).then((j) => {
 				done = true;
 				return j;
 			});
-			await jest.advanceTimersByTimeAsync(POLL_MS);
-			expect(moves.driverJob).toHaveBeenCalledTimes(2);
+			await jest.advanceTimersByTimeAsync(999);
 			expect(done).toBe(false);
-			await jest.advanceTimersByTimeAsync(POLL_MS);
+			await jest.advanceTimersByTimeAsync(1);
 			await expect(answer).resolves.toEqual(job());
-			// At 0, 500 and 1000 ms.
-			expect(moves.driverJob).toHaveBeenCalledTimes(3);
-			expect(wait).toHaveBeenCalledTimes(2);
+			expect(moves.driverJob).toHaveBeenCalledTimes(1);
 		});
 
-		it("waitSeconds 0 answers the empty job without waiting", async () => {
-			const { api, wait } = setupApi();
+		it("a second wait of the same driver ends the first, which answers at once", async () => {
+			const { api, waits } = setupApi();
+			let first: DriverJob | undefined;
+			void api.offers("drv_1", 20).then((j) => (first = j));
+			await jest.advanceTimersByTimeAsync(0);
+			const second = api.offers("drv_1", 20);
+			await jest.advanceTimersByTimeAsync(0);
+			expect(first).toEqual(job());
+			expect(waits.size).toBe(1);
+			waits.offer(EVENT);
+			await expect(second).resolves.toMatchObject({ offer: OFFER });
+		});
+
+		it("waitSeconds 0, or a stopping service, answers the job without waiting", async () => {
+			const { api, waits, stopping } = setupApi();
 			await expect(api.offers("drv_1", 0)).resolves.toEqual(job());
-			expect(wait).not.toHaveBeenCalled();
-		});
-
-		it("a stopping service answers at once", async () => {
-			const { api, wait, stopping } = setupApi();
 			stopping.mockReturnValue(true);
 			await expect(api.offers("drv_1", 20)).resolves.toEqual(job());
-			expect(wait).not.toHaveBeenCalled();
+			expect(waits.size).toBe(0);
 		});
 	});
 
@@ -163,8 +188,9 @@ describe("DriverTokens", () => {
 		const repo = fakeTokensRepo();
 		const register = jest.fn(async () => ({ ...toDriverView(driverRow()), ...registered }));
 		const announceChanged = jest.fn(async () => undefined);
-		const tokens = new DriverTokens({ repo: asTokensRepo(repo), register, announceChanged, cacheMs: 5000 });
-		return { repo, register, announceChanged, tokens };
+		const takeOffline = jest.fn(async () => undefined);
+		const tokens = new DriverTokens({ repo: asTokensRepo(repo), register, announceChanged, takeOffline, cacheMs: 5000 });
+		return { repo, register, announceChanged, takeOffline, tokens };
 	}
 
 	describe("authenticate", () => {
@@ -228,11 +254,12 @@ describe("DriverTokens", () => {
 			expect(repo.insert).not.toHaveBeenCalled();
 		});
 
-		it("revokeAll revokes in the database and tells every instance", async () => {
-			const { tokens, repo, announceChanged } = setupTokens();
+		it("revokeAll revokes in the database, tells every instance, and takes the driver offline", async () => {
+			const { tokens, repo, announceChanged, takeOffline } = setupTokens();
 			repo.revokeAll.mockResolvedValue(2);
 			await expect(tokens.revokeAll("drv_1")).resolves.toEqual({ driverId: "drv_1", revoked: 2 });
 			expect(announceChanged).toHaveBeenCalledWith({ driverId: "drv_1" });
+			expect(takeOffline).toHaveBeenCalledWith("drv_1");
 		});
 
 		it("list shows tokens without the token itself", async () => {
@@ -250,43 +277,53 @@ describe("OfferWaits", () => {
 	beforeEach(() => jest.useFakeTimers());
 	afterEach(() => jest.useRealTimers());
 
-	/** A wait and whether it has resolved yet. */
-	function track(waits: OfferWaits, driverId: string, ms: number) {
-		const state = { done: false };
-		void waits.wait(driverId, ms).then(() => {
-			state.done = true;
-		});
-		return state;
-	}
+	const offer = (driverId: string, expiresAt = "2026-01-01T10:00:15.000Z"): OfferCreatedEvent => ({ driverId, simulated: false, ...OFFER, expiresAt });
 
-	it("wake resolves every wait of that driver, and only that driver's", async () => {
-		const waits = new OfferWaits();
-		const a1 = track(waits, "drv_a", 10_000);
-		const a2 = track(waits, "drv_a", 10_000);
-		const b = track(waits, "drv_b", 10_000);
-		expect(waits.size).toBe(2);
-		waits.wake("drv_a");
-		await jest.advanceTimersByTimeAsync(0);
-		expect([a1.done, a2.done, b.done]).toEqual([true, true, false]);
+	it("an offer ends that driver's wait with the offer, and only that driver's", async () => {
+		const waits = new OfferWaits(10);
+		const a = waits.open("drv_a", "w1", 10_000);
+		const b = waits.open("drv_b", "w2", 10_000);
+		waits.offer(offer("drv_a"));
+		await expect(a).resolves.toMatchObject({ kind: "offer", offer: { driverId: "drv_a" } });
 		expect(waits.size).toBe(1);
+		waits.endAll();
+		await expect(b).resolves.toEqual({ kind: "stopping" });
 	});
 
-	it("a wait resolves by itself after its time, and leaves nothing behind", async () => {
-		const waits = new OfferWaits();
-		const w = track(waits, "drv_a", 500);
-		await jest.advanceTimersByTimeAsync(499);
-		expect(w.done).toBe(false);
-		await jest.advanceTimersByTimeAsync(1);
-		expect(w.done).toBe(true);
+	it("one wait per driver: a new one supersedes the old; a wait started elsewhere ends it too", async () => {
+		const waits = new OfferWaits(10);
+		const first = waits.open("drv_a", "w1", 10_000);
+		const second = waits.open("drv_a", "w2", 10_000);
+		await expect(first).resolves.toEqual({ kind: "superseded" });
+		waits.supersede("drv_a", "w2");
+		expect(waits.size).toBe(1);
+		waits.supersede("drv_a", "w-elsewhere");
+		await expect(second).resolves.toEqual({ kind: "superseded" });
 		expect(waits.size).toBe(0);
 	});
 
-	it("a woken wait's timer is cleared; waking a driver with no wait does nothing", async () => {
-		const waits = new OfferWaits();
-		track(waits, "drv_a", 500);
-		waits.wake("drv_a");
+	it("a wait ends by itself at its time and leaves no timer behind", async () => {
+		const waits = new OfferWaits(10);
+		const w = waits.open("drv_a", "w1", 500);
+		await jest.advanceTimersByTimeAsync(500);
+		await expect(w).resolves.toEqual({ kind: "timeout" });
+		expect(waits.size).toBe(0);
 		expect(jest.getTimerCount()).toBe(0);
-		expect(() => waits.wake("drv_nobody")).not.toThrow();
-		expect(waits.size).toBe(0);
+	});
+
+	it("refuses a wait past the cap with 503 DRIVER_WAITS_FULL", () => {
+		const waits = new OfferWaits(1);
+		void waits.open("drv_a", "w1", 1_000);
+		expect(() => waits.open("drv_b", "w2", 1_000)).toThrow(expect.objectContaining({ code: 503, type: "DRIVER_WAITS_FULL" }));
+		waits.endAll();
+	});
+
+	it("an unclaimed offer is kept until it expires, and answered once", () => {
+		const waits = new OfferWaits(10);
+		waits.offer(offer("drv_a", "2026-01-01T10:00:15.000Z"));
+		expect(waits.takeUnclaimed("drv_a", Date.parse("2026-01-01T10:00:16.000Z"))).toBeUndefined();
+		waits.offer(offer("drv_a", "2026-01-01T10:00:15.000Z"));
+		expect(waits.takeUnclaimed("drv_a", Date.parse("2026-01-01T10:00:10.000Z"))).toMatchObject({ driverId: "drv_a" });
+		expect(waits.takeUnclaimed("drv_a", Date.parse("2026-01-01T10:00:10.000Z"))).toBeUndefined();
 	});
 });

@@ -26,6 +26,8 @@ const change = (over: Partial<DriverChangedEvent> = {}): DriverChangedEvent => (
 	lng: BLR.lng,
 	rev: 1,
 	mode: "test",
+	orderId: null,
+	offlineReason: null,
 	...over,
 });
 
@@ -37,7 +39,17 @@ describe("DriverIndex", () => {
 			expect(index.size("test", "cab")).toBe(1);
 			expect(index.nearest({ point: BLR, serviceType: "cab", mode: "test" }).map((n) => n.driverId)).toEqual(["drv_1"]);
 			// The revision is a number on the wire even when PostgreSQL hands back a bigint string.
-			expect(announce).toHaveBeenCalledWith({ id: "drv_1", serviceType: "cab", status: "available", lat: BLR.lat, lng: BLR.lng, rev: 7, mode: "test" });
+			expect(announce).toHaveBeenCalledWith({
+				id: "drv_1",
+				serviceType: "cab",
+				status: "available",
+				lat: BLR.lat,
+				lng: BLR.lng,
+				rev: 7,
+				mode: "test",
+				orderId: null,
+				offlineReason: null,
+			});
 		});
 
 		it("a driver that is no longer available leaves the index", () => {

@@ -1,6 +1,7 @@
 import type { Context } from "moleculer";
 import { ApiError } from "../../../lib/errors";
 import { DriverMoves } from "../../../services/dispatch/driver-moves";
+import { DriverPresence } from "../../../services/dispatch/driver-presence";
 import {
 	BLR,
 	TX,
@@ -20,14 +21,16 @@ import {
 function setup() {
 	const settings = dispatchSettings();
 	const repo = fakeRepo();
-	const index = { publish: jest.fn() };
+	const index = { publish: jest.fn(), moved: jest.fn((): string[] => []), wake: jest.fn() };
 	const mirror = { applyOrder: jest.fn(async () => undefined), afterRefusal: jest.fn(async () => undefined), reconcile: jest.fn(async () => undefined) };
 	const matcher = { endOffer: jest.fn(async () => false), kick: jest.fn() };
 	const orders = fakeOrders();
 	const metrics = fakeMetrics();
 	const log = fakeLog();
-	const moves = new DriverMoves({ settings, repo: asDispatchRepo(repo), index, mirror, matcher, orders, metrics, log });
-	return { settings, repo, index, mirror, matcher, orders, metrics, log, moves };
+	const announcePositions = jest.fn(async () => undefined);
+	const presence = new DriverPresence({ settings, repo: asDispatchRepo(repo).drivers, index, announcePositions, log });
+	const moves = new DriverMoves({ settings, repo: asDispatchRepo(repo), index, presence, mirror, matcher, orders, metrics, log });
+	return { settings, repo, index, mirror, matcher, orders, metrics, log, moves, presence };
 }
 
 /** A request's context as moleculer hands it over: the moves only pass it on to orders. */
@@ -245,13 +248,29 @@ describe("DriverMoves", () => {
 			await expect(moves.goOnline("drv_x", BLR)).rejects.toMatchObject({ code: 404, type: "DRIVER_NOT_FOUND" });
 		});
 
-		it("setLocation without a heading faces the way the driver moved", async () => {
-			const { moves, repo } = setup();
+		it("setLocation without a heading faces the way the driver moved, and writes nothing until the flush", async () => {
+			const { moves, repo, presence } = setup();
 			repo.drivers.driver.mockResolvedValue(driverRow());
-			repo.drivers.setDriverLocation.mockResolvedValue(driverRow());
 			const east = away(BLR, 500, 90);
-			await moves.setLocation("drv_1", east);
-			expect(repo.drivers.setDriverLocation).toHaveBeenCalledWith("drv_1", { lat: east.lat, lng: east.lng, heading: 90 }, false);
+			await expect(moves.setLocation("drv_1", east)).resolves.toMatchObject({ lat: east.lat, lng: east.lng, heading: 90 });
+			expect(repo.drivers.setDriverLocation).not.toHaveBeenCalled();
+			expect(presence.pendingCount).toBe(1);
+		});
+
+		it("arrived only near the pickup (409 NOT_AT_PICKUP), by the newest known position", async () => {
+			const s = setup();
+			const driver = driverRow({ status: "on_trip", order_id: "ord_1", ...away(BLR, 2_000) });
+			s.repo.drivers.driver.mockResolvedValue(driver);
+			s.repo.mirror.ride.mockResolvedValue(rideRow({ state: "assigned", order_status: "accepted", driver_id: driver.id }));
+			await expect(s.moves.moveRide({ driverId: "drv_1", orderId: "ord_1" }, "accepted", "arrived")).rejects.toMatchObject({
+				code: 409,
+				type: "NOT_AT_PICKUP",
+			});
+			expect(s.orders.transition).not.toHaveBeenCalled();
+			// With its position at the pickup sent along, the step goes on.
+			s.orders.transition.mockResolvedValue(internalOrder({ status: "arrived", version: 3 }));
+			await s.moves.moveRide({ driverId: "drv_1", orderId: "ord_1", location: away(BLR, 50) }, "accepted", "arrived");
+			expect(s.orders.transition).toHaveBeenCalledTimes(1);
 		});
 
 		it("goOffline with a pending offer declines the offer first, then goes offline", async () => {
@@ -351,10 +370,19 @@ describe("DriverMoves", () => {
 			expect(offered.offer).toMatchObject({ orderId: "ord_1", expiresAt: expiresAt.toISOString(), distanceM: 600, eta: 95, pickup: BLR });
 			expect(offered.ride).toBeNull();
 
-			repo.drivers.driver.mockResolvedValueOnce(driverRow({ status: "on_trip", order_id: "ord_1" }));
+			repo.drivers.driver.mockResolvedValueOnce(driverRow({ id: "drv_2", status: "on_trip", order_id: "ord_1" }));
 			repo.mirror.ride.mockResolvedValue(rideRow({ state: "assigned", order_status: "arrived" }));
-			const riding = await moves.driverJob("drv_1");
+			const riding = await moves.driverJob("drv_2");
 			expect(riding).toMatchObject({ offer: null, ride: { orderId: "ord_1", status: "arrived" } });
+		});
+
+		it("driverJob of an idle driver this instance knows reads nothing", async () => {
+			const { moves, repo } = setup();
+			repo.drivers.driver.mockResolvedValueOnce(driverRow());
+			await moves.driverJob("drv_1");
+			await expect(moves.driverJob("drv_1")).resolves.toMatchObject({ offer: null, ride: null, driver: { status: "available" } });
+			expect(repo.drivers.driver).toHaveBeenCalledTimes(1);
+			expect(repo.matching.openOfferOf).not.toHaveBeenCalled();
 		});
 	});
 });

@@ -75,7 +75,17 @@ describe("Matcher", () => {
 			expect(repo.matching.matchAgainAt).toHaveBeenCalledWith("ord_1", expiresAt, TX);
 			expect(index.publish).toHaveBeenCalledWith([claimed]);
 			expect(metrics.offerMade).toHaveBeenCalledWith("cab");
-			expect(announceOffer).toHaveBeenCalledWith({ orderId: "ord_1", driverId: "drv_1", simulated: false, expiresAt: expiresAt.toISOString() });
+			expect(announceOffer).toHaveBeenCalledWith(
+				expect.objectContaining({
+					orderId: "ord_1",
+					driverId: "drv_1",
+					simulated: false,
+					expiresAt: expiresAt.toISOString(),
+					pickup: BLR,
+					distanceM: 600,
+					eta: expect.any(Number),
+				}),
+			);
 		});
 
 		it("a candidate that cannot be claimed is forgotten by the index and the next one is tried", async () => {
