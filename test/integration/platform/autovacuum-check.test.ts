@@ -23,7 +23,7 @@ afterAll(async () => {
 function freshCheck(): typeof import("../../../runtime/autovacuum-check") {
 	let mod: typeof import("../../../runtime/autovacuum-check") | undefined;
 	jest.isolateModules(() => {
-		mod = jest.requireActual("../../runtime/autovacuum-check");
+		mod = jest.requireActual("../../../runtime/autovacuum-check");
 	});
 	return mod!;
 }
