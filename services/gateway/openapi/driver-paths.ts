@@ -34,13 +34,13 @@ const OPS: Record<string, DriverOpDoc> = {
 	},
 	"/location": {
 		summary: "Report locations (batched)",
-		description: `1 to ${DRIVER_LOCATION_BATCH_MAX} fixes; the newest wins (the latest \`at\` when every fix has one, else the last in the batch). Send every few seconds while online: the partner's \`location_updated\` webhooks carry it.`,
+		description: `1 to ${DRIVER_LOCATION_BATCH_MAX} fixes; the newest wins (the latest \`at\` when every fix has one, else the last in the batch). Send every few seconds while online (an available driver silent for 60 s goes offline until its next position): the partner's \`location_updated\` webhooks carry it. Recorded at once for matching, stored within about a second; a position implying more than 250 km/h since the last one is \`422 LOCATION_IMPLAUSIBLE\`.`,
 		ok: "The driver at its newest position.",
 		schema: "DriverView",
 	},
 	"/offers": {
 		summary: "Wait for an offer (long-poll)",
-		description: `Answers at once with the driver's pending offer or current ride; otherwise waits up to \`waitSeconds\` (default ${DRIVER_OFFERS_DEFAULT_WAIT_S}, at most ${DRIVER_OFFERS_MAX_WAIT_S}; a \`GET\` always waits the default) for an offer, then answers with what there is (\`offer\` and \`ride\` null when nothing came). Call again at once.`,
+		description: `Answers at once with the driver's pending offer or current ride; otherwise waits up to \`waitSeconds\` (default ${DRIVER_OFFERS_DEFAULT_WAIT_S}, at most ${DRIVER_OFFERS_MAX_WAIT_S}; a \`GET\` always waits the default) for an offer, then answers with what there is (\`offer\` and \`ride\` null when nothing came). Call again at once. One wait per driver: a newer one ends this one, which answers at once.`,
 		ok: "The driver's job.",
 		schema: "DriverJob",
 	},
@@ -56,7 +56,13 @@ const OPS: Record<string, DriverOpDoc> = {
 		ok: "The driver.",
 		schema: "DriverView",
 	},
-	"/arrived": { summary: "At the pickup", description: "`accepted → arrived`.", ok: "The ride, `arrived`.", schema: "DriverJob" },
+	"/arrived": {
+		summary: "At the pickup",
+		description:
+			"`accepted → arrived`, only within 300 m of the pickup by the driver's newest position (`409 NOT_AT_PICKUP` otherwise); `location`, when sent, is recorded first.",
+		ok: "The ride, `arrived`.",
+		schema: "DriverJob",
+	},
 	"/start": {
 		summary: "Start the ride with the rider's OTP",
 		description:
