@@ -84,7 +84,7 @@ function post(path: string, token: string, body: unknown, timeoutMs: number): Pr
 			req.destroy();
 			finish(-1, "timeout");
 		});
-		req.on("error", () => finish(0, ""));
+		req.on("error", (err: NodeJS.ErrnoException) => finish(0, err.code ?? "error"));
 		req.end(data);
 	});
 }
@@ -104,15 +104,18 @@ class Tally {
 	byStatus: Record<string, number> = {};
 	latencies: number[] = [];
 	maxLagMs = 0;
+	answered = 0;
 	note(a: Answer): void {
+		const key = a.status === 0 ? a.body : a.status === -1 ? "timeout" : String(a.status);
 		if (a.status >= 200 && a.status < 300) this.ok++;
-		else this.byStatus[String(a.status)] = (this.byStatus[String(a.status)] ?? 0) + 1;
-		this.latencies.push(a.ms);
+		else this.byStatus[key] = (this.byStatus[key] ?? 0) + 1;
+		if (!Number.isNaN(a.ms)) this.latencies.push(a.ms);
+		this.answered++;
 	}
 	summary() {
 		return {
 			sent: this.sent,
-			done: this.latencies.length,
+			done: this.answered,
 			ok: this.ok,
 			byStatus: this.byStatus,
 			p50: pct(this.latencies, 50),
@@ -251,6 +254,9 @@ async function script(d: Driver, orderId: string, seenAt: number, job: OfferJob)
 // ---- pings ------------------------------------------------------------------------
 
 let pingRun = 0;
+/** Pings in flight; past MAX_PINGS_IN_FLIGHT a due ping is counted as not sent ("backlog") instead of opening yet another socket. */
+let pingsInFlight = 0;
+const MAX_PINGS_IN_FLIGHT = 2000;
 
 function move(d: Driver): void {
 	d.heading = (d.heading + randomInt(-20, 21) + 360) % 360;
@@ -274,7 +280,15 @@ function startPings(from: number, to: number, intervalMs: number, maxMs: number)
 			pings.maxLagMs = Math.max(pings.maxLagMs, now - (t0 + (k * intervalMs) / count));
 			move(d);
 			pings.sent++;
-			void post("/driver/location", d.token, { locations: [{ lat: d.lat, lng: d.lng, heading: d.heading }] }, 10_000).then((a) => pings.note(a));
+			if (pingsInFlight >= MAX_PINGS_IN_FLIGHT) {
+				pings.note({ status: 0, body: "backlog", ms: NaN });
+				continue;
+			}
+			pingsInFlight++;
+			void post("/driver/location", d.token, { locations: [{ lat: d.lat, lng: d.lng, heading: d.heading }] }, 10_000).then((a) => {
+				pingsInFlight--;
+				pings.note(a);
+			});
 		}
 		setTimeout(tick, 2);
 	};
