@@ -127,20 +127,7 @@ export class RideMirrorRepo {
 	 * open it again. Alone (no `t`) it is one autocommit statement. True when
 	 * this call inserted it.
 	 */
-	async insertRide(
-		r: {
-			orderId: string;
-			partnerId: string;
-			mode: DriverMode;
-			serviceType: ServiceType;
-			pickup: Point;
-			drop: Point;
-			sandbox: SandboxScenario | null;
-			seen?: { version: number; updatedAt: string };
-			closedAs?: string;
-		},
-		t?: Transaction,
-	): Promise<boolean> {
+	async insertRide(r: Omit<NewRide, "seen"> & { seen?: NewRide["seen"]; closedAs?: string }, t?: Transaction): Promise<boolean> {
 		const rows = await this.db.rows(
 			`INSERT INTO dispatch_rides (order_id, partner_id, service_type, pickup_lat, pickup_lng, drop_lat, drop_lng, state, order_status, sandbox, mode, order_version, order_updated_at)
 			 VALUES ($1, $8, $2, $3, $4, $5, $6, CASE WHEN $12::text IS NULL THEN 'searching' ELSE 'closed' END, COALESCE($12::text, 'searching'), $7, $9, COALESCE($10::int, 0), $11::timestamptz)
