@@ -164,8 +164,10 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 	events: {
 		/** Some driver's tokens were revoked (on any instance): drop what this one resolved. */
 		[driverApi.DRIVER_TOKEN_EVENTS.changed]: {
-			handler(this: This) {
+			handler(this: This, ctx: Context<driverApi.DriverTokensChangedEvent>) {
 				this.driverTokens.changed();
+				// A revoked driver's wait here ends now instead of at its deadline.
+				this.offerWaits.supersede(ctx.params.driverId);
 			},
 		},
 		/** An offer for a driver, made by any instance: its wait here (if any) answers with it. */

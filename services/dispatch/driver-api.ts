@@ -84,7 +84,8 @@ export class DriverApi {
 		const unclaimed = this.deps.waits.takeUnclaimed(driverId);
 		const how = unclaimed ? ({ kind: "offer", offer: unclaimed } as const) : await ended;
 		if (how.kind === "offer") return jobFromOffer(job, how.offer);
-		return how.kind === "timeout" ? job : this.deps.moves.driverJob(driverId);
+		// The job as it is now (from memory: the driver may have gone offline or been revoked meanwhile).
+		return this.deps.moves.driverJob(driverId);
 	}
 
 	async accept(driverId: string, { orderId }: driverApi.DriverOrderParams, ctx?: Context): Promise<DriverJob> {
