@@ -179,8 +179,8 @@ async function offline(from: number, to: number): Promise<number> {
 }
 
 interface OfferJob {
-	offer: { orderId: string } | null;
-	ride: { orderId: string; status?: string } | null;
+	offer: { orderId: string; pickup?: { lat: number; lng: number } } | null;
+	ride: { orderId: string; status?: string; pickup?: { lat: number; lng: number } } | null;
 }
 
 async function pollLoop(d: Driver, index: number, waitSeconds: number): Promise<void> {
@@ -240,7 +240,9 @@ async function script(d: Driver, orderId: string, seenAt: number, job: OfferJob)
 		if (!(await step("/driver/accept", {}))) return;
 		status = "accepted";
 	}
-	if (status === "accepted" && !(await step("/driver/arrived", {}))) return;
+	// At the pickup: the step carries the position (arrived is refused away from the pickup).
+	const pickup = job.offer?.pickup ?? job.ride?.pickup;
+	if (status === "accepted" && !(await step("/driver/arrived", pickup ? { location: { lat: pickup.lat, lng: pickup.lng } } : {}))) return;
 	if (status === "accepted" || status === "arrived") {
 		const otp = await otpOf(orderId);
 		if (!otp || !(await step("/driver/start", { otp }))) return;
