@@ -311,10 +311,10 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 				this.presence.applyChange(ctx.params);
 			},
 		},
-		/** Positions another instance (or this one) recorded since its last flush. */
+		/** Positions another instance recorded since its last flush (this instance's own are applied already). */
 		[contract.DISPATCH_EVENTS.driverPositions]: {
 			handler(this: This, ctx: Context<contract.DriverPositionsEvent>) {
-				this.presence.applyPositions(ctx.params);
+				if (ctx.nodeID !== this.broker.nodeID) this.presence.applyPositions(ctx.params);
 			},
 		},
 	},
@@ -348,6 +348,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 			announceChanged: (event) => broker.broadcast(DRIVER_TOKEN_EVENTS.changed, event),
 			takeOffline: (driverId) => this.moves.revoked(driverId),
 			cacheMs: settings.tokenCacheMs,
+			cacheMax: settings.driverCacheMax,
 		});
 		this.timers = [];
 		this.stopping = false;

@@ -170,6 +170,12 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 				this.offerWaits.supersede(ctx.params.driverId);
 			},
 		},
+		/** Connected or reconnected to the bus: a revocation may have been broadcast meanwhile. */
+		"$transporter.connected": {
+			handler(this: This) {
+				this.driverTokens.changed();
+			},
+		},
 		/** An offer for a driver, made by any instance: its wait here (if any) answers with it. */
 		[DISPATCH_EVENTS.offerCreated]: {
 			handler(this: This, ctx: Context<OfferCreatedEvent>) {

@@ -29,6 +29,8 @@ export interface DriverTokensDeps {
 	/** The driver of revoked tokens goes offline at once (driver moves). */
 	takeOffline: (driverId: string) => Promise<unknown>;
 	cacheMs: number;
+	/** Tokens kept at most (one per driver online is the working set). */
+	cacheMax: number;
 }
 
 export class DriverTokens {
@@ -37,7 +39,11 @@ export class DriverTokens {
 	private generation = 0;
 
 	constructor(private readonly deps: DriverTokensDeps) {
-		this.cache = new LRUCache({ max: 10_000, ttl: deps.cacheMs });
+		// A token in use stays cached (each use restarts its time): re-reading every token each
+		// cacheMs would cost the database drivers ÷ cacheMs lookups a second, for nothing. A
+		// revocation clears every instance at once; one missed while disconnected is covered by
+		// clearing on every (re)connection, as Moleculer's own caches do; cacheMs bounds the rest.
+		this.cache = new LRUCache({ max: deps.cacheMax, ttl: deps.cacheMs, updateAgeOnGet: true });
 	}
 
 	/** Registers the driver (idempotent by phone) and issues a token, shown once. */

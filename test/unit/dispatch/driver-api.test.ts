@@ -190,7 +190,7 @@ describe("DriverTokens", () => {
 		const register = jest.fn(async () => ({ ...toDriverView(driverRow()), ...registered }));
 		const announceChanged = jest.fn(async () => undefined);
 		const takeOffline = jest.fn(async () => undefined);
-		const tokens = new DriverTokens({ repo: asTokensRepo(repo), register, announceChanged, takeOffline, cacheMs: 5000 });
+		const tokens = new DriverTokens({ repo: asTokensRepo(repo), register, announceChanged, takeOffline, cacheMs: 5000, cacheMax: 1000 });
 		return { repo, register, announceChanged, takeOffline, tokens };
 	}
 
@@ -203,6 +203,28 @@ describe("DriverTokens", () => {
 			expect(repo.driverOf).toHaveBeenCalledTimes(1);
 			// Only the hash reaches the database.
 			expect(repo.driverOf).toHaveBeenCalledWith(hashApiKey("rdt_secret"));
+		});
+
+		it("a token in use stays cached past cacheMs; one unused for cacheMs is read again", async () => {
+			// Real time: the cache keeps its own clock. cacheMs 1 s, used every 200 ms for 1.6 s, then left alone.
+			const repo = fakeTokensRepo();
+			const tokens = new DriverTokens({
+				repo: asTokensRepo(repo),
+				register: jest.fn(),
+				announceChanged: jest.fn(),
+				takeOffline: jest.fn(),
+				cacheMs: 1_000,
+				cacheMax: 10,
+			});
+			repo.driverOf.mockResolvedValue("drv_1");
+			for (let i = 0; i < 9; i++) {
+				await tokens.authenticate("rdt_busy");
+				await new Promise((resolve) => setTimeout(resolve, 200));
+			}
+			expect(repo.driverOf).toHaveBeenCalledTimes(1);
+			await new Promise((resolve) => setTimeout(resolve, 1_200));
+			await tokens.authenticate("rdt_busy");
+			expect(repo.driverOf).toHaveBeenCalledTimes(2);
 		});
 
 		it("an unknown token is null, and cached as such", async () => {
