@@ -38,6 +38,8 @@ interface Driver {
 	lng: number;
 	heading: number;
 	polling: boolean;
+	/** Bumped by each loop started: an older loop still waiting on its last answer ends instead of running beside the new one (one wait per driver, as an app does). */
+	pollLoop: number;
 }
 
 interface Answer {
@@ -184,10 +186,12 @@ interface OfferJob {
 }
 
 async function pollLoop(d: Driver, index: number, waitSeconds: number): Promise<void> {
+	const loop = ++d.pollLoop;
 	let wait = 1 + (index % waitSeconds);
-	while (d.polling) {
+	while (d.polling && d.pollLoop === loop) {
 		polls.sent++;
 		const a = await post("/driver/offers", d.token, { waitSeconds: wait }, (wait + 15) * 1000);
+		if (d.pollLoop !== loop) return;
 		const seenAt = Date.now();
 		wait = waitSeconds;
 		polls.note(a);
@@ -438,7 +442,7 @@ async function handle(c: Command): Promise<unknown> {
 			centre = c.centre ?? centre;
 			radiusM = c.radiusM ?? radiusM;
 			partnerKey = c.partnerKey ?? "";
-			drivers = c.drivers.map((d, i) => ({ ...d, ...place(i), heading: randomInt(0, 360), polling: false }));
+			drivers = c.drivers.map((d, i) => ({ ...d, ...place(i), heading: randomInt(0, 360), polling: false, pollLoop: 0 }));
 			setTimeout(() => process.exit(0), c.maxSeconds * 1000).unref();
 			await startHookReceiver();
 			return { drivers: drivers.length, hookUrl };
