@@ -6,8 +6,8 @@ import type { AuthFailureThrottle } from "./auth-throttle";
 import { clientAddress } from "./client-address";
 import { WrappedError } from "./errors";
 import { ApiError } from "../../lib/errors";
-import type { PartnerLimiter } from "./rate-limiter";
-import { parseBearer, readJsonBody } from "./request";
+import { enforceRateLimit, type PartnerLimiter } from "./rate-limiter";
+import { readJsonBody, requireBearer } from "./request";
 
 /**
  * The driver API's route, `/driver/*`: the same pipeline as `/ride/*` with
@@ -53,39 +53,23 @@ const unauthorized = (message: string) => new ApiError("UNAUTHORIZED", message);
 export async function prepareDriverRequest(this: DriverGatewayParts, req: DriverRequest, res: ServerResponse): Promise<void> {
 	if (!this.resolveAlias(req.parsedUrl, req.method)) return;
 	req.$ctx.meta.requestId = req.$ctx.requestID ?? undefined;
-	const bearer = parseBearer(req.headers.authorization);
-	if (!bearer.ok) {
-		throw unauthorized(
-			bearer.reason === "missing"
-				? "Missing driver token: send Authorization: Bearer <token>"
-				: "Malformed Authorization header: expected Bearer <token>",
-		);
-	}
+	const token = requireBearer(req.headers.authorization, "token", "driver token");
 	const address = clientAddress(req.socket?.remoteAddress, req.headers["x-forwarded-for"], this.settings.trustProxyHops);
-	const gate = await this.authThrottle.check(address, bearer.apiKey);
+	const gate = await this.authThrottle.check(address, token);
 	if (!gate.allowed) {
 		throw new ApiError("RATE_LIMITED", `Too many failed authentications from this address; retry in ${gate.retryAfterSeconds} s`, {
 			retryAfter: gate.retryAfterSeconds,
 		});
 	}
-	const driver = await req.$ctx.call<AuthenticatedDriver | null, AuthenticateDriverParams>("dispatch.authenticateDriver", { token: bearer.apiKey });
+	const driver = await req.$ctx.call<AuthenticatedDriver | null, AuthenticateDriverParams>("dispatch.authenticateDriver", { token: token });
 	if (!driver) {
-		await this.authThrottle.failed(address, bearer.apiKey);
+		await this.authThrottle.failed(address, token);
 		throw unauthorized("Invalid or revoked driver token");
 	}
-	this.authThrottle.succeeded(bearer.apiKey);
+	this.authThrottle.succeeded(token);
 	req.$driverId = driver.driverId;
 
-	const decision = await this.limiter.take(`driver:${driver.driverId}`);
-	if (this.limiter.enabled) {
-		res.setHeader("X-RateLimit-Limit", String(decision.limit));
-		res.setHeader("X-RateLimit-Remaining", String(decision.remaining));
-	}
-	if (!decision.allowed) {
-		throw new ApiError("RATE_LIMITED", `Rate limit of ${decision.limit} requests per minute exceeded; retry in ${decision.retryAfterSeconds} s`, {
-			retryAfter: decision.retryAfterSeconds,
-		});
-	}
+	await enforceRateLimit(this.limiter, `driver:${driver.driverId}`, res);
 	req.body = await readJsonBody(req, this.settings.bodyLimitBytes);
 	req.$driverPipeline = true;
 }

@@ -8,10 +8,10 @@ import { ApiError } from "../../lib/errors";
 import { buildOpenApiDocument, type OpenApiDocument } from "./openapi";
 import { renderDocsPage } from "./docs-page";
 import type Redis from "ioredis";
-import { openLimitRedis, partnerLimiter, windowLimiter, type LimitStoreOptions, type PartnerLimiter } from "./rate-limiter";
+import { enforceRateLimit, openLimitRedis, partnerLimiter, windowLimiter, type LimitStoreOptions, type PartnerLimiter } from "./rate-limiter";
 import { AuthFailureThrottle, keyHash } from "./auth-throttle";
 import { clientAddress } from "./client-address";
-import { idempotencyKeyFrom, parseBearer, readJsonBody, requestIdFrom } from "./request";
+import { idempotencyKeyFrom, readJsonBody, requestIdFrom, requireBearer } from "./request";
 import { RIDE_BASE_PATH, type PartnerCallMeta } from "../../contracts/gateway";
 import { GATEWAY_AUTH_CACHE_MS, PARTNER_EVENTS, type AuthenticatedPartner, type AuthenticateParams } from "../../contracts/partners";
 import { AuthCache } from "../../lib/auth-cache";
@@ -256,42 +256,26 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 			// Tags the authentication call's logs too, not only the action's.
 			req.$ctx.meta.requestId = req.$ctx.requestID ?? undefined;
 
-			const bearer = parseBearer(req.headers.authorization);
-			if (!bearer.ok) {
-				throw unauthorized(
-					bearer.reason === "missing"
-						? "Missing API key: send Authorization: Bearer <apiKey>"
-						: "Malformed Authorization header: expected Bearer <apiKey>",
-				);
-			}
+			const apiKey = requireBearer(req.headers.authorization, "apiKey", "API key");
 			// An address that keeps sending unknown keys stops costing partners a lookup per key.
 			const address = clientAddress(req.socket?.remoteAddress, req.headers["x-forwarded-for"], this.settings.trustProxyHops);
 			// One digest of the key for the cache and the throttle's three uses.
-			const hash = keyHash(bearer.apiKey);
-			const gate = await this.authThrottle.check(address, bearer.apiKey, hash);
+			const hash = keyHash(apiKey);
+			const gate = await this.authThrottle.check(address, apiKey, hash);
 			if (!gate.allowed) {
 				throw new ApiError("RATE_LIMITED", `Too many failed authentications from this address; retry in ${gate.retryAfterSeconds} s`, {
 					retryAfter: gate.retryAfterSeconds,
 				});
 			}
-			const partner = await this.partnerOfKey(req.$ctx, bearer.apiKey, hash);
+			const partner = await this.partnerOfKey(req.$ctx, apiKey, hash);
 			if (!partner) {
-				await this.authThrottle.failed(address, bearer.apiKey, hash);
+				await this.authThrottle.failed(address, apiKey, hash);
 				throw unauthorized("Invalid API key");
 			}
-			this.authThrottle.succeeded(bearer.apiKey, hash);
+			this.authThrottle.succeeded(apiKey, hash);
 			req.$partner = partner;
 
-			const decision = await this.limiter.take(partner.partnerId);
-			if (this.limiter.enabled) {
-				res.setHeader("X-RateLimit-Limit", String(decision.limit));
-				res.setHeader("X-RateLimit-Remaining", String(decision.remaining));
-			}
-			if (!decision.allowed) {
-				throw new ApiError("RATE_LIMITED", `Rate limit of ${decision.limit} requests per minute exceeded; retry in ${decision.retryAfterSeconds} s`, {
-					retryAfter: decision.retryAfterSeconds,
-				});
-			}
+			await enforceRateLimit(this.limiter, partner.partnerId, res);
 
 			// Everything about the request is checked before the target service is looked up (503).
 			req.$idempotencyKey = idempotencyKeyFrom(req.headers["idempotency-key"]);

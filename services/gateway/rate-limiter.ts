@@ -1,4 +1,6 @@
+import type { ServerResponse } from "node:http";
 import Redis from "ioredis";
+import { ApiError } from "../../lib/errors";
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from "rate-limiter-flexible";
 
 /**
@@ -220,4 +222,22 @@ export function openLimitRedis(url: string, timeoutMs: number, onState: (state: 
 		onState("error", err);
 	});
 	return redis;
+}
+
+/**
+ * Takes one request from `key`'s limit, sets the `X-RateLimit-*` headers when
+ * limits are on, and refuses with 429 RATE_LIMITED (and `Retry-After`) when it
+ * is spent: the one way the `/ride` and `/driver` pipelines apply the limit.
+ */
+export async function enforceRateLimit(limiter: PartnerLimiter, key: string, res: ServerResponse): Promise<void> {
+	const decision = await limiter.take(key);
+	if (limiter.enabled) {
+		res.setHeader("X-RateLimit-Limit", String(decision.limit));
+		res.setHeader("X-RateLimit-Remaining", String(decision.remaining));
+	}
+	if (!decision.allowed) {
+		throw new ApiError("RATE_LIMITED", `Rate limit of ${decision.limit} requests per minute exceeded; retry in ${decision.retryAfterSeconds} s`, {
+			retryAfter: decision.retryAfterSeconds,
+		});
+	}
 }

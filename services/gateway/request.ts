@@ -28,6 +28,21 @@ export function parseBearer(header: string | string[] | undefined): BearerResult
 /** The `X-Request-Id` values kept as they are. */
 export const REQUEST_ID_PATTERN = new RegExp(`^[A-Za-z0-9._:\\-]{1,${REQUEST_ID_MAX_LENGTH}}$`);
 
+/**
+ * The Bearer credential of a request (an API key on `/ride`, a driver token
+ * on `/driver`), or 401 UNAUTHORIZED saying what is wrong with the header.
+ */
+export function requireBearer(header: string | string[] | undefined, credential: "apiKey" | "token", what: string): string {
+	const bearer = parseBearer(header);
+	if (bearer.ok) return bearer.apiKey;
+	throw new ApiError(
+		"UNAUTHORIZED",
+		bearer.reason === "missing"
+			? `Missing ${what}: send Authorization: Bearer <${credential}>`
+			: `Malformed Authorization header: expected Bearer <${credential}>`,
+	);
+}
+
 /** The caller's `X-Request-Id` when it is a sane token (it ends up in logs and headers), else a new one. */
 export function requestIdFrom(header: string | string[] | undefined): string {
 	if (typeof header === "string" && REQUEST_ID_PATTERN.test(header)) return header;
