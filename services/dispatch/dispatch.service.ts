@@ -14,6 +14,7 @@ import type { DispatchLog } from "./dispatch.types";
 import { DriverIndex } from "./driver-index";
 import { DriverPresence } from "./driver-presence";
 import { RideMirror } from "./ride-mirror";
+import { RideSweep } from "./ride-sweep";
 import { Matcher } from "./matching";
 import { DriverMoves } from "./driver-moves";
 import { DriverApi } from "./driver-api";
@@ -49,6 +50,7 @@ interface DispatchLocal extends DriverApiHost {
 	metrics: DispatchMetrics;
 	index: DriverIndex;
 	mirror: RideMirror;
+	sweep: RideSweep;
 	matcher: Matcher;
 	moves: DriverMoves;
 	presence: DriverPresence;
@@ -280,7 +282,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 			access: "internal",
 			async handler(this: This) {
 				await this.matcher.tick();
-				await this.mirror.sweep();
+				await this.sweep.run();
 				await Promise.all([this.index.refresh(), this.index.refreshDemand()]);
 				return { ok: true };
 			},
@@ -333,7 +335,8 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 
 		this.index = new DriverIndex({ settings, repo, onWork, log, announce: (change) => void announce(contract.DISPATCH_EVENTS.driverChanged, change) });
 		const fleetRuns = () => broker.registry.getServiceList({ onlyAvailable: true }).some((svc: { name: string }) => svc.name === "fleet");
-		this.mirror = new RideMirror({ settings, repo, orders, index: this.index, onWork, fleetRuns, stopping, log });
+		this.mirror = new RideMirror({ settings, repo, orders, index: this.index, onWork, log });
+		this.sweep = new RideSweep({ settings, repo, orders, mirror: this.mirror, index: this.index, fleetRuns, stopping, log });
 		const announceOffer = (event: contract.OfferCreatedEvent) => void announce(contract.DISPATCH_EVENTS.offerCreated, event);
 		this.matcher = new Matcher({ settings, repo, index: this.index, mirror: this.mirror, orders, metrics, announceOffer, stopping, log });
 		const announcePositions = (event: contract.DriverPositionsEvent) => broker.broadcast(contract.DISPATCH_EVENTS.driverPositions, event);
@@ -356,7 +359,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 	},
 
 	async started(this: This) {
-		const { settings, index, mirror, matcher, metrics } = this;
+		const { settings, index, sweep, matcher, metrics } = this;
 		await index.rebuild();
 		await index.refreshDemand();
 		const every = (ms: number, fn: () => Promise<unknown>) => {
@@ -373,8 +376,8 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		const firstSweep = setTimeout(
 			() => {
 				if (this.stopping) return;
-				void mirror.sweep();
-				every(settings.sweepMs, () => mirror.sweep());
+				void sweep.run();
+				every(settings.sweepMs, () => sweep.run());
 			},
 			Math.floor(Math.random() * Math.min(settings.sweepMs, 2000)),
 		);
@@ -408,7 +411,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		// Positions recorded since the last flush reach PostgreSQL before the pool closes.
 		await this.presence.flush().catch((err: unknown) => trouble(this, `Last positions: ${shortError(err)}`));
 		// Let running passes finish before the pool closes (the DB mixin's stopped runs after this).
-		await Promise.allSettled([...this.matcher.current, this.mirror.current, this.refreshRunning].filter(Boolean));
+		await Promise.allSettled([...this.matcher.current, this.sweep.current, this.refreshRunning].filter(Boolean));
 	},
 };
 

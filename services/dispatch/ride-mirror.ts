@@ -15,32 +15,24 @@ import type { NewRide, SeenOrder } from "./ride-mirror.repo";
  * The ride mirror: dispatch's own view of each ride (`dispatch_rides`) and
  * how it follows the order's truth. Every status change goes through
  * `orders.transition` (orders owns the state machine); dispatch applies the
- * order it gets back, learns from events, and reconciles with
- * `orders.listActiveStates` in the sweep, so it survives lost events and restarts.
+ * order it gets back and learns from events; the sweep (ride-sweep.ts)
+ * reconciles it with `orders.listActiveStates`, so it survives lost events
+ * and restarts.
  */
 
 export interface RideMirrorDeps {
-	settings: Pick<
-		DispatchSettings,
-		"fleetMode" | "locationIntervalMs" | "liveLocationIntervalMs" | "retryMatchMs" | "dispatchTimeoutMs" | "searchRadiusM" | "sweepPage"
-	>;
+	settings: Pick<DispatchSettings, "fleetMode" | "locationIntervalMs" | "liveLocationIntervalMs" | "retryMatchMs" | "dispatchTimeoutMs" | "searchRadiusM">;
 	repo: Pick<DispatchRepo, "drivers" | "mirror" | "matching" | "tx">;
 	orders: Pick<OrdersClient, "get" | "listActiveStates">;
 	index: Pick<DriverIndex, "publish" | "setDemand">;
 	/** A ride is searching again: there is matching work. */
 	onWork: WorkSignal;
-	/** Whether a `fleet` service runs somewhere in the cluster. */
-	fleetRuns: () => boolean;
-	stopping: () => boolean;
 	log: DispatchLog;
 }
 
 export class RideMirror {
 	/** Mirror rows of new rides: concurrent `orders.created` events share one INSERT. */
 	private readonly newRides: StatementBatcher<NewRide, boolean>;
-	private sweepRunning: Promise<void> | null = null;
-	private readonly startedAt = Date.now();
-	private fleetWarnedAt = 0;
 
 	constructor(private readonly deps: RideMirrorDeps) {
 		const { retryMatchMs, dispatchTimeoutMs, searchRadiusM } = deps.settings;
@@ -51,11 +43,6 @@ export class RideMirror {
 			(r) => r.orderId,
 			{ maxBatch: 200, maxInFlight: 4 },
 		);
-	}
-
-	/** The sweep in progress (to await at stop), or null. */
-	get current(): Promise<void> | null {
-		return this.sweepRunning;
 	}
 
 	/**
@@ -220,77 +207,5 @@ export class RideMirror {
 		} catch (e) {
 			this.deps.log.trouble(`Reconciling ${orderId} failed: ${shortError(e)} (the sweep will retry)`);
 		}
-	}
-
-	/**
-	 * Reconciliation, so dispatch survives lost broker events and restarts:
-	 * settles in-flight calls whose lease ran out, learns about active rides
-	 * from `orders.listActiveStates` (paged through all of them, `DISPATCH_SWEEP_PAGE`
-	 * at a time), closes rides orders no longer has active, and frees drivers
-	 * that hold a ride without reason. One sweep at a time per instance.
-	 */
-	async sweep(): Promise<void> {
-		if (this.sweepRunning) return this.sweepRunning;
-		this.sweepRunning = this.sweepPass();
-		try {
-			await this.sweepRunning;
-		} catch (err) {
-			this.deps.log.trouble(`Dispatch sweep: ${shortError(err)}`);
-		} finally {
-			this.sweepRunning = null;
-		}
-	}
-
-	private async sweepPass(): Promise<void> {
-		const { repo, orders, log, stopping } = this.deps;
-		const settle = (orderId: string, what: string, opts?: { abandonInFlight: boolean }) =>
-			this.reconcile(orderId, opts).catch((err: unknown) => log.trouble(`${what} ${orderId}: ${shortError(err)}`));
-		for (const { order_id } of await repo.mirror.staleTransitions()) await settle(order_id, "Settling", { abandonInFlight: true });
-
-		// A full pass over every active ride, a page at a time (keyset cursor):
-		// a ride whose hint was lost is found however many rides are active.
-		// The pages carry each ride's state only; the few that disagree are
-		// read whole (reconcile), so a pass costs bytes per ride, not orders.
-		// Each page is compared with the mirror rows as they are now, not as
-		// the pass began: rides created meanwhile were mirrored by their own
-		// events, and reading them again would be work for nothing.
-		const openAtStart = await repo.mirror.openRideIds();
-		const activeIds = new Set<string>();
-		let after: string | undefined;
-		do {
-			const page = await orders.listActiveStates(after ? { limit: this.deps.settings.sweepPage, after } : { limit: this.deps.settings.sweepPage });
-			const mirrorOf = new Map((await repo.mirror.mirrorStates(page.rides.map((r) => r.orderId))).map((m) => [m.order_id, m]));
-			for (const ride of page.rides) {
-				if (stopping()) return;
-				activeIds.add(ride.orderId);
-				const m = mirrorOf.get(ride.orderId);
-				const agrees = m && m.order_status === ride.status && (ride.status === "searching" || m.driver_id === ride.driverId);
-				// The order as it is now: applyOrder ignores it if dispatch already knows better.
-				if (!agrees) await settle(ride.orderId, "Sweep");
-			}
-			after = page.nextCursor ?? undefined;
-		} while (after !== undefined);
-		// The pass saw every ride active since it began: open mirrors it did not see ended meanwhile.
-		for (const m of openAtStart) {
-			if (stopping()) return;
-			if (!activeIds.has(m.order_id)) await settle(m.order_id, "Sweep");
-		}
-
-		this.warnIfNoFleet();
-
-		const orphans = await repo.drivers.freeOrphanDrivers();
-		if (orphans.length > 0) log.trouble(`Freed ${orphans.length} driver(s) holding a ride without reason`);
-		this.deps.index.publish(orphans);
-	}
-
-	/** Simulated mode needs the fleet somewhere in the cluster, or rides only ever time out. */
-	private warnIfNoFleet(): void {
-		const now = Date.now();
-		if (this.deps.settings.fleetMode !== "simulated" || now - this.startedAt <= 30_000 || now - this.fleetWarnedAt <= 60_000) return;
-		if (this.deps.fleetRuns()) return;
-		this.fleetWarnedAt = now;
-		this.deps.log.trouble(
-			"FLEET_MODE=simulated but no fleet service runs in this namespace: add `fleet` to SERVICES (e.g. SERVICES=dispatch,fleet), or set FLEET_MODE=live",
-		);
 	}
 }
