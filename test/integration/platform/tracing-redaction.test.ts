@@ -1,6 +1,7 @@
 import type { ServiceBroker } from "moleculer";
 import { PartnerApi } from "../../helpers/http";
 import { offerFor, onlineDriver, randomPhone } from "../../helpers/rides";
+import { TELEPORTING_DRIVERS } from "../../helpers/node";
 import { startTestbed, type Testbed } from "../../helpers/testbed";
 import { createPartner, type TestPartner } from "../../helpers/webhooks";
 import { waitFor } from "../../helpers/wait";
@@ -29,7 +30,7 @@ function flush(broker: ServiceBroker): void {
 beforeAll(async () => {
 	bed = await startTestbed("tracing", {
 		services: ["gateway", "partners", "pricing", "riders", "orders", "dispatch"],
-		env: { TRACING: "true", TRACING_EXPORTER: "Event", DISPATCH_OFFER_TIMEOUT_MS: "5000" },
+		env: { ...TELEPORTING_DRIVERS, TRACING: "true", TRACING_EXPORTER: "Event", DISPATCH_OFFER_TIMEOUT_MS: "5000" },
 	});
 	bed.node.broker.createService({
 		name: "span-collector",
