@@ -17,6 +17,7 @@ import { RideMirror } from "./ride-mirror";
 import { RideSweep } from "./ride-sweep";
 import { Matcher } from "./matching";
 import { DriverMoves } from "./driver-moves";
+import { RideSteps } from "./ride-steps";
 import { DriverApi } from "./driver-api";
 import { DriverApiMixin, type DriverApiHost } from "./driver-api.mixin";
 import { DriverTokens } from "./driver-tokens";
@@ -53,6 +54,7 @@ interface DispatchLocal extends DriverApiHost {
 	sweep: RideSweep;
 	matcher: Matcher;
 	moves: DriverMoves;
+	steps: RideSteps;
 	presence: DriverPresence;
 	timers: NodeJS.Timeout[];
 	stopping: boolean;
@@ -127,7 +129,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 			access: "internal",
 			params: contract.offerAnswerParams,
 			handler(this: This, ctx: Context<contract.OfferAnswerParams>): Promise<contract.DriverJob> {
-				return this.moves.accept(ctx.params.driverId, ctx.params.orderId, ctx);
+				return this.steps.accept(ctx.params.driverId, ctx.params.orderId, ctx);
 			},
 		},
 
@@ -152,7 +154,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 			access: "internal",
 			params: contract.rideStepParams,
 			handler(this: This, ctx: Context<contract.RideStepParams>): Promise<contract.DriverJob> {
-				return this.moves.moveRide(ctx.params, "accepted", "arrived", undefined, ctx);
+				return this.steps.moveRide(ctx.params, "accepted", "arrived", undefined, ctx);
 			},
 		},
 
@@ -169,7 +171,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 			access: "internal",
 			params: contract.startRideParams,
 			handler(this: This, ctx: Context<contract.StartRideParams>): Promise<contract.DriverJob> {
-				return this.moves.moveRide(ctx.params, "arrived", "started", ctx.params.otp, ctx);
+				return this.steps.moveRide(ctx.params, "arrived", "started", ctx.params.otp, ctx);
 			},
 		},
 
@@ -182,7 +184,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 			access: "internal",
 			params: contract.rideStepParams,
 			handler(this: This, ctx: Context<contract.RideStepParams>): Promise<contract.DriverJob> {
-				return this.moves.moveRide(ctx.params, "started", "dropped", undefined, ctx);
+				return this.steps.moveRide(ctx.params, "started", "dropped", undefined, ctx);
 			},
 		},
 
@@ -196,7 +198,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 			access: "internal",
 			params: contract.dropOutParams,
 			handler(this: This, ctx: Context<contract.DropOutParams>): Promise<contract.DriverView> {
-				return this.moves.dropOut(ctx.params, ctx.params.reason, ctx);
+				return this.steps.dropOut(ctx.params, ctx.params.reason, ctx);
 			},
 		},
 
@@ -341,15 +343,27 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		this.matcher = new Matcher({ settings, repo, index: this.index, mirror: this.mirror, orders, metrics, announceOffer, stopping, log });
 		const announcePositions = (event: contract.DriverPositionsEvent) => broker.broadcast(contract.DISPATCH_EVENTS.driverPositions, event);
 		const presence = (this.presence = new DriverPresence({ settings, repo: repo.drivers, index: this.index, announcePositions, log }));
-		this.moves = new DriverMoves({ settings, repo, index: this.index, presence, mirror: this.mirror, matcher: this.matcher, orders, metrics, log });
+		this.moves = new DriverMoves({ repo, index: this.index, presence, matcher: this.matcher });
+		this.steps = new RideSteps({
+			settings,
+			repo,
+			index: this.index,
+			presence,
+			moves: this.moves,
+			mirror: this.mirror,
+			matcher: this.matcher,
+			orders,
+			metrics,
+			log,
+		});
 		this.offerWaits = new OfferWaits(settings.maxWaits);
 		const announceWait = (event: contract.DriverWaitStartedEvent) => void announce(contract.DISPATCH_EVENTS.driverWaitStarted, event);
-		this.driverApi = new DriverApi({ moves: this.moves, tokens: repo.tokens, waits: this.offerWaits, announceWait, stopping });
+		this.driverApi = new DriverApi({ moves: this.moves, steps: this.steps, tokens: repo.tokens, waits: this.offerWaits, announceWait, stopping });
 		this.driverTokens = new DriverTokens({
 			repo: repo.tokens,
 			register: (p) => this.moves.register(p),
 			announceChanged: (event) => broker.broadcast(DRIVER_TOKEN_EVENTS.changed, event),
-			takeOffline: (driverId) => this.moves.revoked(driverId),
+			takeOffline: (driverId) => this.steps.revoked(driverId),
 			cacheMs: settings.tokenCacheMs,
 			cacheMax: settings.driverCacheMax,
 		});

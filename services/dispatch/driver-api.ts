@@ -5,14 +5,15 @@ import * as driverApi from "../../contracts/driver";
 import { orderNotFound } from "../../lib/errors";
 import { toDriverView } from "./dispatch-views";
 import type { DriverMoves } from "./driver-moves";
+import type { RideSteps } from "./ride-steps";
 import type { DriverTokensRepo } from "./driver-tokens.repo";
 import type { OfferWaits } from "./offer-waits";
 
 /**
  * The driver API's use cases (`/driver/*` on the gateway): the driver is the
  * one its token names (the gateway puts it in `ctx.meta.driverId`), never
- * one from the body. Every move is the same DriverMoves call the internal
- * actions and the simulated fleet make: one code path.
+ * one from the body. Every move is the same DriverMoves or RideSteps call the
+ * internal actions and the simulated fleet make: one code path.
  *
  * - Isolation: an order this driver was never offered answers 404
  *   ORDER_NOT_FOUND, like an unknown one; its own past offers keep their
@@ -32,7 +33,8 @@ export function newestLocation(locations: driverApi.DriverAppLocation[]): driver
 }
 
 export interface DriverApiDeps {
-	moves: Pick<DriverMoves, "loadDriver" | "goOnline" | "goOffline" | "setLocation" | "accept" | "decline" | "moveRide" | "dropOut" | "driverJob">;
+	moves: Pick<DriverMoves, "loadDriver" | "goOnline" | "goOffline" | "setLocation" | "decline" | "driverJob">;
+	steps: Pick<RideSteps, "accept" | "moveRide" | "dropOut">;
 	tokens: Pick<DriverTokensRepo, "wasOffered">;
 	waits: Pick<OfferWaits, "open" | "close" | "takeUnclaimed">;
 	/** Tells every instance a wait opened (`dispatch.driverWaitStarted`): the driver's other waits end. */
@@ -90,7 +92,7 @@ export class DriverApi {
 
 	async accept(driverId: string, { orderId }: driverApi.DriverOrderParams, ctx?: Context): Promise<DriverJob> {
 		await this.ownOrder(driverId, orderId);
-		return this.deps.moves.accept(driverId, orderId, ctx);
+		return this.deps.steps.accept(driverId, orderId, ctx);
 	}
 
 	async decline(driverId: string, { orderId }: driverApi.DriverOrderParams): Promise<DriverView> {
@@ -102,24 +104,24 @@ export class DriverApi {
 	async arrived(driverId: string, { orderId, location }: driverApi.DriverArrivedParams, ctx?: Context): Promise<DriverJob> {
 		await this.ownOrder(driverId, orderId);
 		const at = location ? { lat: location.lat, lng: location.lng, heading: location.heading } : undefined;
-		return this.deps.moves.moveRide({ driverId, orderId, location: at }, "accepted", "arrived", undefined, ctx);
+		return this.deps.steps.moveRide({ driverId, orderId, location: at }, "accepted", "arrived", undefined, ctx);
 	}
 
 	/** With the rider's OTP (422 INVALID_OTP, 409 OTP_LOCKED after too many tries). */
 	async start(driverId: string, { orderId, otp }: driverApi.DriverStartParams, ctx?: Context): Promise<DriverJob> {
 		await this.ownOrder(driverId, orderId);
-		return this.deps.moves.moveRide({ driverId, orderId }, "arrived", "started", otp, ctx);
+		return this.deps.steps.moveRide({ driverId, orderId }, "arrived", "started", otp, ctx);
 	}
 
 	async drop(driverId: string, { orderId }: driverApi.DriverOrderParams, ctx?: Context): Promise<DriverJob> {
 		await this.ownOrder(driverId, orderId);
-		return this.deps.moves.moveRide({ driverId, orderId }, "started", "dropped", undefined, ctx);
+		return this.deps.steps.moveRide({ driverId, orderId }, "started", "dropped", undefined, ctx);
 	}
 
 	/** The driver drops out before the ride started; the ride goes back to searching. */
 	async cancel(driverId: string, { orderId, reason }: driverApi.DriverCancelParams, ctx?: Context): Promise<DriverView> {
 		await this.ownOrder(driverId, orderId);
-		return this.deps.moves.dropOut({ driverId, orderId }, reason, ctx);
+		return this.deps.steps.dropOut({ driverId, orderId }, reason, ctx);
 	}
 
 	/** The driver may act on `orderId`: it holds it, or was offered it once; anything else reads as unknown. */

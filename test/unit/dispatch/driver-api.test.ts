@@ -5,6 +5,7 @@ import { hashApiKey } from "../../../lib/secrets";
 import { toDriverView } from "../../../services/dispatch/dispatch-views";
 import { DriverApi } from "../../../services/dispatch/driver-api";
 import type { DriverMoves } from "../../../services/dispatch/driver-moves";
+import type { RideSteps } from "../../../services/dispatch/ride-steps";
 import { DriverTokens } from "../../../services/dispatch/driver-tokens";
 import { OfferWaits } from "../../../services/dispatch/offer-waits";
 import { BLR, asTokensRepo, deferred, driverRow, fakeTokensRepo } from "../../helpers/dispatch-fakes";
@@ -23,10 +24,10 @@ function setupApi() {
 		goOnline: jest.fn(async (..._a: Parameters<DriverMoves["goOnline"]>) => view),
 		goOffline: jest.fn(async (..._a: Parameters<DriverMoves["goOffline"]>) => view),
 		setLocation: jest.fn(async (..._a: Parameters<DriverMoves["setLocation"]>) => driverRow()),
-		accept: jest.fn(async (..._a: Parameters<DriverMoves["accept"]>) => job()),
+		accept: jest.fn(async (..._a: Parameters<RideSteps["accept"]>) => job()),
 		decline: jest.fn(async (..._a: Parameters<DriverMoves["decline"]>) => view),
-		moveRide: jest.fn(async (..._a: Parameters<DriverMoves["moveRide"]>) => job()),
-		dropOut: jest.fn(async (..._a: Parameters<DriverMoves["dropOut"]>) => view),
+		moveRide: jest.fn(async (..._a: Parameters<RideSteps["moveRide"]>) => job()),
+		dropOut: jest.fn(async (..._a: Parameters<RideSteps["dropOut"]>) => view),
 		driverJob: jest.fn(async (..._a: Parameters<DriverMoves["driverJob"]>) => job()),
 	};
 	const tokens = { wasOffered: jest.fn(async (_driverId: string, _orderId: string) => false) };
@@ -34,7 +35,8 @@ function setupApi() {
 	const open = jest.spyOn(waits, "open");
 	const announceWait = jest.fn();
 	const stopping = jest.fn(() => false);
-	const api = new DriverApi({ moves, tokens, waits, announceWait, stopping });
+	// One fake for both: what the driver does to itself (moves) and to its ride (steps).
+	const api = new DriverApi({ moves, steps: moves, tokens, waits, announceWait, stopping });
 	return { moves, tokens, waits, open, announceWait, stopping, api };
 }
 
