@@ -128,10 +128,13 @@ export interface DriverTokenView {
 	revokedAt: string | null;
 }
 
-/** dispatch.authenticateDriver (the gateway): a token → its driver, or null. */
-export const authenticateDriverParams = { token: { type: "string", min: 1, max: 200 } } as const;
+/**
+ * dispatch.authenticateDriver (the gateway): a token's SHA-256 (hex) → its
+ * driver, or null. Only the digest crosses the bus, never the token.
+ */
+export const authenticateDriverParams = { $$strict: true, tokenHash: { type: "string", length: 64, pattern: /^[0-9a-f]{64}$/ } } as const;
 export interface AuthenticateDriverParams {
-	token: string;
+	tokenHash: string;
 }
 export interface AuthenticatedDriver {
 	driverId: string;

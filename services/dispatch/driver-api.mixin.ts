@@ -151,12 +151,12 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 				return this.driverTokens.list();
 			},
 		},
-		/** The gateway: a driver token → `{ driverId }`, or null (unknown or revoked). */
+		/** The gateway: a driver token's SHA-256 → `{ driverId }`, or null (unknown or revoked); the token itself never crosses the bus. */
 		authenticateDriver: {
 			access: "internal",
 			params: driverApi.authenticateDriverParams,
 			handler(this: This, ctx: Context<driverApi.AuthenticateDriverParams>): Promise<driverApi.AuthenticatedDriver | null> {
-				return this.driverTokens.authenticate(ctx.params.token);
+				return this.driverTokens.authenticate(ctx.params.tokenHash);
 			},
 		},
 	},

@@ -80,9 +80,8 @@ export class DriverTokens {
 		}));
 	}
 
-	/** A token → its driver, or null (unknown or revoked). */
-	async authenticate(token: string): Promise<driverApi.AuthenticatedDriver | null> {
-		const hash = hashApiKey(token);
+	/** A token's SHA-256 (`hashApiKey`, what the gateway sends) → its driver, or null (unknown or revoked). */
+	async authenticate(hash: string): Promise<driverApi.AuthenticatedDriver | null> {
 		const cached = this.cache.get(hash);
 		if (cached) return cached.driverId ? { driverId: cached.driverId } : null;
 		const generation = this.generation;

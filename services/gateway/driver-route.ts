@@ -6,6 +6,7 @@ import type { AuthFailureThrottle } from "./auth-throttle";
 import { clientAddress } from "./client-address";
 import { WrappedError } from "./errors";
 import { ApiError } from "../../lib/errors";
+import { hashApiKey } from "../../lib/secrets";
 import { enforceRateLimit, type PartnerLimiter } from "./rate-limiter";
 import { readJsonBody, requireBearer } from "./request";
 
@@ -61,7 +62,9 @@ export async function prepareDriverRequest(this: DriverGatewayParts, req: Driver
 			retryAfter: gate.retryAfterSeconds,
 		});
 	}
-	const driver = await req.$ctx.call<AuthenticatedDriver | null, AuthenticateDriverParams>("dispatch.authenticateDriver", { token: token });
+	const driver = await req.$ctx.call<AuthenticatedDriver | null, AuthenticateDriverParams>("dispatch.authenticateDriver", {
+		tokenHash: hashApiKey(token),
+	});
 	if (!driver) {
 		await this.authThrottle.failed(address, token);
 		throw unauthorized("Invalid or revoked driver token");

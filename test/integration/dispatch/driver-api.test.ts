@@ -177,6 +177,28 @@ it("refuses what is not a driver's well-formed call: no or wrong token, bad para
 	expect((await driver(driverA, "/nope", {})).status).toBe(404);
 });
 
+it("the gateway asks dispatch with the token's digest: the token never crosses the bus", async () => {
+	// Every call the gateway makes goes through its context's broker: record what authenticateDriver is given.
+	const seen: unknown[] = [];
+	const call = bed.node.broker.call.bind(bed.node.broker);
+	const spy = jest.spyOn(bed.node.broker, "call").mockImplementation(((action: string, params: unknown, opts: unknown) => {
+		if (action === "dispatch.authenticateDriver") seen.push(params);
+		return call(action as never, params as never, opts as never);
+	}) as never);
+	try {
+		expect((await driver(driverA, "/offers", { waitSeconds: 0 })).status).toBe(200);
+	} finally {
+		spy.mockRestore();
+	}
+	expect(seen.length).toBeGreaterThan(0);
+	for (const params of seen) {
+		expect(JSON.stringify(params)).not.toContain(driverA.token);
+		expect(params).toEqual({ tokenHash: expect.stringMatching(/^[0-9a-f]{64}$/) });
+	}
+	// And dispatch refuses a raw token outright (strict params).
+	await expect(bed.node.broker.call("dispatch.authenticateDriver", { token: driverA.token })).rejects.toMatchObject({ name: "ValidationError" });
+});
+
 it("a revoked token is refused at once", async () => {
 	expect((await driver(driverB, "/offline", {})).status).toBe(200);
 	const revoked = await bed.node.broker.call<{ revoked: number }, unknown>("dispatch.revokeDriverTokens", { driverId: driverB.driverId });

@@ -200,8 +200,8 @@ describe("DriverTokens", () => {
 		it("resolves a token once and answers later ones from the cache", async () => {
 			const { tokens, repo } = setupTokens();
 			repo.driverOf.mockResolvedValue("drv_1");
-			await expect(tokens.authenticate("rdt_secret")).resolves.toEqual({ driverId: "drv_1" });
-			await expect(tokens.authenticate("rdt_secret")).resolves.toEqual({ driverId: "drv_1" });
+			await expect(tokens.authenticate(hashApiKey("rdt_secret"))).resolves.toEqual({ driverId: "drv_1" });
+			await expect(tokens.authenticate(hashApiKey("rdt_secret"))).resolves.toEqual({ driverId: "drv_1" });
 			expect(repo.driverOf).toHaveBeenCalledTimes(1);
 			// Only the hash reaches the database.
 			expect(repo.driverOf).toHaveBeenCalledWith(hashApiKey("rdt_secret"));
@@ -220,28 +220,28 @@ describe("DriverTokens", () => {
 			});
 			repo.driverOf.mockResolvedValue("drv_1");
 			for (let i = 0; i < 9; i++) {
-				await tokens.authenticate("rdt_busy");
+				await tokens.authenticate(hashApiKey("rdt_busy"));
 				await new Promise((resolve) => setTimeout(resolve, 200));
 			}
 			expect(repo.driverOf).toHaveBeenCalledTimes(1);
 			await new Promise((resolve) => setTimeout(resolve, 1_200));
-			await tokens.authenticate("rdt_busy");
+			await tokens.authenticate(hashApiKey("rdt_busy"));
 			expect(repo.driverOf).toHaveBeenCalledTimes(2);
 		});
 
 		it("an unknown token is null, and cached as such", async () => {
 			const { tokens, repo } = setupTokens();
-			await expect(tokens.authenticate("rdt_unknown")).resolves.toBeNull();
-			await expect(tokens.authenticate("rdt_unknown")).resolves.toBeNull();
+			await expect(tokens.authenticate(hashApiKey("rdt_unknown"))).resolves.toBeNull();
+			await expect(tokens.authenticate(hashApiKey("rdt_unknown"))).resolves.toBeNull();
 			expect(repo.driverOf).toHaveBeenCalledTimes(1);
 		});
 
 		it("changed() clears the cache: the next authenticate reads again", async () => {
 			const { tokens, repo } = setupTokens();
 			repo.driverOf.mockResolvedValueOnce("drv_1").mockResolvedValueOnce(undefined);
-			await tokens.authenticate("rdt_secret");
+			await tokens.authenticate(hashApiKey("rdt_secret"));
 			tokens.changed();
-			await expect(tokens.authenticate("rdt_secret")).resolves.toBeNull();
+			await expect(tokens.authenticate(hashApiKey("rdt_secret"))).resolves.toBeNull();
 			expect(repo.driverOf).toHaveBeenCalledTimes(2);
 		});
 
@@ -249,11 +249,11 @@ describe("DriverTokens", () => {
 			const { tokens, repo } = setupTokens();
 			const lookup = deferred<string | undefined>();
 			repo.driverOf.mockReturnValueOnce(lookup.promise).mockResolvedValueOnce(undefined);
-			const first = tokens.authenticate("rdt_secret");
+			const first = tokens.authenticate(hashApiKey("rdt_secret"));
 			tokens.changed();
 			lookup.resolve("drv_1");
 			await first;
-			await expect(tokens.authenticate("rdt_secret")).resolves.toBeNull();
+			await expect(tokens.authenticate(hashApiKey("rdt_secret"))).resolves.toBeNull();
 			expect(repo.driverOf).toHaveBeenCalledTimes(2);
 		});
 	});
