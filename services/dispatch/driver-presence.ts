@@ -65,8 +65,7 @@ export class DriverPresence {
 		const known = this.known.get(row.id);
 		if (known && Number(known.rev) > Number(row.rev)) return;
 		// A newer position recorded here wins over the row's (the row's is at most one flush old).
-		const fresher = known && known.location_at && row.location_at && known.location_at > row.location_at;
-		this.known.set(row.id, fresher ? { ...row, lat: known.lat, lng: known.lng, heading: known.heading, location_at: known.location_at } : row);
+		this.known.set(row.id, this.withNewestPosition(row));
 	}
 
 	/** A row read from PostgreSQL with the newest position this instance knows (the row's is up to one flush old). */
