@@ -1,4 +1,7 @@
 import type { Transaction } from "sequelize";
+import { DriverMoves } from "../../services/dispatch/driver-moves";
+import { DriverPresence } from "../../services/dispatch/driver-presence";
+import { RideSteps } from "../../services/dispatch/ride-steps";
 import type { InternalOrder } from "../../contracts/orders";
 import type { Point } from "../../contracts/common";
 import { destinationPoint } from "../../lib/geo";
@@ -295,4 +298,25 @@ export function deferred<T>(): { promise: Promise<T>; resolve: (v: T) => void; r
 /** Lets pending promise callbacks (and `setImmediate`s already queued) run: a part's fire-and-forget work settles. */
 export function settle(): Promise<void> {
 	return new Promise((resolve) => setImmediate(resolve));
+}
+
+/**
+ * DriverMoves and RideSteps wired as dispatch wires them, over a real
+ * DriverPresence and fake repos, index, mirror, matcher, orders and metrics.
+ */
+export function driverParts() {
+	const settings = dispatchSettings();
+	const repo = fakeRepo();
+	const index = { publish: jest.fn(), moved: jest.fn((): string[] => []), wake: jest.fn() };
+	const mirror = { applyOrder: jest.fn(async () => undefined), afterRefusal: jest.fn(async () => undefined), reconcile: jest.fn(async () => undefined) };
+	const matcher = { endOffer: jest.fn(async () => false), kick: jest.fn() };
+	const orders = fakeOrders();
+	const metrics = fakeMetrics();
+	const log = fakeLog();
+	const announcePositions = jest.fn(async () => undefined);
+	const presence = new DriverPresence({ settings, repo: asDispatchRepo(repo).drivers, index, announcePositions, log });
+	const moves = new DriverMoves({ repo: asDispatchRepo(repo), index, presence, matcher });
+	// The ride steps over the real moves: their driver reads run the moves' code against the same fakes.
+	const steps = new RideSteps({ settings, repo: asDispatchRepo(repo), index, presence, moves, mirror, matcher, orders, metrics, log });
+	return { settings, repo, index, mirror, matcher, orders, metrics, log, moves, steps, presence };
 }

@@ -1,36 +1,6 @@
-import { DriverMoves } from "../../../services/dispatch/driver-moves";
-import { RideSteps } from "../../../services/dispatch/ride-steps";
-import { DriverPresence } from "../../../services/dispatch/driver-presence";
-import {
-	BLR,
-	asDispatchRepo,
-	away,
-	dispatchSettings,
-	driverRow,
-	fakeLog,
-	fakeMetrics,
-	fakeOrders,
-	fakeRepo,
-	internalOrder,
-	rideRow,
-} from "../../helpers/dispatch-fakes";
+import { BLR, away, driverRow, internalOrder, rideRow, driverParts } from "../../helpers/dispatch-fakes";
 
-function setup() {
-	const settings = dispatchSettings();
-	const repo = fakeRepo();
-	const index = { publish: jest.fn(), moved: jest.fn((): string[] => []), wake: jest.fn() };
-	const mirror = { applyOrder: jest.fn(async () => undefined), afterRefusal: jest.fn(async () => undefined), reconcile: jest.fn(async () => undefined) };
-	const matcher = { endOffer: jest.fn(async () => false), kick: jest.fn() };
-	const orders = fakeOrders();
-	const metrics = fakeMetrics();
-	const log = fakeLog();
-	const announcePositions = jest.fn(async () => undefined);
-	const presence = new DriverPresence({ settings, repo: asDispatchRepo(repo).drivers, index, announcePositions, log });
-	const moves = new DriverMoves({ repo: asDispatchRepo(repo), index, presence, matcher });
-	// The ride steps over the real moves: their driver reads run the moves' code against the same fakes.
-	const steps = new RideSteps({ settings, repo: asDispatchRepo(repo), index, presence, moves, mirror, matcher, orders, metrics, log });
-	return { settings, repo, index, mirror, matcher, orders, metrics, log, moves, steps, presence };
-}
+const setup = driverParts;
 
 describe("DriverMoves", () => {
 	describe("decline", () => {
