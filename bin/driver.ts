@@ -74,7 +74,13 @@ if (require.main === module) {
 		usage: USAGE,
 		parse: parseArgs,
 		actionOf,
-		announcementOf: (c) => (c.verb === "revoke" ? { action: "dispatch.announceDriverTokens", params: { driverId: String(c.options.driver) } } : undefined),
+		announcementOf: (c, answer) => {
+			if (c.verb === "revoke") return { action: "dispatch.announceDriverTokens", params: { driverId: String(c.options.driver) } };
+			// A new token: every dispatch instance knows it at once (the gateway's throttled addresses ask them with onlyKnown).
+			const driverId = (answer as { driverId?: string } | null)?.driverId;
+			if (c.verb === "create" && driverId) return { action: "dispatch.announceDriverTokenCreated", params: { driverId } };
+			return undefined;
+		},
 		ttlNote: "running instances refuse the token within their cache TTL (5 s)",
 		// A short-lived operator process: it must not drive anybody's rides.
 		env: { FLEET_MODE: "live" },

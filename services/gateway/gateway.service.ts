@@ -9,7 +9,7 @@ import { buildOpenApiDocument, type OpenApiDocument } from "./openapi";
 import { renderDocsPage } from "./docs-page";
 import type Redis from "ioredis";
 import { enforceRateLimit, openLimitRedis, partnerLimiter, windowLimiter, type LimitStoreOptions, type PartnerLimiter } from "./rate-limiter";
-import { AuthFailureThrottle, keyHash } from "./auth-throttle";
+import { AuthFailureThrottle, keyHash, throttled } from "./auth-throttle";
 import { clientAddress } from "./client-address";
 import { idempotencyKeyFrom, readJsonBody, requestIdFrom, requireBearer } from "./request";
 import { RIDE_BASE_PATH, type PartnerCallMeta } from "../../contracts/gateway";
@@ -26,7 +26,7 @@ import { authenticateDriverRequest, driverRoute, prepareDriverRequest, type Driv
  * request goes through one pipeline before any service is called:
  *
  *   route known? (else 404) → client address throttled for failed
- *   authentications? (429) → API key (401; this gateway caches what
+ *   authentications? (then only a valid key passes, 429 otherwise) → API key (401; this gateway caches what
  *   partners.authenticate answered for GATEWAY_AUTH_CACHE_MS, cleared on
  *   partners.changed) → per-partner rate limit (429)
  *   → JSON body ≤ BODY_LIMIT (415/413/400) → target service present? (503)
@@ -73,7 +73,7 @@ type GatewayServiceSettings = WebSettings & GatewaySettings;
 interface GatewayMethods {
 	prepareRideRequest(req: GatewayRequest, res: ServerResponse): Promise<void>;
 	authenticate(ctx: Context<unknown, GatewayMeta>, route: unknown, req: GatewayRequest): null;
-	partnerOfKey(ctx: Context<unknown, GatewayMeta>, apiKey: string, hash: string): Promise<AuthenticatedPartner | null>;
+	partnerOfKey(ctx: Context<unknown, GatewayMeta>, apiKey: string, hash: string, onlyKnown: boolean): Promise<AuthenticatedPartner | null>;
 	renderError(req: GatewayRequest, res: ServerResponse, err: unknown): void;
 	errorHandler(req: GatewayRequest, res: ServerResponse, err: unknown): void;
 	send404(req: GatewayRequest, res: ServerResponse): void;
@@ -262,13 +262,10 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 			// One digest of the key for the cache and the throttle's three uses.
 			const hash = keyHash(apiKey);
 			const gate = await this.authThrottle.check(address, apiKey, hash);
-			if (!gate.allowed) {
-				throw new ApiError("RATE_LIMITED", `Too many failed authentications from this address; retry in ${gate.retryAfterSeconds} s`, {
-					retryAfter: gate.retryAfterSeconds,
-				});
-			}
-			const partner = await this.partnerOfKey(req.$ctx, apiKey, hash);
+			// Throttled: partners answers keys no live key could be without a lookup; a valid key is still served.
+			const partner = await this.partnerOfKey(req.$ctx, apiKey, hash, !gate.allowed);
 			if (!partner) {
+				if (!gate.allowed) throw throttled(gate.retryAfterSeconds);
 				await this.authThrottle.failed(address, apiKey, hash);
 				throw unauthorized("Invalid API key");
 			}
@@ -287,12 +284,24 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 		 * The key's partner: from this gateway's cache, else partners.authenticate
 		 * (one broker call per key per GATEWAY_AUTH_CACHE_MS, not per request).
 		 * A lookup that began before a partners.changed does not put back what it read.
+		 * `onlyKnown` (a throttled address): an unknown answer may not have been
+		 * looked up, so it is not remembered.
 		 */
-		async partnerOfKey(this: GatewayThis, ctx: Context<unknown, GatewayMeta>, apiKey: string, hash: string): Promise<AuthenticatedPartner | null> {
+		async partnerOfKey(
+			this: GatewayThis,
+			ctx: Context<unknown, GatewayMeta>,
+			apiKey: string,
+			hash: string,
+			onlyKnown: boolean,
+		): Promise<AuthenticatedPartner | null> {
 			const cached = this.authCache.get(hash);
 			if (cached) return cached.value;
 			const generation = this.authCache.generation;
-			const found = await ctx.call<AuthenticatedPartner | null, AuthenticateParams>("partners.authenticate", { apiKey });
+			const found = await ctx.call<AuthenticatedPartner | null, AuthenticateParams>(
+				"partners.authenticate",
+				onlyKnown ? { apiKey, onlyKnown } : { apiKey },
+			);
+			if (!found && onlyKnown) return null;
 			// Shared by every request of this key until it expires: nobody may change it.
 			const partner = found ? Object.freeze({ ...found }) : null;
 			this.authCache.set(hash, partner, generation);

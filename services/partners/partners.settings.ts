@@ -1,5 +1,6 @@
 import { envBool, envEnum, envString, SettingError, type Env } from "../../lib/settings";
 import { isWebhookSecret } from "../../lib/secrets";
+import { readKnownCredentialsSettings, type KnownCredentialsSettings } from "../../lib/known-credentials";
 import { AUTH_CACHE_BOUND_MS, GATEWAY_AUTH_CACHE_MS, KEY_MODES, type KeyMode } from "../../contracts/partners";
 
 /**
@@ -15,8 +16,14 @@ export interface PartnersSettings {
 	bootstrapPartnerKey: string | undefined;
 	/** BOOTSTRAP_WEBHOOK_SECRET: the bootstrap partner's signing secret, kept in step; generated when unset. */
 	bootstrapWebhookSecret: string | undefined;
-	/** BOOTSTRAP_PARTNER_MODE: the bootstrap key's mode, `test` unless set to `live`. */
-	bootstrapPartnerMode: KeyMode;
+	/**
+	 * BOOTSTRAP_PARTNER_MODE: the mode a new bootstrap key is created with
+	 * (`test` when unset). An existing key keeps its mode: a value naming the
+	 * other mode refuses to start.
+	 */
+	bootstrapPartnerMode: KeyMode | undefined;
+	/** The live keys' digest prefixes kept in memory (KNOWN_CREDENTIALS_*, lib/known-credentials.ts). */
+	knownKeys: KnownCredentialsSettings;
 }
 
 /** Fixed, not a setting: with the gateway's cache in front, a revoked key stops working within AUTH_CACHE_BOUND_MS everywhere even if partners.changed is lost. */
@@ -46,8 +53,9 @@ export function readPartnersSettings(env: Env): PartnersSettings {
 	}
 	return {
 		authCacheMs: AUTH_CACHE_MS,
-		bootstrapPartnerMode: envEnum<KeyMode>(env, "BOOTSTRAP_PARTNER_MODE", KEY_MODES, "test"),
+		bootstrapPartnerMode: envEnum<KeyMode | "">(env, "BOOTSTRAP_PARTNER_MODE", KEY_MODES, "") || undefined,
 		bootstrapPartnerKey,
 		bootstrapWebhookSecret,
+		knownKeys: readKnownCredentialsSettings(env),
 	};
 }

@@ -228,6 +228,9 @@ export function fakeTokensRepo(): Fake<Methods<DriverTokensRepo>> {
 		insert: async () => undefined,
 		driverOf: async () => undefined,
 		revokeAll: async () => 0,
+		livePrefixes: async () => [],
+		prefixesSince: async () => [],
+		now: async () => new Date(),
 		list: async () => [],
 		wasOffered: async () => false,
 	});
