@@ -24,7 +24,9 @@ import { parseVerb, runOperatorCli, UsageError, type VerbCommand } from "./opera
  * instance up) running instances see the change within their cache TTL.
  *
  * --mode (create, rotate-key) is the key's mode, `test` by default: the key
- * comes out as `rk_test_…` or `rk_live_…`.
+ * comes out as `ride_test_…` or `ride_live_…`. A given --api-key is held to
+ * the same rules on both verbs: 32 to 200 of A-Za-z0-9_-, not the other
+ * mode's prefix nor `rk_` (Stripe's), unused.
  *
  * stdout carries exactly one JSON value and nothing else: `create` prints
  * `{ "partnerId", "apiKey", "webhookSecret" }` (the only time the key is
