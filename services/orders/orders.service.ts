@@ -399,7 +399,11 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 
 	created(this: OrdersThis) {
 		useServiceSettings(this, readOrdersSettings);
-		this.webhookPolicy = { allowPrivate: this.settings.webhookAllowPrivate, resolveAll: webhookDnsResolver(serviceEnv(this)) };
+		this.webhookPolicy = {
+			allowPrivate: this.settings.webhookAllowPrivate,
+			ports: this.settings.webhookPorts,
+			resolveAll: webhookDnsResolver(serviceEnv(this)),
+		};
 		// The DB mixin's created() ran first: the pool is there.
 		this.orders = new OrdersRepo(this.db);
 		this.keys = new IdempotencyRepo(this.db, this.settings.idempotencyRunningTimeoutMs);

@@ -835,7 +835,8 @@ describe("a production-mode node without pricing and riders", () => {
 		partial = await startTestNode({
 			databaseUrl: bed.db.url,
 			services: ["partners", "orders", "gateway"],
-			env: { WEBHOOK_ALLOW_PRIVATE: "false" },
+			// As in production (WEBHOOK_PORTS' production default, set here because tests do not run with NODE_ENV=production).
+			env: { WEBHOOK_ALLOW_PRIVATE: "false", WEBHOOK_PORTS: "80,443,8443" },
 		});
 	});
 	afterAll(async () => {
@@ -854,6 +855,16 @@ describe("a production-mode node without pricing and riders", () => {
 		await expectError(res, 400, "INVALID_WEBHOOK_URL");
 		expect(await snapshot()).toBe(before);
 	});
+
+	it.each(["https://partner.example.com:5432/hooks", "http://partner.example.com:22/", "https://partner.example.com:8080/hooks", "http://[2606:4700::1111]:6379/"])(
+		"refuses the webhookURL %s (a port outside WEBHOOK_PORTS) with 400 INVALID_WEBHOOK_URL, changing nothing",
+		async (webhookURL) => {
+			const before = await snapshot();
+			const res = await post("/ride/create-order", orderBody({ webhookURL }), partnerA, `key-${randomInt(0, 1e9)}`, partial);
+			await expectError(res, 400, "INVALID_WEBHOOK_URL");
+			expect(await snapshot()).toBe(before);
+		},
+	);
 
 	it("answers 503 SERVICE_UNAVAILABLE (retryable) and changes nothing", async () => {
 		const before = await snapshot();
