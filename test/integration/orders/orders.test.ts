@@ -687,6 +687,24 @@ describe("transitions (dispatch's internal actions)", () => {
 		expect((await internal("orders.transition", { orderId: order.orderId, to: "started", otp: order.otp })).body.status).toBe("started");
 	});
 
+	it("gives the next driver fresh OTP tries when the ride goes back to searching (a driver who burned them cannot lock the next one)", async () => {
+		const order = await createOrder();
+		await driveTo(order, "arrived");
+		const wrong = order.otp === "0000" ? "0001" : "0000";
+		for (let i = 0; i < 5; i++) {
+			expect(await internal("orders.transition", { orderId: order.orderId, to: "started", otp: wrong })).toEqual({ status: 422, code: "INVALID_OTP" });
+		}
+		expect((await internal("orders.transition", { orderId: order.orderId, to: "started", otp: order.otp })).code).toBe("OTP_LOCKED");
+
+		// That driver drops out; another one takes the ride to the pickup.
+		expect((await internal("orders.transition", { orderId: order.orderId, to: "searching", driver: { id: DRIVER.id } })).status).toBe(200);
+		expect((await pg.query("SELECT otp_tries FROM orders WHERE id = $1", [order.orderId])).rows[0].otp_tries).toBe(0);
+		const next = { id: "drv_test_next", name: "Sunil", phone: "+919800000002", vehicleNumber: "KA02CD5678" };
+		expect((await internal("orders.transition", { orderId: order.orderId, to: "accepted", driver: next, eta: 300 })).status).toBe(200);
+		expect((await internal("orders.transition", { orderId: order.orderId, to: "arrived", eta: 0 })).status).toBe(200);
+		expect((await internal("orders.transition", { orderId: order.orderId, to: "started", otp: order.otp })).body.status).toBe("started");
+	});
+
 	it("refuses illegal moves with 409 INVALID_TRANSITION and stale ones with 409 CONFLICT, changing nothing", async () => {
 		const order = await createOrder();
 		const before = await snapshot();
