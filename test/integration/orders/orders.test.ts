@@ -874,15 +874,17 @@ describe("a production-mode node without pricing and riders", () => {
 		expect(await snapshot()).toBe(before);
 	});
 
-	it.each(["https://partner.example.com:5432/hooks", "http://partner.example.com:22/", "https://partner.example.com:8080/hooks", "http://[2606:4700::1111]:6379/"])(
-		"refuses the webhookURL %s (a port outside WEBHOOK_PORTS) with 400 INVALID_WEBHOOK_URL, changing nothing",
-		async (webhookURL) => {
-			const before = await snapshot();
-			const res = await post("/ride/create-order", orderBody({ webhookURL }), partnerA, `key-${randomInt(0, 1e9)}`, partial);
-			await expectError(res, 400, "INVALID_WEBHOOK_URL");
-			expect(await snapshot()).toBe(before);
-		},
-	);
+	it.each([
+		"https://partner.example.com:5432/hooks",
+		"http://partner.example.com:22/",
+		"https://partner.example.com:8080/hooks",
+		"http://[2606:4700::1111]:6379/",
+	])("refuses the webhookURL %s (a port outside WEBHOOK_PORTS) with 400 INVALID_WEBHOOK_URL, changing nothing", async (webhookURL) => {
+		const before = await snapshot();
+		const res = await post("/ride/create-order", orderBody({ webhookURL }), partnerA, `key-${randomInt(0, 1e9)}`, partial);
+		await expectError(res, 400, "INVALID_WEBHOOK_URL");
+		expect(await snapshot()).toBe(before);
+	});
 
 	it("answers 503 SERVICE_UNAVAILABLE (retryable) and changes nothing", async () => {
 		const before = await snapshot();

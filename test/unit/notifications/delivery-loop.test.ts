@@ -247,7 +247,11 @@ describe("DeliveryLoop: one try", () => {
 		loop.requestTick();
 		await until("the breaker updated", () => repo.hostFailures.length === 1);
 		expect(repo.records[0]).toMatchObject({ state: "pending", outcome: "CONNECTION", httpStatus: null });
-		expect(repo.hostFailures[0]).toEqual({ partnerId: "ptn_1", host: "down.example.com:8443", decision: { failures: 1, opens: 1, openForMs: settings.breakerOpenMs } });
+		expect(repo.hostFailures[0]).toEqual({
+			partnerId: "ptn_1",
+			host: "down.example.com:8443",
+			decision: { failures: 1, opens: 1, openForMs: settings.breakerOpenMs },
+		});
 		expect(logged.some((m) => m.includes("down.example.com:8443") && m.includes("circuit open"))).toBe(true);
 	});
 
