@@ -463,7 +463,7 @@ export const migrations: Migration[] = [
 						      AND (d.kind = 'location' OR NOT EXISTS (
 						        SELECT 1 FROM webhook_deliveries l
 						        WHERE l.order_id = d.order_id AND l.kind = 'location' AND l.sequence < d.sequence
-						          AND l.state = 'pending' AND l.lease_until > now()))
+						          AND l.state = 'pending' AND l.lease_token IS NOT NULL AND l.lease_until > now()))
 						      AND (d.kind = 'status' OR (
 						        d.event_created_at >= now() - make_interval(secs => p_location_ttl_ms / 1000)
 						        AND NOT EXISTS (SELECT 1 FROM ride_events n WHERE n.order_id = d.order_id AND n.sequence > d.sequence)))
