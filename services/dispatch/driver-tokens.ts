@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
-import { LRUCache } from "lru-cache";
 import * as driverApi from "../../contracts/driver";
 import type { DriverView } from "../../contracts/dispatch";
+import { AuthCache } from "../../lib/auth-cache";
 import { ApiError } from "../../lib/errors";
 import { newId } from "../../lib/ids";
 import { hashApiKey } from "../../lib/secrets";
@@ -29,21 +29,20 @@ export interface DriverTokensDeps {
 	/** The driver of revoked tokens goes offline at once (driver moves). */
 	takeOffline: (driverId: string) => Promise<unknown>;
 	cacheMs: number;
-	/** Tokens kept at most (one per driver online is the working set). */
+	/** Tokens kept at most (one per driver online is the working set); unknown tokens have a bound of their own, as large. */
 	cacheMax: number;
 }
 
 export class DriverTokens {
-	private readonly cache: LRUCache<string, { driverId: string | null }>;
-	/** Bumped by every revocation: a lookup that began before one does not fill the cache. */
-	private generation = 0;
+	/** Known tokens and unknown ones apart: a flood of unknown tokens evicts only other unknown ones. */
+	private readonly cache: AuthCache<{ driverId: string }>;
 
 	constructor(private readonly deps: DriverTokensDeps) {
 		// A token in use stays cached (each use restarts its time): re-reading every token each
 		// cacheMs would cost the database drivers ÷ cacheMs lookups a second, for nothing. A
 		// revocation clears every instance at once; one missed while disconnected is covered by
 		// clearing on every (re)connection, as Moleculer's own caches do; cacheMs bounds the rest.
-		this.cache = new LRUCache({ max: deps.cacheMax, ttl: deps.cacheMs, updateAgeOnGet: true });
+		this.cache = new AuthCache(deps.cacheMs, deps.cacheMax, deps.cacheMax, undefined, { hitsStayWhileUsed: true });
 	}
 
 	/** Registers the driver (idempotent by phone) and issues a token, shown once. */
@@ -83,17 +82,17 @@ export class DriverTokens {
 	/** A token's SHA-256 (`hashApiKey`, what the gateway sends) → its driver, or null (unknown or revoked). */
 	async authenticate(hash: string): Promise<driverApi.AuthenticatedDriver | null> {
 		const cached = this.cache.get(hash);
-		if (cached) return cached.driverId ? { driverId: cached.driverId } : null;
-		const generation = this.generation;
-		const driverId = (await this.deps.repo.driverOf(hash)) ?? null;
-		// A revocation seen meanwhile wins over what this lookup read.
-		if (generation === this.generation) this.cache.set(hash, { driverId });
-		return driverId ? { driverId } : null;
+		if (cached) return cached.value;
+		const generation = this.cache.generation;
+		const driverId = await this.deps.repo.driverOf(hash);
+		const answer = driverId ? { driverId } : null;
+		// A revocation seen meanwhile wins over what this lookup read (set() skips it).
+		this.cache.set(hash, answer, generation);
+		return answer;
 	}
 
 	/** Some driver's tokens changed (here or on another instance): forget what was resolved. */
 	changed(): void {
-		this.generation++;
 		this.cache.clear();
 	}
 }

@@ -236,6 +236,26 @@ describe("DriverTokens", () => {
 			expect(repo.driverOf).toHaveBeenCalledTimes(1);
 		});
 
+		it("a flood of unknown tokens does not evict a known one: misses have their own bound", async () => {
+			const repo = fakeTokensRepo();
+			const tokens = new DriverTokens({
+				repo: asTokensRepo(repo),
+				register: jest.fn(),
+				announceChanged: jest.fn(),
+				takeOffline: jest.fn(),
+				cacheMs: 60_000,
+				cacheMax: 100,
+			});
+			const known = hashApiKey("rdt_known");
+			repo.driverOf.mockImplementation(async (hash: string) => (hash === known ? "drv_1" : undefined));
+			await expect(tokens.authenticate(known)).resolves.toEqual({ driverId: "drv_1" });
+			// Ten times the cache's bound of tokens nobody holds, as a scanner would send.
+			for (let i = 0; i < 1_000; i++) await expect(tokens.authenticate(hashApiKey(`rdt_unknown_${i}`))).resolves.toBeNull();
+			repo.driverOf.mockClear();
+			await expect(tokens.authenticate(known)).resolves.toEqual({ driverId: "drv_1" });
+			expect(repo.driverOf).not.toHaveBeenCalled();
+		});
+
 		it("changed() clears the cache: the next authenticate reads again", async () => {
 			const { tokens, repo } = setupTokens();
 			repo.driverOf.mockResolvedValueOnce("drv_1").mockResolvedValueOnce(undefined);
