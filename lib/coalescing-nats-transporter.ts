@@ -98,7 +98,8 @@ export class CoalescingNatsTransporter extends NatsTransporter {
 		if (this.broker.options.disableBalancer) throw new Error("The bus transporter needs the broker's balancer: disableBalancer must be false");
 		const nodeID = this.nodeID;
 		if (this.bus.user !== undefined) {
-			if (!isBusNodeIdOf(this.bus.user, nodeID)) throw new Error(`With NATS_USER=${this.bus.user} the node id must be "${this.bus.user}.<name>" (got "${nodeID}")`);
+			if (!isBusNodeIdOf(this.bus.user, nodeID))
+				throw new Error(`With NATS_USER=${this.bus.user} the node id must be "${this.bus.user}.<name>" (got "${nodeID}")`);
 		} else if (subjectToken(nodeID) !== nodeID) {
 			throw new Error(`The node id "${nodeID}" must be one NATS subject token (letters, digits, - and _)`);
 		}
@@ -108,13 +109,17 @@ export class CoalescingNatsTransporter extends NatsTransporter {
 	publish(packet: Parameters<InstanceType<typeof NatsTransporter>["publish"]>[0]): Promise<void> {
 		const out = packet as unknown as OutPacket;
 		const payload = out.payload ?? {};
-		if (out.type === "EVENT" && typeof payload.event === "string" && payload.event.startsWith("$") && !BUS_CROSSING_INTERNAL_EVENTS.includes(payload.event)) {
+		if (
+			out.type === "EVENT" &&
+			typeof payload.event === "string" &&
+			payload.event.startsWith("$") &&
+			!BUS_CROSSING_INTERNAL_EVENTS.includes(payload.event)
+		) {
 			return Promise.resolve();
 		}
 		const subject = packetSubject(this.prefix, { type: out.type, target: out.target, sender: this.nodeID, action: payload.action, event: payload.event });
 		if (this.bus.user !== undefined && this.bus.allowPublish && !allowedBy(this.bus.allowPublish, subject)) {
-			const what =
-				out.type === "REQ" ? `call ${payload.action}` : out.type === "EVENT" ? `emit ${payload.event}` : `send ${out.type} on ${subject}`;
+			const what = out.type === "REQ" ? `call ${payload.action}` : out.type === "EVENT" ? `emit ${payload.event}` : `send ${out.type} on ${subject}`;
 			return Promise.reject(new BusPermissionError(this.bus.user, what));
 		}
 		return this.send(subject, this.serialize(packet));

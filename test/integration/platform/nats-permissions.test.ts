@@ -184,7 +184,13 @@ afterAll(async () => {
 		// The platform's transporter refuses to start under another user's name (the broker stops at creation).
 		const transporter = new CoalescingNatsTransporter({ url: natsUrl }, { user: "gateway" });
 		const transit = { nodeID: "orders.rogue", broker: { namespace, options: {}, getLogger: () => console } };
-		expect(() => transporter.init(transit as never, () => undefined, () => undefined)).toThrow(/NATS_USER=gateway the node id must be "gateway.<name>"/);
+		expect(() =>
+			transporter.init(
+				transit as never,
+				() => undefined,
+				() => undefined,
+			),
+		).toThrow(/NATS_USER=gateway the node id must be "gateway.<name>"/);
 
 		// A raw client as gateway: the server refuses an INFO in orders' name, and to listen to orders' requests.
 		const nc = await rawClient("gateway");
@@ -193,7 +199,16 @@ afterAll(async () => {
 				JSON.stringify({
 					ver: "5",
 					sender,
-					services: [{ name: "orders", fullName: "orders", settings: {}, metadata: {}, actions: { "orders.transition": { name: "orders.transition" } }, events: {} }],
+					services: [
+						{
+							name: "orders",
+							fullName: "orders",
+							settings: {},
+							metadata: {},
+							actions: { "orders.transition": { name: "orders.transition" } },
+							events: {},
+						},
+					],
 					ipList: [],
 					hostname: "rogue",
 					client: { type: "nodejs", version: "0.15.2", langVersion: process.version },
