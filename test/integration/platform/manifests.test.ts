@@ -36,7 +36,13 @@ function runNode(args: string[], env: Record<string, string | undefined> = {}): 
 
 const hasDockerCompose = spawnSync("docker-compose", ["version", "--short"], { encoding: "utf8" }).status === 0;
 const hasKubectl = spawnSync("kubectl", ["version", "--client"], { encoding: "utf8" }).status === 0;
-const COMPOSE_ENV = { POSTGRES_PASSWORD: "test-only-placeholder", NATS_PASSWORD: "test-only-nats-placeholder", REDIS_PASSWORD: "test-only-redis-placeholder" };
+const COMPOSE_ENV: Record<string, string> = {
+	POSTGRES_PASSWORD: "test-only-placeholder",
+	REDIS_PASSWORD: "test-only-redis-placeholder",
+	...Object.fromEntries(
+		["GATEWAY", "PRICING", "RIDERS", "ORDERS", "DISPATCH", "NOTIFICATIONS", "FLEET", "OPERATOR"].map((u) => [`NATS_PASSWORD_${u}`, `test-only-nats-${u}`]),
+	),
+};
 
 let tmp: string;
 beforeAll(() => {
@@ -113,7 +119,7 @@ describe("Kubernetes manifests", () => {
 		);
 	});
 
-	test("the bus and the database are closed: NATS requires its password, and each pod reads its own Secret with only what it uses", () => {
+	test("the bus and the database are closed: NATS over TLS with a user per service, and each pod reads its own Secret with only what it uses", () => {
 		const load = (f: string) =>
 			parseAllDocuments(readFileSync(join(ROOT, "k8s", f), "utf8"))
 				.map((d) => d.toJS())
@@ -122,16 +128,27 @@ describe("Kubernetes manifests", () => {
 		expect(kustomization.resources).toContain("network-policy.yaml");
 		const generator = kustomization.configMapGenerator.find((g: { name: string }) => g.name === "nats-config");
 		expect(generator.files).toEqual(["nats-server.conf=infra/nats-server.conf"]);
-		expect(readFileSync(join(ROOT, "k8s/infra/nats-server.conf"), "utf8")).toMatch(/authorization\s*\{\s*user:\s*ride\s+password:\s*\$NATS_PASSWORD\s*\}/);
+		// The generated conf (test/unit/platform/bus-permissions.test.ts checks it is current): TLS and a user per service.
+		const conf = readFileSync(join(ROOT, "k8s/infra/nats-server.conf"), "utf8");
+		expect(conf).toMatch(/^tls \{\n {2}cert_file: "\/etc\/nats-tls\/tls.crt"\n {2}key_file: "\/etc\/nats-tls\/tls.key"/m);
 
 		const nats = load("infra/nats.yaml").find((d) => d.kind === "StatefulSet");
 		const container = nats.spec.template.spec.containers[0];
 		expect(container.args.slice(0, 2)).toEqual(["-c", "/etc/nats/nats-server.conf"]);
-		expect(container.env).toContainEqual({ name: "NATS_PASSWORD", valueFrom: { secretKeyRef: { name: "ride-nats", key: "NATS_PASSWORD" } } });
+		// Every user's password, from that user's own Secret: the one its pods log in with.
+		const users = ["gateway", "pricing", "riders", "orders", "dispatch", "notifications", "fleet", "operator"];
+		expect(container.env).toEqual(
+			users.map((u) => ({ name: `NATS_PASSWORD_${u.toUpperCase()}`, valueFrom: { secretKeyRef: { name: `ride-${u}`, key: "NATS_PASSWORD" } } })),
+		);
+		for (const u of users) expect(conf).toContain(`user: ${u}\n      password: $NATS_PASSWORD_${u.toUpperCase()}\n`);
 		expect(nats.spec.template.spec.volumes).toContainEqual({ name: "config", configMap: { name: "nats-config" } });
 		expect(container.volumeMounts).toContainEqual({ name: "config", mountPath: "/etc/nats", readOnly: true });
+		// The certificate from the `nats-tls` Secret, where the conf reads it.
+		expect(nats.spec.template.spec.volumes).toContainEqual({ name: "tls", secret: { secretName: "nats-tls", defaultMode: 0o440 } });
+		expect(container.volumeMounts).toContainEqual({ name: "tls", mountPath: "/etc/nats-tls", readOnly: true });
 		const config = load("configmap.yaml")[0].data;
-		expect(config.NATS_USER).toBe("ride");
+		// No shared bus login: each Deployment names its own user.
+		expect(config.NATS_USER).toBeUndefined();
 		// The services' roles cannot change the schema: the migrate Job does.
 		expect(config.MIGRATE_ON_START).toBe("false");
 
@@ -143,7 +160,9 @@ describe("Kubernetes manifests", () => {
 			expect([s, keysOf(`ride-${s}`)]).toEqual([s, ["DATABASE_URL", "NATS_PASSWORD"]]);
 		expect(keysOf("ride-fleet")).toEqual(["NATS_PASSWORD"]);
 		expect(keysOf("ride-migrate")).toEqual(["DATABASE_ADMIN_URL"]);
-		expect(keysOf("ride-nats")).toEqual(["NATS_PASSWORD"]);
+		expect(keysOf("ride-operator")).toEqual(["NATS_PASSWORD"]);
+		expect(keysOf("nats-tls")).toEqual(["tls.crt", "tls.key"]);
+		expect(load("secret.example.yaml").find((d) => d.metadata.name === "nats-ca")).toMatchObject({ kind: "ConfigMap", data: { "ca.crt": "REPLACE_ME" } });
 		expect(keysOf("ride-redis")).toEqual(["REDIS_PASSWORD"]);
 		// Each service's own role, none of them the admin, none shared (the gateway pod runs partners).
 		const admin = new URL(secrets["ride-migrate"].DATABASE_ADMIN_URL).username;
@@ -171,6 +190,13 @@ describe("Kubernetes manifests", () => {
 			expect([file, secretRefs]).toEqual([file, [secret]]);
 			const keyRefs = (c.env ?? []).filter((e: { valueFrom?: { secretKeyRef?: unknown } }) => e.valueFrom?.secretKeyRef);
 			if (file !== "migrate-job.yaml") expect([file, keyRefs]).toEqual([file, []]);
+			if (file === "migrate-job.yaml") continue; // it never uses the bus
+			// Its own bus user, and the NATS server's certificate checked against the mounted CA.
+			const env = Object.fromEntries((c.env ?? []).map((e: { name: string; value?: string }) => [e.name, e.value]));
+			expect([file, env.NATS_USER]).toEqual([file, secret.replace("ride-", "")]);
+			expect([file, env.NATS_TLS_CA]).toEqual([file, "/etc/nats-ca/ca.crt"]);
+			expect([file, c.volumeMounts]).toEqual([file, expect.arrayContaining([{ name: "nats-ca", mountPath: "/etc/nats-ca", readOnly: true }])]);
+			expect([file, w.spec.template.spec.volumes]).toEqual([file, expect.arrayContaining([{ name: "nats-ca", configMap: { name: "nats-ca" } }])]);
 		}
 		// The Job: each service's DATABASE_URL by key, as <SERVICE>_DATABASE_URL, from that service's Secret.
 		const job = load("migrate-job.yaml")[0].spec.template.spec.containers[0];
@@ -529,14 +555,21 @@ describe("docker-compose.yml", () => {
 			expect(s.depends_on.migrate.condition).toBe("service_completed_successfully");
 			expect(s.healthcheck.test).toEqual(["CMD", "node", "dist/bin/healthcheck.js", "ready"]);
 		}
-		// The bus requires a login: nats-server reads its password from its environment, the services log in with it.
+		// A bus user per service: nats-server reads every password from its environment (the generated
+		// k8s/infra/nats-compose.conf), each service logs in with its own.
 		expect(services.nats.command.slice(0, 2)).toEqual(["-c", "/etc/nats/ride.conf"]);
-		expect(services.nats.volumes).toContain("./k8s/infra/nats-server.conf:/etc/nats/ride.conf:ro");
-		expect(services.nats.environment.NATS_PASSWORD).toMatch(/^\$\{NATS_PASSWORD:\?/);
-		for (const name of [...Object.keys(expected), "migrate"]) {
-			expect([name, services[name].environment.NATS_USER]).toEqual([name, "ride"]);
-			expect([name, services[name].environment.NATS_PASSWORD]).toEqual([name, expect.stringMatching(/^\$\{NATS_PASSWORD:\?/)]);
+		expect(services.nats.volumes).toContain("./k8s/infra/nats-compose.conf:/etc/nats/ride.conf:ro");
+		for (const user of ["gateway", "pricing", "riders", "orders", "dispatch", "notifications", "fleet", "operator"])
+			expect(services.nats.environment[`NATS_PASSWORD_${user.toUpperCase()}`]).toMatch(new RegExp(`^\\$\\{NATS_PASSWORD_${user.toUpperCase()}:\\?`));
+		for (const name of Object.keys(expected)) {
+			expect([name, services[name].environment.NATS_USER]).toEqual([name, name]);
+			expect([name, services[name].environment.NATS_PASSWORD]).toEqual([
+				name,
+				`\${NATS_PASSWORD_${name.toUpperCase()}:?set NATS_PASSWORD_${name.toUpperCase()} in .env}`,
+			]);
 		}
+		// The migrate container never uses the bus.
+		expect(services.migrate.environment.NATS_USER).toBeUndefined();
 		// No secret values in the file: the password comes from the environment or .env.
 		expect(readFileSync(join(ROOT, "docker-compose.yml"), "utf8")).not.toMatch(/^\s*POSTGRES_PASSWORD:\s*[^$\s]/m);
 	});
@@ -563,9 +596,9 @@ describe("docker-compose.yml", () => {
 		const r = await runNode(["scripts/validate-compose.mjs", "docker-compose.yml", "--builtin-only"], { POSTGRES_PASSWORD: "" });
 		expect(r.code).toBe(1);
 		expect(r.out).toMatch(/required variable POSTGRES_PASSWORD is not set/);
-		const noNats = await runNode(["scripts/validate-compose.mjs", "docker-compose.yml", "--builtin-only"], { ...COMPOSE_ENV, NATS_PASSWORD: "" });
+		const noNats = await runNode(["scripts/validate-compose.mjs", "docker-compose.yml", "--builtin-only"], { ...COMPOSE_ENV, NATS_PASSWORD_ORDERS: "" });
 		expect(noNats.code).toBe(1);
-		expect(noNats.out).toMatch(/services\.nats\.environment\.NATS_PASSWORD: required variable NATS_PASSWORD is not set/);
+		expect(noNats.out).toMatch(/services\.nats\.environment\.NATS_PASSWORD_ORDERS: required variable NATS_PASSWORD_ORDERS is not set/);
 	});
 
 	test("the built-in check fails on a broken compose file", async () => {
@@ -587,7 +620,7 @@ describe("docker-compose.yml", () => {
 		writeFileSync(
 			file,
 			readFileSync(join(ROOT, "docker-compose.yml"), "utf8").replace(
-				"    volumes:\n      - nats-data:/data\n      - ./k8s/infra/nats-server.conf:/etc/nats/ride.conf:ro",
+				"    volumes:\n      - nats-data:/data\n      - ./k8s/infra/nats-compose.conf:/etc/nats/ride.conf:ro",
 				"    volumes: nats-data",
 			),
 		);
