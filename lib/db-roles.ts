@@ -27,8 +27,8 @@ export const DB_ROLES = {
 	orders: { tables: ["orders", "ride_events", "feedback", "idempotency_keys"], functions: [], reads: [] },
 	dispatch: { tables: ["drivers", "dispatch_rides", "dispatch_offers", "driver_tokens"], functions: [], reads: [] },
 	notifications: {
-		tables: ["webhook_deliveries", "webhook_attempts", "webhook_hosts", "webhook_ingest_cursor"],
-		functions: ["webhook_claim_v1", "webhook_claim_v2"],
+		tables: ["webhook_deliveries", "webhook_attempts", "webhook_hosts", "webhook_ingest_cursor", "webhook_partner_hosts"],
+		functions: ["webhook_claim_v1", "webhook_claim_v2", "webhook_claim_v3"],
 		// The transactional outbox: orders appends ride events in the ride's transaction, notifications reads them.
 		reads: ["ride_events"],
 	},

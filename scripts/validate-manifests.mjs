@@ -263,7 +263,8 @@ for (const w of podWorkloads) {
 		if (sc.privileged === true) problem(at, "securityContext: must not be privileged");
 		if (!(sc.capabilities?.drop ?? []).includes("ALL")) problem(at, 'securityContext: must drop ALL capabilities (capabilities.drop: ["ALL"])');
 		if ((sc.capabilities?.add ?? []).length > 0) problem(at, "securityContext: must add no capabilities");
-		if ((sc.seccompProfile ?? pod.seccompProfile)?.type !== "RuntimeDefault") problem(at, "securityContext: seccompProfile must be RuntimeDefault (pod or container)");
+		if ((sc.seccompProfile ?? pod.seccompProfile)?.type !== "RuntimeDefault")
+			problem(at, "securityContext: seccompProfile must be RuntimeDefault (pod or container)");
 	}
 }
 
