@@ -20,6 +20,7 @@ const PARTNER = "ptn_1";
 const RIDER: Rider = {
 	riderId: "rdr_7",
 	partnerId: PARTNER,
+	mode: "test",
 	name: "Asha",
 	phone: "+919800000001",
 	email: null,
@@ -183,7 +184,7 @@ describe("createOrder: a new ride", () => {
 		// Pricing first, with points only; the rider only once the request is known to be good.
 		expect(log.calls).toEqual([
 			["pricing.quote", { serviceType: "cab", pickup: { lat: 12.9716, lng: 77.5946 }, drop: { lat: 12.9352, lng: 77.6245 } }],
-			["riders.upsert", { partnerId: PARTNER, name: "Asha", phone: "+919800000001", email: "asha@example.com" }],
+			["riders.upsert", { partnerId: PARTNER, mode: "test", name: "Asha", phone: "+919800000001", email: "asha@example.com" }],
 		]);
 		expect(log.insertNew).toHaveLength(1);
 		const order = log.insertNew[0];
