@@ -164,15 +164,15 @@ it("rotate-key, list-keys, revoke-key and rotate-webhook-secret; with TRANSPORTE
 		expect((await call(partner.apiKey)).status).toBe(401);
 		expect((await call(fresh.apiKey)).status).not.toBe(401);
 
-		const rotated = (await json(["rotate-webhook-secret", "--partner", partner.partnerId, "--grace", "1h"], onBus)) as {
+		const rotated = (await json(["rotate-webhook-secret", "--partner", partner.partnerId, "--mode", "test", "--grace", "1h"], onBus)) as {
 			webhookSecret: string;
 			previousValidUntil: string;
 		};
 		expect(rotated.webhookSecret).toMatch(/^whsec_/);
 		expect(Date.parse(rotated.previousValidUntil)).toBeGreaterThan(Date.now() + 3_000_000);
-		const signing = await running.broker.call<{ webhookSecrets: Array<{ secret: string; validUntil: string | null }> }, { partnerId: string }>(
+		const signing = await running.broker.call<{ webhookSecrets: Array<{ secret: string; validUntil: string | null }> }, { partnerId: string; mode: string }>(
 			"partners.signingSecret",
-			{ partnerId: partner.partnerId },
+			{ partnerId: partner.partnerId, mode: "test" },
 		);
 		expect(signing.webhookSecrets.map((s) => s.validUntil === null)).toEqual([true, false]);
 		expect(signing.webhookSecrets[0].secret).toBe(rotated.webhookSecret);
