@@ -235,7 +235,8 @@ describe("createOrder: a new ride", () => {
 		const { log, run } = setup();
 		await run(params({ user: { name: "Ravi", phone: "+919800000002" } }), { mode: "live" });
 		const upsert = log.calls.find(([a]) => a === "riders.upsert")![1];
-		expect(upsert).toEqual({ partnerId: PARTNER, name: "Ravi", phone: "+919800000002" });
+		// The live booking writes the live rider of that phone (riders are per mode).
+		expect(upsert).toEqual({ partnerId: PARTNER, mode: "live", name: "Ravi", phone: "+919800000002" });
 		expect(upsert).not.toHaveProperty("email");
 		expect(log.insertNew[0].mode).toBe("live");
 	});
