@@ -166,7 +166,7 @@ describe("buildEventPayload", () => {
 			mode: "test",
 			metadata: null,
 		});
-		expect(Object.keys(payload)).toEqual(["eventId", "orderId", "status", "sequence", "occurredAt", "metadata"]);
+		expect(Object.keys(payload)).toEqual(["eventId", "orderId", "status", "sequence", "occurredAt", "mode", "metadata"]);
 	});
 
 	it("keeps eta 0 (arrived at the pickup) and builds location events", () => {
