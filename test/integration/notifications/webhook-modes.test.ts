@@ -49,7 +49,8 @@ const verifies = (secret: string, hook: ReceivedWebhook): boolean => {
 };
 
 async function endpoint(): Promise<PartnerEndpoint> {
-	const e = await startPartnerEndpoint(bed.partner.webhookSecrets.live);
+	// Answers 200 whatever the signature (the first test checks signatures itself).
+	const e = await startPartnerEndpoint(bed.partner.webhookSecret);
 	endpoints.push(e);
 	return e;
 }
