@@ -162,6 +162,7 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 		this.repo = new NotificationsRepo(this.db);
 		this.client = createWebhookClient({
 			allowPrivate: this.settings.allowPrivate,
+			ports: this.settings.ports,
 			timeoutMs: this.settings.timeoutMs,
 			resolveAll: webhookDnsResolver(serviceEnv(this)),
 		});
