@@ -215,7 +215,8 @@ export class PartnersRepo {
 			const [partner] = await this.db.rows<{ id: string }>(LOCK_PARTNER_SQL, [partnerId], t);
 			if (!partner) return null;
 			const ended = await this.db.rows<{ valid_until: Iso }>(END_SECRETS_SQL, [partnerId, graceSeconds, mode], t);
-			if (mode === "test") ended.push(...(await this.db.rows<{ valid_until: Iso }>(END_SHARED_FOR_TEST_SQL, [partnerId, graceSeconds, transitionDays], t)));
+			if (mode === "test")
+				ended.push(...(await this.db.rows<{ valid_until: Iso }>(END_SHARED_FOR_TEST_SQL, [partnerId, graceSeconds, transitionDays], t)));
 			await this.db.run(INSERT_SECRET_SQL, [partnerId, webhookSecret, mode], t);
 			const latest = ended.map((r) => new Date(r.valid_until).getTime()).reduce((a, b) => Math.max(a, b), Date.now());
 			return { previousValidUntil: new Date(latest).toISOString() };

@@ -31,7 +31,13 @@ describe("webhook signing keys (cached KeyObjects)", () => {
 		const [current, previous] = [newWebhookSecret(), newWebhookSecret()];
 		const body = Buffer.from('{"a":1}');
 		const now = Date.now();
-		const headers = signedHeaders([{ secret: current }, { secret: previous, validUntil: new Date(now + 60_000).toISOString() }], "evt_r", body, now, "test");
+		const headers = signedHeaders(
+			[{ secret: current }, { secret: previous, validUntil: new Date(now + 60_000).toISOString() }],
+			"evt_r",
+			body,
+			now,
+			"test",
+		);
 		expect(() => new Webhook(current).verify(body.toString(), { ...headers })).not.toThrow();
 		expect(() => new Webhook(previous).verify(body.toString(), { ...headers })).not.toThrow();
 		expect(() => new Webhook(newWebhookSecret()).verify(body.toString(), { ...headers })).toThrow();

@@ -81,7 +81,9 @@ describe("webhook signing (Standard Webhooks)", () => {
 		];
 		const headers = signedHeaders(secrets, "evt_abc", body, now, "test");
 		expect(headers["webhook-signature"]).toBe(signature(secret, "evt_abc", now / 1000, body));
-		expect(() => signedHeaders([{ secret: oldSecret, validUntil: new Date(now).toISOString() }], "evt_abc", body, now, "test")).toThrow(/No webhook secret/);
+		expect(() => signedHeaders([{ secret: oldSecret, validUntil: new Date(now).toISOString() }], "evt_abc", body, now, "test")).toThrow(
+			/No webhook secret/,
+		);
 	});
 
 	it("puts the body's fields in the contract's order (jsonb does not keep it)", () => {
