@@ -72,10 +72,9 @@ export interface AuthenticatedPartner {
  * keeps signing live webhooks until rotated, and test webhooks too during
  * the transition (SHARED_SECRET_TEST_TRANSITION_DAYS), so no live partner's
  * verification breaks on upgrade.
+ *
+ * A call without `mode` (a caller from before modes) gets the live secrets, which include the shared one.
  */
-export const LEGACY_SHARED_SECRET_MODE = "shared";
-
-/** What a call without `mode` means (a caller from before modes): the live secrets, which include the shared one. */
 export const DEFAULT_SIGNING_MODE: KeyMode = "live";
 
 /** `partners.signingSecret`: notifications signs every delivery of a ride with the answer for the ride's mode. */
