@@ -9,6 +9,7 @@ import {
 	createKeyParams,
 	createPartnerParams,
 	DEFAULT_KEY_MODE,
+	DEFAULT_SIGNING_MODE,
 	DEFAULT_WEBHOOK_SECRET_GRACE_SECONDS,
 	listKeysParams,
 	PARTNER_EVENTS,
@@ -53,7 +54,7 @@ import { useServiceSettings } from "../../lib/settings";
  */
 
 interface PartnersMethods {
-	insertPartner(name: string, apiKey: string, webhookSecret: string, mode: KeyMode): Promise<string | null>;
+	insertPartner(name: string, apiKey: string, webhookSecrets: Record<KeyMode, string>, mode: KeyMode): Promise<string | null>;
 	broadcastChange(partnerId: string, what: PartnersChangedEvent["what"]): Promise<void>;
 	revoked(outcome: RevokeOutcome, what: string): Promise<RevokedKeys>;
 	bootstrap(): Promise<void>;
@@ -91,6 +92,13 @@ function checkWebhookSecret(webhookSecret: string): void {
 	if (!isWebhookSecret(webhookSecret)) throw validationError("webhookSecret", `must be ${WEBHOOK_SECRET_RULE}`);
 }
 
+/** Each mode's signing secret of a new partner: `given` for `mode`, a generated one for the other. */
+function secretsFor(mode: KeyMode, given: string): Record<KeyMode, string> {
+	const secrets = { test: newWebhookSecret(), live: newWebhookSecret() };
+	secrets[mode] = given;
+	return secrets;
+}
+
 const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, PartnersLocal & DbThis> = {
 	name: "partners",
 	mixins: [DbMixin({ service: "partners", migrations })],
@@ -105,12 +113,13 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 				const apiKey = keyFor(mode, ctx.params.apiKey);
 				const webhookSecret = ctx.params.webhookSecret ?? newWebhookSecret();
 				checkWebhookSecret(webhookSecret);
-				const partnerId = await this.insertPartner(ctx.params.name, apiKey, webhookSecret, mode);
+				const webhookSecrets = secretsFor(mode, webhookSecret);
+				const partnerId = await this.insertPartner(ctx.params.name, apiKey, webhookSecrets, mode);
 				if (!partnerId) throw new ApiError("CONFLICT", "That API key is already in use");
 				this.knownKeys.add(hashApiKey(apiKey));
 				// A miss for this key may be cached somewhere.
 				await this.broadcastChange(partnerId, "keys");
-				return { partnerId, apiKey, webhookSecret };
+				return { partnerId, apiKey, webhookSecret, webhookSecrets };
 			},
 		},
 
@@ -145,14 +154,17 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 			},
 		},
 
-		/** The partner's webhook signing secrets (notifications signs every delivery with each one still valid). */
+		/** The partner's webhook signing secrets of one mode (notifications signs every delivery of a ride of that mode with each one still valid). */
 		signingSecret: {
 			access: "internal",
 			params: signingSecretParams,
 			async handler(this: PartnersThis, ctx: Context<SigningSecretParams>): Promise<PartnerSigning> {
-				const secrets = await this.repo.signingSecrets(ctx.params.partnerId);
-				if (!secrets.some((s) => s.validUntil === null)) throw new ApiError("NOT_FOUND", "Unknown partner");
-				return { partnerId: ctx.params.partnerId, webhookSecrets: secrets };
+				const mode = ctx.params.mode ?? DEFAULT_SIGNING_MODE;
+				const secrets = await this.repo.signingSecrets(ctx.params.partnerId, mode, this.settings.sharedSecretTestTransitionDays);
+				// Empty: an unknown partner. (A partner an instance of the previous version created during a rollout
+				// has only a `shared` secret: for test it has an end but still signs until then.)
+				if (secrets.length === 0) throw new ApiError("NOT_FOUND", "Unknown partner");
+				return { partnerId: ctx.params.partnerId, mode, webhookSecrets: secrets };
 			},
 		},
 
@@ -204,20 +216,20 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 			},
 		},
 
-		/** Operators: a new signing secret; the old one keeps signing too until the grace period ends. */
+		/** Operators: a new signing secret of one mode; the mode's old one keeps signing too until the grace period ends. */
 		rotateWebhookSecret: {
 			access: "internal",
 			params: rotateWebhookSecretParams,
 			async handler(this: PartnersThis, ctx: Context<RotateWebhookSecretParams>): Promise<RotatedWebhookSecret> {
-				const { partnerId } = ctx.params;
+				const { partnerId, mode } = ctx.params;
 				const webhookSecret = ctx.params.webhookSecret ?? newWebhookSecret();
 				checkWebhookSecret(webhookSecret);
 				const grace = ctx.params.graceSeconds ?? DEFAULT_WEBHOOK_SECRET_GRACE_SECONDS;
-				const rotated = await this.repo.rotateWebhookSecret(partnerId, webhookSecret, grace);
+				const rotated = await this.repo.rotateWebhookSecret(partnerId, mode, webhookSecret, grace, this.settings.sharedSecretTestTransitionDays);
 				if (!rotated) throw new ApiError("NOT_FOUND", "Unknown partner");
 				await this.broadcastChange(partnerId, "webhookSecret");
-				this.logger.info(`Webhook secret of ${partnerId} rotated; the previous one signs until ${rotated.previousValidUntil}`);
-				return { partnerId, webhookSecret, previousValidUntil: rotated.previousValidUntil };
+				this.logger.info(`${mode} webhook secret of ${partnerId} rotated; the previous one signs until ${rotated.previousValidUntil}`);
+				return { partnerId, mode, webhookSecret, previousValidUntil: rotated.previousValidUntil };
 			},
 		},
 
@@ -246,7 +258,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 
 	methods: {
 		/** The new partner's id, or null when that API key is already in use. */
-		insertPartner(this: PartnersThis, name: string, apiKey: string, webhookSecret: string, mode: KeyMode): Promise<string | null> {
+		insertPartner(this: PartnersThis, name: string, apiKey: string, webhookSecrets: Record<KeyMode, string>, mode: KeyMode): Promise<string | null> {
 			return this.repo.insertPartner({
 				partnerId: newId("ptn"),
 				name,
@@ -254,7 +266,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 				keyHash: hashApiKey(apiKey),
 				label: "initial",
 				mode,
-				webhookSecret,
+				webhookSecrets,
 			});
 		},
 
@@ -279,7 +291,8 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 
 		/**
 		 * BOOTSTRAP_PARTNER_KEY / BOOTSTRAP_WEBHOOK_SECRET (dev, compose, tests):
-		 * make sure that partner exists; an explicit secret is kept in step. A
+		 * make sure that partner exists; an explicit secret is kept in step as
+		 * the secret of the key's mode (BOOTSTRAP_PARTNER_MODE). A
 		 * key or partner an operator revoked stays revoked (a warning says so).
 		 * A key's mode never changes: BOOTSTRAP_PARTNER_MODE naming the other
 		 * mode than the existing key's refuses to start (bootstrapModeConflict).
@@ -295,12 +308,14 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 			if (state) {
 				const conflict = bootstrapModeConflict(state, asked);
 				if (conflict) throw new Error(conflict);
-				if (secret && (await this.repo.setCurrentSecret(state.partnerId, secret))) await this.broadcastChange(state.partnerId, "webhookSecret");
+				// The secret of the key's own mode is the one kept in step.
+				if (secret && (await this.repo.setCurrentSecret(state.partnerId, state.mode, secret)))
+					await this.broadcastChange(state.partnerId, "webhookSecret");
 				this.logger.info(`Bootstrap partner ${state.partnerId} present (${state.mode} key)`);
 				return;
 			}
 			const mode = asked ?? DEFAULT_KEY_MODE;
-			const created = await this.insertPartner("Bootstrap partner", key, secret ?? newWebhookSecret(), mode);
+			const created = await this.insertPartner("Bootstrap partner", key, secretsFor(mode, secret ?? newWebhookSecret()), mode);
 			if (created) this.knownKeys.add(hashApiKey(key));
 			// null: another instance created it at the same moment.
 			this.logger.info(created ? `Bootstrap partner ${created} created (${mode} key)` : "Bootstrap partner present");
