@@ -94,9 +94,15 @@ if (require.main === module) {
 		usage: USAGE,
 		parse: parseArgs,
 		actionOf,
-		// Whether one token or all: the driver's (the answer names it), so every instance forgets them.
-		announcementOf: (c, answer) =>
-			c.verb === "revoke" ? { action: "dispatch.announceDriverTokens", params: { driverId: (answer as { driverId: string }).driverId } } : undefined,
+		announcementOf: (c, answer) => {
+			const driverId = (answer as { driverId?: string } | null)?.driverId;
+			if (!driverId) return undefined;
+			// Whether one token or all: the driver's (the answer names it), so every instance forgets them.
+			if (c.verb === "revoke") return { action: "dispatch.announceDriverTokens", params: { driverId } };
+			// A new token: every dispatch instance knows it at once (the gateway's throttled addresses ask them with onlyKnown).
+			if (c.verb === "create") return { action: "dispatch.announceDriverTokenCreated", params: { driverId } };
+			return undefined;
+		},
 		ttlNote: "running instances refuse the token within their cache TTL (5 s)",
 		// A short-lived operator process: it must not drive anybody's rides.
 		env: { FLEET_MODE: "live" },

@@ -138,8 +138,11 @@ export async function runOperatorCli<C extends OperatorCommand>(cli: OperatorCli
 		process.exit(0);
 	} catch (err) {
 		await node?.stop().catch(() => undefined);
-		const e = err as { message?: string; data?: { details?: Array<{ field: string; message: string }> } };
-		const details = e?.data?.details?.map((d) => `  ${d.field}: ${d.message}`).join("\n");
+		type Detail = { field: string; message: string };
+		const e = err as { message?: string; data?: { details?: Detail[] } | Detail[] };
+		// Our envelope's details, or a Moleculer validation error's list (its `actual` values, a key maybe, are never printed).
+		const list = Array.isArray(e?.data) ? e.data : e?.data?.details;
+		const details = list?.map((d) => `  ${d.field}: ${d.message}`).join("\n");
 		fail(`${cli.name} ${command.verb} failed: ${e?.message ?? String(err)}${details ? `\n${details}` : ""}`, 1);
 	}
 }

@@ -24,8 +24,10 @@ import { parseVerb, runOperatorCli, UsageError, type VerbCommand } from "./opera
  * instance up) running instances see the change within their cache TTL.
  *
  * --mode (create, rotate-key) is the key's mode, `test` by default: the key
- * comes out as `rk_test_…` or `rk_live_…`. Every (partner, mode) has its own
- * webhook signing secret: `create` prints both (`webhookSecrets`), and
+ * comes out as `ride_test_…` or `ride_live_…`. A given --api-key is held to
+ * the same rules on both verbs: 32 to 200 of A-Za-z0-9_-, not the other
+ * mode's prefix nor `rk_` (Stripe's), unused. Every (partner, mode) has its
+ * own webhook signing secret: `create` prints both (`webhookSecrets`), and
  * rotate-webhook-secret needs --mode (whose secret; rotating `test` also ends
  * the test use of a secret from before modes, docs/OPERATIONS.md).
  *

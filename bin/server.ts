@@ -1,4 +1,5 @@
 import { startNode } from "../runtime/node";
+import { installCrashLogging } from "../runtime/crash-logging";
 import { handleShutdownSignals, shutdownSettingsFrom } from "../runtime/shutdown";
 
 /**
@@ -13,12 +14,15 @@ import { handleShutdownSignals, shutdownSettingsFrom } from "../runtime/shutdown
  * SHUTDOWN_TIMEOUT_MS.
  */
 async function main(): Promise<void> {
+	// With NODE_ENV=production a crash is one JSON line without a stack.
+	installCrashLogging(process.env.NODE_ENV === "production");
 	const settings = shutdownSettingsFrom(process.env);
 	const node = await startNode();
 	handleShutdownSignals(node, settings);
 }
 
 main().catch((err: unknown) => {
+	// The message only, never the stack.
 	console.error("Start-up failed:", err instanceof Error ? err.message : err);
 	process.exit(1);
 });

@@ -89,6 +89,7 @@ export const BUS_USERS = {
 			DISPATCH_EVENTS.driverPositions,
 			DISPATCH_EVENTS.driverWaitStarted,
 			DRIVER_TOKEN_EVENTS.changed,
+			DRIVER_TOKEN_EVENTS.created,
 			TRACING_SPANS_EVENT,
 		],
 		receives: [
@@ -99,6 +100,7 @@ export const BUS_USERS = {
 			DISPATCH_EVENTS.driverPositions,
 			DISPATCH_EVENTS.driverWaitStarted,
 			DRIVER_TOKEN_EVENTS.changed,
+			DRIVER_TOKEN_EVENTS.created,
 		],
 	},
 	notifications: {

@@ -180,9 +180,19 @@ export type DriverTokenStatus = "active" | "expired" | "revoked";
  * dispatch.authenticateDriver (the gateway): a token's SHA-256 (hex) → its
  * driver, or null. Only the digest crosses the bus, never the token.
  */
-export const authenticateDriverParams = { $$strict: true, tokenHash: { type: "string", length: 64, pattern: /^[0-9a-f]{64}$/ } } as const;
+export const authenticateDriverParams = {
+	$$strict: true,
+	tokenHash: { type: "string", length: 64, pattern: /^[0-9a-f]{64}$/ },
+	onlyKnown: { type: "boolean", optional: true },
+} as const;
 export interface AuthenticateDriverParams {
 	tokenHash: string;
+	/**
+	 * The gateway's throttle holds the caller's address: answer null without
+	 * a database lookup when no live token has this digest's prefix
+	 * (lib/known-credentials.ts); otherwise look it up as usual.
+	 */
+	onlyKnown?: boolean;
 }
 export interface AuthenticatedDriver {
 	driverId: string;
@@ -191,6 +201,8 @@ export interface AuthenticatedDriver {
 export const DRIVER_TOKEN_EVENTS = {
 	/** Broadcast after tokens of a driver were revoked (all or one): every dispatch instance drops them from its cache. */
 	changed: "dispatch.driverTokensChanged",
+	/** Broadcast after a token was created: every dispatch instance reads the new tokens into its known set. */
+	created: "dispatch.driverTokenCreated",
 } as const;
 export interface DriverTokensChangedEvent {
 	driverId: string;

@@ -42,8 +42,10 @@ export interface PartnerCallMeta {
 	partnerId?: string;
 	/** The API key's mode (`test` or `live`); never taken from the body. Absent = `test`. */
 	mode?: KeyMode;
-	/** The request's `X-Request-Id` (the caller's or generated). */
+	/** Our id of the request (a UUID, also the trace id and the `Ride-Request-Id` answer header). */
 	requestId?: string;
+	/** The caller's `X-Request-Id`, when it sent a sane one: logged beside requestId, echoed back, never the trace id. */
+	clientRequestId?: string;
 	/** The `Idempotency-Key` header, checked for shape. */
 	idempotencyKey?: string;
 	/** A 2xx status for the answer (default 200). */

@@ -13,23 +13,41 @@
 export const KEY_MODES = ["test", "live"] as const;
 export type KeyMode = (typeof KEY_MODES)[number];
 export const DEFAULT_KEY_MODE: KeyMode = "test";
-/** Prefix of generated keys: `rk_test_…`, `rk_live_…`. */
+/**
+ * Prefix of generated keys: `ride_test_…`, `ride_live_…` (ours, so secret
+ * scanners can tell our keys and their mode apart).
+ */
 export function keyPrefix(mode: KeyMode): string {
+	return `ride_${mode}_`;
+}
+/**
+ * The prefix keys were generated with before (`rk_test_…`, `rk_live_…`).
+ * Those keys keep working; no new key may start with `rk_`, which is
+ * Stripe's restricted-key prefix (scanners report such leaks to Stripe).
+ */
+export function legacyKeyPrefix(mode: KeyMode): string {
 	return `rk_${mode}_`;
 }
+export const LEGACY_KEY_PREFIX = "rk_";
+/**
+ * An operator-supplied API key (`partners.create`, `partners.createKey`,
+ * `npm run partner -- create|rotate-key --api-key`): one rule for both.
+ */
+export const API_KEY_RULE = "32 to 200 characters, each of A-Z a-z 0-9 _ -";
+const givenApiKeyRule = { type: "string", min: 32, max: 200, pattern: /^[A-Za-z0-9_-]+$/, optional: true } as const;
 const keyModeRule = { type: "enum", values: [...KEY_MODES], optional: true } as const;
 
 /** `partners.create`: a new partner; the API key is shown only in the reply (its prefix tells its mode). */
 export const createPartnerParams = {
 	name: { type: "string", min: 1, max: 200, trim: true },
-	apiKey: { type: "string", min: 24, max: 200, optional: true },
+	apiKey: givenApiKeyRule,
 	webhookSecret: { type: "string", optional: true },
 	mode: keyModeRule,
 } as const;
 
 export interface CreatePartnerParams {
 	name: string;
-	/** Generated when omitted. */
+	/** Generated when omitted; else API_KEY_RULE, not the other mode's prefix nor `rk_`, and unused. */
 	apiKey?: string;
 	/**
 	 * `whsec_` + base64 of at least 24 bytes: the signing secret of the first
@@ -52,10 +70,17 @@ export interface CreatedPartner {
 /** `partners.authenticate`: the gateway resolves every request's API key with it. */
 export const authenticateParams = {
 	apiKey: { type: "string", min: 1, max: 500 },
+	onlyKnown: { type: "boolean", optional: true },
 } as const;
 
 export interface AuthenticateParams {
 	apiKey: string;
+	/**
+	 * The gateway's throttle holds the caller's address: answer null without a
+	 * database lookup when no live key has this key's digest prefix
+	 * (lib/known-credentials.ts); otherwise look it up as usual.
+	 */
+	onlyKnown?: boolean;
 }
 
 /** `partners.authenticate`'s reply: the partner, or null for an unknown or disabled key. */
@@ -171,14 +196,14 @@ export interface ApiKeySummary {
 export const createKeyParams = {
 	partnerId: { type: "string", min: 1, max: 100 },
 	label: keyLabel,
-	apiKey: { type: "string", min: 32, max: 200, pattern: /^[A-Za-z0-9_-]+$/, optional: true },
+	apiKey: givenApiKeyRule,
 	mode: keyModeRule,
 } as const;
 
 export interface CreateKeyParams {
 	partnerId: string;
 	label: string;
-	/** Generated when omitted (32+ of A-Za-z0-9_-). */
+	/** Generated when omitted; else API_KEY_RULE, not the other mode's prefix nor `rk_`, and unused. */
 	apiKey?: string;
 	/** `test` when omitted. */
 	mode?: KeyMode;

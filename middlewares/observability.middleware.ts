@@ -9,9 +9,10 @@ import type { ActionHandler, Context, Middleware, Service, ServiceBroker } from 
  * - a log context (request id, order id) carried through every local action
  *   and event handler with AsyncLocalStorage, so any `this.logger.info(…)`
  *   inside a handler is tagged without the handler passing anything along.
- *   The request id is `ctx.meta.requestId` (set by the gateway from
- *   `X-Request-Id` or generated) and falls back to Moleculer's own
- *   `ctx.requestID`, which crosses NATS with every call and event.
+ *   The request id is `ctx.meta.requestId` (the gateway's own UUID for the
+ *   request) and falls back to Moleculer's own `ctx.requestID`, which
+ *   crosses NATS with every call and event; a caller's `X-Request-Id` is
+ *   `clientRequestId` beside it.
  * - the JSON log formatter (production) that writes that context as fields;
  * - platform figures that are cheapest to count where they happen: ride
  *   status changes, counted as orders emits `orders.statusChanged`; HTTP
@@ -20,6 +21,8 @@ import type { ActionHandler, Context, Middleware, Service, ServiceBroker } from 
 
 export interface LogContext {
 	requestId?: string;
+	/** The caller's own X-Request-Id (gateway: `meta.clientRequestId`), beside ours. */
+	clientRequestId?: string;
 	orderId?: string;
 }
 
@@ -56,7 +59,8 @@ function contextOf(ctx: Context): LogContext {
 	if (params && typeof params === "object" && isOrderId(params.orderId)) orderId = params.orderId;
 	else if (isOrderId(headers[ORDER_ID_HEADER])) orderId = headers[ORDER_ID_HEADER];
 	else orderId = outer?.orderId;
-	return { requestId: requestId ?? undefined, orderId };
+	const clientRequestId = typeof meta.clientRequestId === "string" ? meta.clientRequestId : outer?.clientRequestId;
+	return { requestId: requestId ?? undefined, clientRequestId, orderId };
 }
 
 /** Call/emit options with the running handler's order id as a header (when it has one). */
@@ -209,7 +213,7 @@ function render(arg: unknown): string {
  * handler that logged it.
  */
 const RESERVED = new Set(["time", "level", "msg", "nodeID", "ns", "mod", "svc", "err"]);
-const CONTEXT_KEYS = ["requestId", "orderId"] as const;
+const CONTEXT_KEYS = ["requestId", "clientRequestId", "orderId"] as const;
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> =>
 	v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof Error) && Object.getPrototypeOf(v) === Object.prototype;

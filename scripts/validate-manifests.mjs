@@ -7,7 +7,8 @@
 //    schema of its apiVersion/kind (kubernetes-models; an unknown kind fails).
 // 2. References that the schema cannot see: Service, PodDisruptionBudget and
 //    Deployment selectors match pod labels; Services' target ports and probes'
-//    ports exist on the containers; the Ingress backend exists; HPAs target an
+//    ports exist on the containers; the Ingress backend exists (and the
+//    pods behind it read the client from X-Forwarded-For: TRUST_PROXY >= 1); HPAs target an
 //    existing Deployment; every ConfigMap/Secret a pod reads is defined;
 //    kustomization resources exist.
 // 3. This project's production rules: every platform Deployment sets SERVICES,
@@ -170,6 +171,36 @@ for (const ing of byKind("Ingress")) {
 			const port = backend.port?.name ?? backend.port?.number;
 			if (!(svc.doc.spec?.ports ?? []).some((p) => p.name === port || p.port === port))
 				problem(ing.where, `backend port "${port}" is not a port of Service ${backend.name}`);
+		}
+	}
+}
+
+// An Ingress in front of the gateway: the gateway must count the client from
+// X-Forwarded-For (TRUST_PROXY >= 1), or every caller has the ingress pod's
+// address and one client's failed logins throttle everyone's.
+const envOf = (c, name) => {
+	const direct = (c.env ?? []).find((e) => e.name === name);
+	if (direct) return direct.value;
+	for (const from of c.envFrom ?? []) {
+		const cm = from.configMapRef && named("ConfigMap", from.configMapRef.name);
+		if (cm?.doc.data?.[name] !== undefined) return cm.doc.data[name];
+	}
+	return undefined;
+};
+for (const ing of byKind("Ingress")) {
+	const backends = (ing.doc.spec?.rules ?? []).flatMap((rule) => (rule.http?.paths ?? []).map((p) => p.backend?.service?.name));
+	for (const svc of backends.map((name) => name && named("Service", name)).filter(Boolean)) {
+		for (const w of workloads().filter((w) => matches(svc.doc.spec?.selector, podLabels(w)))) {
+			for (const c of containersOf(w)) {
+				const hops = String(envOf(c, "TRUST_PROXY") ?? "")
+					.trim()
+					.toLowerCase();
+				if (["", "0", "false", "no", "off"].includes(hops))
+					problem(
+						`${w.where} container ${c.name}`,
+						`is behind Ingress/${ing.doc.metadata?.name} but TRUST_PROXY is ${hops || "unset"}: every client would have the ingress pod's address (set TRUST_PROXY=1)`,
+					);
+			}
 		}
 	}
 }

@@ -21,6 +21,7 @@ import { RideSteps } from "./ride-steps";
 import { DriverApi } from "./driver-api";
 import { DriverApiMixin, type DriverApiHost } from "./driver-api.mixin";
 import { DriverTokens } from "./driver-tokens";
+import { KnownCredentials } from "../../lib/known-credentials";
 import { OfferWaits } from "./offer-waits";
 import { OrdersClient } from "./orders-client";
 
@@ -359,8 +360,20 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		this.offerWaits = new OfferWaits(settings.maxWaits);
 		const announceWait = (event: contract.DriverWaitStartedEvent) => void announce(contract.DISPATCH_EVENTS.driverWaitStarted, event);
 		this.driverApi = new DriverApi({ moves: this.moves, steps: this.steps, tokens: repo.tokens, waits: this.offerWaits, announceWait, stopping });
+		this.knownTokens = new KnownCredentials({
+			source: {
+				livePage: (after, limit) => repo.tokens.livePrefixes(after, limit),
+				createdSince: (since) => repo.tokens.prefixesSince(since),
+				now: () => repo.tokens.now(),
+			},
+			...settings.knownTokens,
+			what: "driver tokens",
+			log: this.logger,
+		});
 		this.driverTokens = new DriverTokens({
 			repo: repo.tokens,
+			known: this.knownTokens,
+			announceCreated: (event) => broker.broadcast(DRIVER_TOKEN_EVENTS.created, event),
 			register: (p) => this.moves.register(p),
 			announceChanged: (event) => broker.broadcast(DRIVER_TOKEN_EVENTS.changed, event),
 			takeOffline: (driverId) => this.steps.revoked(driverId),
@@ -375,6 +388,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 	async started(this: This) {
 		const { settings, index, sweep, matcher, metrics } = this;
 		await index.rebuild();
+		await this.knownTokens.start();
 		await index.refreshDemand();
 		const every = (ms: number, fn: () => Promise<unknown>) => {
 			const timer = setInterval(() => {
@@ -419,6 +433,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 
 	async stopped(this: This) {
 		this.stopping = true;
+		this.knownTokens.stop();
 		for (const timer of this.timers) clearTimeout(timer);
 		this.timers = [];
 		this.offerWaits.endAll();

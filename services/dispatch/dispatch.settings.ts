@@ -1,4 +1,5 @@
 import { envNumber, envPositive, type Env } from "../../lib/settings";
+import { readKnownCredentialsSettings, type KnownCredentialsSettings } from "../../lib/known-credentials";
 import { readTravelSettings, type TravelSettings } from "../../lib/travel-settings";
 import type { FleetMode } from "../../contracts/dispatch";
 import { DEFAULT_LOCATION_INTERVAL_MS, DEFAULT_SEARCH_RADIUS_METRES } from "../../contracts/constants";
@@ -61,6 +62,8 @@ export interface DispatchSettings extends TravelSettings {
 	tokenCacheMs: number;
 	/** Drivers one instance keeps in memory (state and newest position); the least recently used go first and are read again when needed. */
 	driverCacheMax: number;
+	/** The live driver tokens' digest prefixes kept in memory (KNOWN_CREDENTIALS_*, lib/known-credentials.ts). */
+	knownTokens: KnownCredentialsSettings;
 }
 
 const atLeast = (env: Env, name: string, fallback: number, min: number): number => envNumber(env, name, fallback, (n) => n >= min, `at least ${min}`);
@@ -109,5 +112,6 @@ export function readDispatchSettings(env: Env): DispatchSettings {
 		maxWaits: intWithin(env, "DRIVER_MAX_WAITS", 50_000, 1, 10_000_000),
 		tokenCacheMs: atLeast(env, "DRIVER_TOKEN_CACHE_MS", 60_000, 0),
 		driverCacheMax: intWithin(env, "DRIVER_CACHE_MAX", 200_000, 100, 100_000_000),
+		knownTokens: readKnownCredentialsSettings(env),
 	};
 }

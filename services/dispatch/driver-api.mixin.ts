@@ -4,6 +4,7 @@ import * as driverApi from "../../contracts/driver";
 import { ApiError } from "../../lib/errors";
 import type { DriverApi } from "./driver-api";
 import type { DriverTokens } from "./driver-tokens";
+import type { KnownCredentials } from "../../lib/known-credentials";
 import type { OfferWaits } from "./offer-waits";
 
 /**
@@ -17,6 +18,8 @@ import type { OfferWaits } from "./offer-waits";
 export interface DriverApiHost {
 	driverApi: DriverApi;
 	driverTokens: DriverTokens;
+	/** Digest prefixes of every live driver token (lib/known-credentials.ts). */
+	knownTokens: KnownCredentials;
 	offerWaits: OfferWaits;
 }
 
@@ -155,6 +158,16 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 				return { ok: true };
 			},
 		},
+		/** The CLI created a token in its own process: this instance knows it before it answers, then every other instance reads it too. */
+		announceDriverTokenCreated: {
+			access: "internal",
+			params: driverApi.revokeDriverTokensParams,
+			async handler(this: This, ctx: Context<driverApi.RevokeDriverTokensParams>): Promise<{ ok: true }> {
+				await this.knownTokens.refresh();
+				await this.broker.broadcast(driverApi.DRIVER_TOKEN_EVENTS.created, { driverId: ctx.params.driverId });
+				return { ok: true };
+			},
+		},
 		/** Tokens, newest first (never the token itself). REPL: `call dispatch.listDriverTokens` */
 		listDriverTokens: {
 			access: "internal",
@@ -167,7 +180,7 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 			access: "internal",
 			params: driverApi.authenticateDriverParams,
 			handler(this: This, ctx: Context<driverApi.AuthenticateDriverParams>): Promise<driverApi.AuthenticatedDriver | null> {
-				return this.driverTokens.authenticate(ctx.params.tokenHash);
+				return this.driverTokens.authenticate(ctx.params.tokenHash, ctx.params.onlyKnown === true);
 			},
 		},
 	},
@@ -177,14 +190,22 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 		[driverApi.DRIVER_TOKEN_EVENTS.changed]: {
 			handler(this: This, ctx: Context<driverApi.DriverTokensChangedEvent>) {
 				this.driverTokens.changed();
+				void this.knownTokens.reload();
 				// A revoked driver's wait here ends now instead of at its deadline.
 				this.offerWaits.supersede(ctx.params.driverId);
 			},
 		},
-		/** Connected or reconnected to the bus: a revocation may have been broadcast meanwhile. */
+		/** A token was created (on any instance, or by `npm run driver`): read the new ones into the known set. */
+		[driverApi.DRIVER_TOKEN_EVENTS.created]: {
+			handler(this: This) {
+				void this.knownTokens.refresh();
+			},
+		},
+		/** Connected or reconnected to the bus: a revocation or creation may have been broadcast meanwhile. */
 		"$transporter.connected": {
 			handler(this: This) {
 				this.driverTokens.changed();
+				void this.knownTokens.refresh();
 			},
 		},
 		/** An offer for a driver, made by any instance: its wait here (if any) answers with it. */

@@ -70,6 +70,32 @@ export class DriverTokensRepo {
 		return { ...found[0], revoked: revoked.length > 0 };
 	}
 
+	/** Live tokens after `afterId` in id order, as digest prefixes: the known-tokens set's full read (lib/known-credentials.ts). */
+	livePrefixes(afterId: string | null, limit: number): Promise<Array<{ id: string; prefix: string }>> {
+		return this.db.rows<{ id: string; prefix: string }>(
+			"SELECT id, substr(token_hash, 1, 16) AS prefix FROM driver_tokens WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()) AND ($1::text IS NULL OR id > $1) ORDER BY id LIMIT $2",
+			[afterId, limit],
+		);
+	}
+
+	/**
+	 * Live tokens created at or after `since`: the known-tokens set's re-read
+	 * (every KNOWN_CREDENTIALS_REFRESH_MS and on each creation; no index on
+	 * created_at, so a scan of the table: tokens are few and rarely made).
+	 */
+	async prefixesSince(since: Date): Promise<string[]> {
+		return (
+			await this.db.rows<{ prefix: string }>(
+				"SELECT substr(token_hash, 1, 16) AS prefix FROM driver_tokens WHERE created_at >= $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())",
+				[since],
+			)
+		).map((r) => r.prefix);
+	}
+
+	now(): Promise<Date> {
+		return this.db.now();
+	}
+
 	/** Revokes every live token of the driver; the number revoked. */
 	async revokeAll(driverId: string): Promise<number> {
 		return (

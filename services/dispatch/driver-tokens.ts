@@ -6,6 +6,7 @@ import { ApiError, validationError } from "../../lib/errors";
 import { newId } from "../../lib/ids";
 import { hashApiKey } from "../../lib/secrets";
 import type { DriverTokensRepo } from "./driver-tokens.repo";
+import type { KnownCredentials } from "../../lib/known-credentials";
 
 /**
  * Driver API tokens: created by an operator, stored as SHA-256 hashes,
@@ -26,6 +27,10 @@ export interface DriverTokensDeps {
 	register: (
 		p: driverApi.CreateDriverTokenParams & { mode: NonNullable<driverApi.CreateDriverTokenParams["mode"]>; simulated: false },
 	) => Promise<DriverView>;
+	/** Digest prefixes of the live tokens (the gateway's throttled addresses ask with `onlyKnown`). */
+	known: Pick<KnownCredentials, "add" | "mayBeLive">;
+	/** Tells every other instance a token was created (they read the new ones into their known set). */
+	announceCreated: (event: driverApi.DriverTokensChangedEvent) => Promise<void>;
 	/** Tells every instance (this one included) to drop its cache. */
 	announceChanged: (event: driverApi.DriverTokensChangedEvent) => Promise<void>;
 	/** The driver of revoked tokens goes offline at once (driver moves). */
@@ -68,8 +73,11 @@ export class DriverTokens {
 		if (driver.simulated) throw new ApiError("CONFLICT", "That phone belongs to a simulated driver");
 		const token = newDriverToken();
 		const tokenId = `dtk_${newId("key").slice(4)}`;
+		const hash = hashApiKey(token);
 		const tokenPrefix = token.slice(0, driverApi.DRIVER_TOKEN_SHOWN_CHARS);
-		const expiresAt = await this.deps.repo.insert(tokenId, driver.driverId, hashApiKey(token), tokenPrefix, lifetimeS);
+		const expiresAt = await this.deps.repo.insert(tokenId, driver.driverId, hash, tokenPrefix, lifetimeS);
+		this.deps.known.add(hash);
+		await this.deps.announceCreated({ driverId: driver.driverId });
 		return { driverId: driver.driverId, token, tokenId, tokenPrefix, expiresAt: expiresAt ? new Date(expiresAt).toISOString() : null };
 	}
 
@@ -122,11 +130,17 @@ export class DriverTokens {
 		}));
 	}
 
-	/** A token's SHA-256 (`hashApiKey`, what the gateway sends) → its driver, or null (unknown, revoked or expired). */
-	async authenticate(hash: string): Promise<driverApi.AuthenticatedDriver | null> {
+	/**
+	 * A token's SHA-256 (`hashApiKey`, what the gateway sends) → its driver,
+	 * or null (unknown, revoked or expired). `onlyKnown` (the caller's address
+	 * is throttled): null without a database lookup when no live token has
+	 * the digest's prefix.
+	 */
+	async authenticate(hash: string, onlyKnown = false): Promise<driverApi.AuthenticatedDriver | null> {
 		const now = this.now();
 		const cached = this.cache.get(hash);
 		if (cached) return this.answer(hash, cached.value, now);
+		if (onlyKnown && !this.deps.known.mayBeLive(hash)) return null;
 		const generation = this.cache.generation;
 		const row = await this.deps.repo.liveToken(hash);
 		// The expiry by this instance's clock, from the time left by the database's (clocks may differ).

@@ -1,25 +1,39 @@
 import { hash } from "node:crypto";
 import { LRUCache } from "lru-cache";
+import { ApiError } from "../../lib/errors";
 import { RateLimiterRes, type RateLimiterAbstract } from "rate-limiter-flexible";
 
 /**
- * The failed-authentication throttle. Every unknown API key costs the
- * partners service a database lookup (and a slot in its cache), so a client
- * address that sent `limit` unknown keys within a minute is answered
- * `429 RATE_LIMITED` for the rest of that minute without asking partners.
+ * The failed-authentication throttle. Every unknown credential (API key,
+ * driver token) costs its owning service a database lookup, so a client
+ * address that sent `limit` unknown ones within a minute is throttled for the
+ * rest of that minute: the gateway still asks the owning service, but with
+ * `onlyKnown: true`, and the service answers "unknown" without a lookup when
+ * no live credential has the digest's 64-bit prefix (lib/known-credentials.ts).
+ * A throttled request whose credential is not valid is answered
+ * `429 RATE_LIMITED`; a valid one is served. So other callers' failures never
+ * lock out a valid key or token, however many share the address (one
+ * Ingress, one NAT): the throttle only saves lookups of unknown credentials.
  *
- * A key this gateway has seen succeed is never held back, even from a
- * throttled address (a partner behind the same NAT as an attacker keeps
- * working): it is still authenticated by partners, which answers it from its
- * cache. Only SHA-256 hashes of those keys are kept, in a bounded LRU.
+ * A credential this gateway has seen succeed skips the counter (one Redis
+ * read less on the hot path): an optimisation, not what lets it through.
+ * Only SHA-256 hashes of those credentials are kept, in a bounded LRU.
  *
  * The counter is a rate-limiter-flexible limiter (rate-limiter.ts): shared
  * through Redis when REDIS_URL is set, this gateway's memory otherwise.
  */
 export interface ThrottleDecision {
+	/** False: the address is throttled; ask the owning service with `onlyKnown: true`. */
 	allowed: boolean;
-	/** Seconds until the address may try unknown keys again (0 when allowed). */
+	/** Seconds until the address may try unknown credentials again (0 when allowed). */
 	retryAfterSeconds: number;
+}
+
+/** The answer to a throttled address whose credential is not a valid one. */
+export function throttled(retryAfterSeconds: number): ApiError {
+	return new ApiError("RATE_LIMITED", `Too many failed authentications from this address; retry in ${retryAfterSeconds} s`, {
+		retryAfter: retryAfterSeconds,
+	});
 }
 
 const ALLOWED: ThrottleDecision = Object.freeze({ allowed: true, retryAfterSeconds: 0 });
@@ -47,7 +61,7 @@ export class AuthFailureThrottle {
 		return this.counter !== undefined && this.limit > 0;
 	}
 
-	/** Before authenticating: may this address try this key? */
+	/** Before authenticating: may this address cost a lookup of this credential, or only of known ones? */
 	async check(address: string, apiKey: string, hash?: string): Promise<ThrottleDecision> {
 		if (!this.enabled || this.knownGood.has(hash ?? keyHash(apiKey))) return ALLOWED;
 		try {

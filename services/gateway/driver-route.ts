@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { Errors, type Context } from "moleculer";
 import { DRIVER_BASE_PATH, DRIVER_ROUTES, type DriverCallMeta } from "../../contracts/gateway";
 import type { AuthenticateDriverParams, AuthenticatedDriver } from "../../contracts/driver";
-import type { AuthFailureThrottle } from "./auth-throttle";
+import { throttled, type AuthFailureThrottle } from "./auth-throttle";
 import { clientAddress } from "./client-address";
 import { WrappedError } from "./errors";
 import { ApiError } from "../../lib/errors";
@@ -14,8 +14,9 @@ import { readJsonBody, requireBearer } from "./request";
  * The driver API's route, `/driver/*`: the same pipeline as `/ride/*` with
  * a driver token instead of an API key.
  *
- *   route known? (else 404) → address throttled for failed authentications? (429)
- *   → `Authorization: Bearer <driver token>` → dispatch.authenticateDriver (401)
+ *   route known? (else 404) → address throttled for failed authentications?
+ *   (then only a valid token passes, 429 otherwise) → `Authorization: Bearer
+ *   <driver token>` → dispatch.authenticateDriver (401)
  *   → per-driver rate limit (429) → JSON body (415/413/400) → the action
  *   (`access: "driver"`, params strict: 400).
  *
@@ -57,15 +58,14 @@ export async function prepareDriverRequest(this: DriverGatewayParts, req: Driver
 	const token = requireBearer(req.headers.authorization, "token", "driver token");
 	const address = clientAddress(req.socket?.remoteAddress, req.headers["x-forwarded-for"], this.settings.trustProxyHops);
 	const gate = await this.authThrottle.check(address, token);
-	if (!gate.allowed) {
-		throw new ApiError("RATE_LIMITED", `Too many failed authentications from this address; retry in ${gate.retryAfterSeconds} s`, {
-			retryAfter: gate.retryAfterSeconds,
-		});
-	}
-	const driver = await req.$ctx.call<AuthenticatedDriver | null, AuthenticateDriverParams>("dispatch.authenticateDriver", {
-		tokenHash: hashApiKey(token),
-	});
+	// Throttled: dispatch answers tokens no live token could be without a lookup; a valid token is still served.
+	const tokenHash = hashApiKey(token);
+	const driver = await req.$ctx.call<AuthenticatedDriver | null, AuthenticateDriverParams>(
+		"dispatch.authenticateDriver",
+		gate.allowed ? { tokenHash } : { tokenHash, onlyKnown: true },
+	);
 	if (!driver) {
+		if (!gate.allowed) throw throttled(gate.retryAfterSeconds);
 		await this.authThrottle.failed(address, token);
 		throw unauthorized("Invalid, expired or revoked driver token");
 	}

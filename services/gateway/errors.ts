@@ -224,10 +224,11 @@ export function toErrorResponse(thrown: unknown, opts: ErrorMappingOptions): Err
 }
 
 /**
- * What the server log gets for an error: name, code, type, message and stack
- * of our own code, never request headers or bodies (API keys, personal data).
+ * What the server log gets for an error: name, code, type, message and (not
+ * in production: `withStack` false there) the stack of our own code, never
+ * request headers or bodies (API keys, personal data).
  */
-export function describeForLog(thrown: unknown): Record<string, unknown> {
+export function describeForLog(thrown: unknown, withStack = false): Record<string, unknown> {
 	const err = thrown instanceof WrappedError ? thrown.original : thrown;
 	const e = asErrorLike(err);
 	const out: Record<string, unknown> = {
@@ -239,6 +240,6 @@ export function describeForLog(thrown: unknown): Record<string, unknown> {
 	const nodeID = (err as { nodeID?: unknown } | null)?.nodeID;
 	if (typeof nodeID === "string") out.nodeID = nodeID;
 	const stack = (err as { stack?: unknown } | null)?.stack;
-	if (typeof stack === "string") out.stack = stack.split("\n").slice(0, 12).join("\n");
+	if (withStack && typeof stack === "string") out.stack = stack.split("\n").slice(0, 12).join("\n");
 	return out;
 }

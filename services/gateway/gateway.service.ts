@@ -9,13 +9,13 @@ import { buildOpenApiDocument, type OpenApiDocument } from "./openapi";
 import { renderDocsPage } from "./docs-page";
 import type Redis from "ioredis";
 import { enforceRateLimit, openLimitRedis, partnerLimiter, partnerLimitKey, windowLimiter, type LimitStoreOptions, type PartnerLimiter } from "./rate-limiter";
-import { AuthFailureThrottle, keyHash } from "./auth-throttle";
+import { AuthFailureThrottle, keyHash, throttled } from "./auth-throttle";
 import { clientAddress } from "./client-address";
-import { idempotencyKeyFrom, readJsonBody, requestIdFrom, requireBearer } from "./request";
+import { clientRequestIdFrom, idempotencyKeyFrom, newRequestId, readJsonBody, requireBearer } from "./request";
 import { RIDE_BASE_PATH, type PartnerCallMeta } from "../../contracts/gateway";
 import { GATEWAY_AUTH_CACHE_MS, PARTNER_EVENTS, type AuthenticatedPartner, type AuthenticateParams } from "../../contracts/partners";
 import { AuthCache } from "../../lib/auth-cache";
-import { sendJson, serviceResponseHeaders, successStatus } from "./http-answers";
+import { sendJson, serviceResponseHeaders, setRequestIdHeaders, successStatus } from "./http-answers";
 import { checkReadiness, ReadinessProbe, type Readiness } from "./readiness";
 import { rideAliases } from "./routes";
 import { readSettings, serviceEnv, useServiceSettings } from "../../lib/settings";
@@ -26,7 +26,7 @@ import { authenticateDriverRequest, driverRoute, prepareDriverRequest, type Driv
  * request goes through one pipeline before any service is called:
  *
  *   route known? (else 404) → client address throttled for failed
- *   authentications? (429) → API key (401; this gateway caches what
+ *   authentications? (then only a valid key passes, 429 otherwise) → API key (401; this gateway caches what
  *   partners.authenticate answered for GATEWAY_AUTH_CACHE_MS, cleared on
  *   partners.changed) → per-partner rate limit (429)
  *   → JSON body ≤ BODY_LIMIT (415/413/400) → target service present? (503)
@@ -73,7 +73,7 @@ type GatewayServiceSettings = WebSettings & GatewaySettings;
 interface GatewayMethods {
 	prepareRideRequest(req: GatewayRequest, res: ServerResponse): Promise<void>;
 	authenticate(ctx: Context<unknown, GatewayMeta>, route: unknown, req: GatewayRequest): null;
-	partnerOfKey(ctx: Context<unknown, GatewayMeta>, apiKey: string, hash: string): Promise<AuthenticatedPartner | null>;
+	partnerOfKey(ctx: Context<unknown, GatewayMeta>, apiKey: string, hash: string, onlyKnown: boolean): Promise<AuthenticatedPartner | null>;
 	renderError(req: GatewayRequest, res: ServerResponse, err: unknown): void;
 	errorHandler(req: GatewayRequest, res: ServerResponse, err: unknown): void;
 	send404(req: GatewayRequest, res: ServerResponse): void;
@@ -93,6 +93,8 @@ interface GatewayLocal {
 	/** The Redis the limits are shared through (REDIS_URL), if any. */
 	redis?: Redis;
 	readinessProbe: ReadinessProbe;
+	/** Stacks of unexpected errors in the log: never with NODE_ENV=production. */
+	logStacks: boolean;
 	/** True once shutdown began: /health/ready answers 503 so load balancers stop sending traffic. */
 	draining: boolean;
 	openapi: OpenApiDocument;
@@ -147,9 +149,16 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 		logResponseData: null,
 		log4XXResponses: false,
 		logRouteRegistration: "debug",
-		/** X-Request-Id: the caller's when it is a sane token, else a new UUID; moleculer-web echoes it. */
-		rootCallOptions(options: { requestID?: string }, req: IncomingMessage) {
-			options.requestID = requestIdFrom(req.headers["x-request-id"]);
+		/**
+		 * Our own UUID is every request's id (the trace id, `requestId` in
+		 * logs, `Ride-Request-Id` on the answer). A caller's sane
+		 * `X-Request-Id` travels beside it as `meta.clientRequestId`: logged,
+		 * echoed in `X-Request-Id`, never the trace id.
+		 */
+		rootCallOptions(options: { requestID?: string; meta?: Record<string, unknown> }, req: IncomingMessage) {
+			options.requestID = newRequestId();
+			const clientRequestId = clientRequestIdFrom(req.headers["x-request-id"]);
+			options.meta = clientRequestId === undefined ? {} : { clientRequestId };
 		},
 		/** The one error renderer: unrouted requests, the pipeline, the broker and the services all end here. */
 		onError(this: GatewayThis, req: GatewayRequest, res: ServerResponse, err: unknown) {
@@ -204,6 +213,7 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 					"GET /docs": opsHandler(function docs(req, res) {
 						const html = this.docsHtml;
 						res.statusCode = 200;
+						setRequestIdHeaders(res);
 						res.setHeader("Content-Type", "text/html; charset=utf-8");
 						res.setHeader("Content-Length", Buffer.byteLength(html));
 						res.setHeader("Cache-Control", "no-cache");
@@ -262,13 +272,10 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 			// One digest of the key for the cache and the throttle's three uses.
 			const hash = keyHash(apiKey);
 			const gate = await this.authThrottle.check(address, apiKey, hash);
-			if (!gate.allowed) {
-				throw new ApiError("RATE_LIMITED", `Too many failed authentications from this address; retry in ${gate.retryAfterSeconds} s`, {
-					retryAfter: gate.retryAfterSeconds,
-				});
-			}
-			const partner = await this.partnerOfKey(req.$ctx, apiKey, hash);
+			// Throttled: partners answers keys no live key could be without a lookup; a valid key is still served.
+			const partner = await this.partnerOfKey(req.$ctx, apiKey, hash, !gate.allowed);
 			if (!partner) {
+				if (!gate.allowed) throw throttled(gate.retryAfterSeconds);
 				await this.authThrottle.failed(address, apiKey, hash);
 				throw unauthorized("Invalid API key");
 			}
@@ -287,12 +294,24 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 		 * The key's partner: from this gateway's cache, else partners.authenticate
 		 * (one broker call per key per GATEWAY_AUTH_CACHE_MS, not per request).
 		 * A lookup that began before a partners.changed does not put back what it read.
+		 * `onlyKnown` (a throttled address): an unknown answer may not have been
+		 * looked up, so it is not remembered.
 		 */
-		async partnerOfKey(this: GatewayThis, ctx: Context<unknown, GatewayMeta>, apiKey: string, hash: string): Promise<AuthenticatedPartner | null> {
+		async partnerOfKey(
+			this: GatewayThis,
+			ctx: Context<unknown, GatewayMeta>,
+			apiKey: string,
+			hash: string,
+			onlyKnown: boolean,
+		): Promise<AuthenticatedPartner | null> {
 			const cached = this.authCache.get(hash);
 			if (cached) return cached.value;
 			const generation = this.authCache.generation;
-			const found = await ctx.call<AuthenticatedPartner | null, AuthenticateParams>("partners.authenticate", { apiKey });
+			const found = await ctx.call<AuthenticatedPartner | null, AuthenticateParams>(
+				"partners.authenticate",
+				onlyKnown ? { apiKey, onlyKnown } : { apiKey },
+			);
+			if (!found && onlyKnown) return null;
 			// Shared by every request of this key until it expires: nobody may change it.
 			const partner = found ? Object.freeze({ ...found }) : null;
 			this.authCache.set(hash, partner, generation);
@@ -323,12 +342,13 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 			const mapped = toErrorResponse(err, { unavailableRetryAfterSeconds: this.settings.unavailableRetryAfterSeconds });
 			const where = {
 				requestId: req.$ctx?.requestID ?? undefined,
+				clientRequestId: req.$ctx?.meta?.clientRequestId,
 				method: req.method,
 				path: req.parsedUrl ?? req.url?.split("?")[0],
 				status: mapped.status,
 				code: mapped.body.code,
 			};
-			if (mapped.logLevel === "error") this.logger.error("Request failed", { ...where, error: describeForLog(err) });
+			if (mapped.logLevel === "error") this.logger.error("Request failed", { ...where, error: describeForLog(err, this.logStacks) });
 			else if (mapped.logLevel === "warn") this.logger.warn("Request answered 503", { ...where, error: describeForLog(err).name });
 			else this.logger.debug("Request refused", where);
 			if (res.headersSent) {
@@ -382,7 +402,9 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 		const cfg = useServiceSettings(this, readGatewaySettings);
 		// moleculer-web builds its per-request log lines (colours, timings,
 		// the alias) before the logger drops them: only when they are kept.
-		const requestLogs = ["debug", "trace"].includes(readSettings(env).logLevel);
+		const runtime = readSettings(env);
+		const requestLogs = ["debug", "trace"].includes(runtime.logLevel);
+		this.logStacks = !runtime.production;
 		for (const route of this.routes) route.logging = requestLogs;
 		this.authCache = new AuthCache<AuthenticatedPartner>(GATEWAY_AUTH_CACHE_MS);
 		if (cfg.redisUrl) {

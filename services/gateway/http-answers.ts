@@ -23,10 +23,34 @@ export function successStatus(requested: unknown): number {
 	return typeof requested === "number" && requested >= 200 && requested < 300 ? requested : 200;
 }
 
+/** Our request id as a response header (API.md): the trace id, `requestId` in our logs. */
+export const RIDE_REQUEST_ID_HEADER = "Ride-Request-Id";
+
+/** What the gateway keeps of a request's ids on its context (moleculer-web puts the context on `res.$ctx`). */
+interface RequestIds {
+	requestID?: string | null;
+	meta?: { clientRequestId?: unknown };
+}
+
+/**
+ * The request-id headers of an answer: `X-Request-Id` echoes the caller's
+ * (when sane) or, without one, carries ours; `Ride-Request-Id` is always ours.
+ * Replaces moleculer-web's `X-Request-ID`, which is our id only.
+ */
+export function setRequestIdHeaders(res: ServerResponse): void {
+	const ctx = (res as ServerResponse & { $ctx?: RequestIds }).$ctx;
+	if (!ctx?.requestID || res.headersSent) return;
+	const client = ctx.meta?.clientRequestId;
+	res.removeHeader("X-Request-ID");
+	res.setHeader("X-Request-Id", typeof client === "string" ? client : ctx.requestID);
+	res.setHeader(RIDE_REQUEST_ID_HEADER, ctx.requestID);
+}
+
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
 	if (res.headersSent) return;
 	const payload = JSON.stringify(body);
 	res.statusCode = status;
+	setRequestIdHeaders(res);
 	for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
 	res.setHeader("Content-Type", "application/json; charset=utf-8");
 	res.setHeader("Content-Length", Buffer.byteLength(payload));

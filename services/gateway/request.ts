@@ -43,9 +43,18 @@ export function requireBearer(header: string | string[] | undefined, credential:
 	);
 }
 
-/** The caller's `X-Request-Id` when it is a sane token (it ends up in logs and headers), else a new one. */
-export function requestIdFrom(header: string | string[] | undefined): string {
-	if (typeof header === "string" && REQUEST_ID_PATTERN.test(header)) return header;
+/**
+ * The caller's `X-Request-Id` when it is a sane token, else undefined. It is
+ * echoed back and logged as `clientRequestId`, never used as our request
+ * (trace) id: a caller could otherwise reuse one id for many requests, or
+ * pick another partner's, and tangle our logs and traces.
+ */
+export function clientRequestIdFrom(header: string | string[] | undefined): string | undefined {
+	return typeof header === "string" && REQUEST_ID_PATTERN.test(header) ? header : undefined;
+}
+
+/** Our id of a request: the trace id, `requestId` in every log line, `Ride-Request-Id` on the answer. */
+export function newRequestId(): string {
 	return randomUUID();
 }
 

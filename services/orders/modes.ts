@@ -17,7 +17,7 @@ export function sandboxRefusal(mode: KeyMode, metadata: Record<string, unknown> 
 	if (mode !== "live" || metadata === undefined || metadata === null || !Object.prototype.hasOwnProperty.call(metadata, "sandbox")) return null;
 	return {
 		field: "metadata.sandbox",
-		message: "metadata.sandbox (sandbox controls) is only accepted with a test key (rk_test_…); live rides are driven by real drivers only",
+		message: "metadata.sandbox (sandbox controls) is only accepted with a test key (ride_test_…); live rides are driven by real drivers only",
 	};
 }
 

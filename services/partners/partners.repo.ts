@@ -16,6 +16,10 @@ const INSERT_KEY_SQL = `INSERT INTO api_keys (id, partner_id, key_hash, label, m
 const INSERT_SECRET_SQL = "INSERT INTO webhook_secrets (partner_id, secret, mode) VALUES ($1, $2, $3)";
 const BY_KEY_HASH_SQL = `SELECT p.id, p.name, k.mode FROM api_keys k JOIN partners p ON p.id = k.partner_id
 				 WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND p.disabled_at IS NULL`;
+// The known-keys set (lib/known-credentials.ts): live keys' digest prefixes, paged by primary key, and the newly created ones.
+const LIVE_KEY_PREFIXES_SQL = `SELECT k.id, substr(k.key_hash, 1, 16) AS prefix FROM api_keys k JOIN partners p ON p.id = k.partner_id
+				 WHERE k.revoked_at IS NULL AND p.disabled_at IS NULL AND ($1::text IS NULL OR k.id > $1) ORDER BY k.id LIMIT $2`;
+const KEY_PREFIXES_SINCE_SQL = "SELECT substr(key_hash, 1, 16) AS prefix FROM api_keys WHERE created_at >= $1 AND revoked_at IS NULL";
 const KEY_STATE_SQL = `SELECT k.partner_id, k.revoked_at, k.mode, p.disabled_at FROM api_keys k JOIN partners p ON p.id = k.partner_id WHERE k.key_hash = $1`;
 // At most one write per key per minute whatever the number of instances.
 const TOUCH_KEY_SQL = "UPDATE api_keys SET last_used_at = now() WHERE key_hash = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')";
@@ -125,16 +129,24 @@ export class PartnersRepo {
 		return row ? { partnerId: row.id, name: row.name, mode: row.mode } : null;
 	}
 
+	/** Live keys after `afterId` in id order: the known-keys set's full read. */
+	livePrefixes(afterId: string | null, limit: number): Promise<Array<{ id: string; prefix: string }>> {
+		return this.db.rows<{ id: string; prefix: string }>(LIVE_KEY_PREFIXES_SQL, [afterId, limit]);
+	}
+
+	/** Unrevoked keys created at or after `since` (a small table: the known-keys set's re-read scans it). */
+	async prefixesSince(since: Date): Promise<string[]> {
+		return (await this.db.rows<{ prefix: string }>(KEY_PREFIXES_SINCE_SQL, [since])).map((r) => r.prefix);
+	}
+
+	now(): Promise<Date> {
+		return this.db.now();
+	}
+
 	/** Any key with this hash, revoked or not: bootstrap must see what an operator revoked. */
 	async keyState(keyHash: string): Promise<KeyState | null> {
 		const [row] = await this.db.rows<{ partner_id: string; revoked_at: Date | null; disabled_at: Date | null; mode: KeyMode }>(KEY_STATE_SQL, [keyHash]);
 		return row ? { partnerId: row.partner_id, revoked: row.revoked_at !== null || row.disabled_at !== null, mode: row.mode } : null;
-	}
-
-	/** Bootstrap's BOOTSTRAP_PARTNER_MODE: the key's mode, kept in step. True when it changed. */
-	async setKeyMode(keyHash: string, mode: KeyMode): Promise<boolean> {
-		const rows = await this.db.rows<{ id: string }>("UPDATE api_keys SET mode = $2 WHERE key_hash = $1 AND mode <> $2 RETURNING id", [keyHash, mode]);
-		return rows.length > 0;
 	}
 
 	async touchKey(keyHash: string): Promise<void> {

@@ -2,7 +2,6 @@ import type { Context, Service, ServiceSchema } from "moleculer";
 import { DbMixin, type DbThis } from "../../mixins/db.mixin";
 import { ApiError, validationError } from "../../lib/errors";
 import { newId } from "../../lib/ids";
-import { randomBytes } from "node:crypto";
 import { hashApiKey, isWebhookSecret, newWebhookSecret } from "../../lib/secrets";
 import {
 	announceParams,
@@ -12,8 +11,6 @@ import {
 	DEFAULT_KEY_MODE,
 	DEFAULT_SIGNING_MODE,
 	DEFAULT_WEBHOOK_SECRET_GRACE_SECONDS,
-	KEY_MODES,
-	keyPrefix,
 	listKeysParams,
 	PARTNER_EVENTS,
 	revokeKeyParams,
@@ -41,6 +38,8 @@ import { AuthCache, OncePer } from "../../lib/auth-cache";
 import { readPartnersSettings, WEBHOOK_SECRET_RULE, type PartnersSettings } from "./partners.settings";
 import { PartnersRepo, type RevokeOutcome } from "./partners.repo";
 import { migrations } from "./migrations";
+import { keyFor } from "./key-rules";
+import { KnownCredentials } from "../../lib/known-credentials";
 import { useServiceSettings } from "../../lib/settings";
 
 /**
@@ -63,11 +62,28 @@ interface PartnersMethods {
 
 interface PartnersLocal {
 	repo: PartnersRepo;
+	/** Digest prefixes of every live key, for the gateway's throttled addresses (`onlyKnown`). */
+	knownKeys: KnownCredentials;
 	authCache: AuthCache<AuthenticatedPartner>;
 	touches: OncePer;
 }
 
 type PartnersThis = Service<PartnersSettings> & PartnersMethods & PartnersLocal & DbThis;
+
+/**
+ * Why BOOTSTRAP_PARTNER_MODE cannot apply to the existing bootstrap key, or
+ * undefined: a key's mode is never changed by a restart (a test key turned
+ * live would see live rides, and the reverse would strand them). Unset means
+ * "whatever the key is".
+ */
+export function bootstrapModeConflict(existing: { partnerId: string; mode: KeyMode }, asked: KeyMode | undefined): string | undefined {
+	if (asked === undefined || asked === existing.mode) return undefined;
+	return (
+		`BOOTSTRAP_PARTNER_MODE is ${asked}, but BOOTSTRAP_PARTNER_KEY is already a ${existing.mode} key of ${existing.partnerId}; ` +
+		`a key's mode never changes. Set BOOTSTRAP_PARTNER_MODE=${existing.mode} (or unset it), or give a ${asked} key its own value ` +
+		`(npm run partner -- rotate-key --partner ${existing.partnerId} --mode ${asked})`
+	);
+}
 
 /** api_keys.last_used_at is written at most this often per key (per instance; the UPDATE skips fresher rows). */
 const TOUCH_EVERY_MS = 60_000;
@@ -81,23 +97,6 @@ function secretsFor(mode: KeyMode, given: string): Record<KeyMode, string> {
 	const secrets = { test: newWebhookSecret(), live: newWebhookSecret() };
 	secrets[mode] = given;
 	return secrets;
-}
-
-/** A new key of that mode: `rk_test_…` / `rk_live_…` + 256 random bits. */
-function newModeKey(mode: KeyMode): string {
-	return `${keyPrefix(mode)}${randomBytes(32).toString("base64url")}`;
-}
-
-/**
- * The key of a create/createKey call: the given one or a generated one. A
- * given key that names the other mode in its prefix is refused: `rk_live_…`
- * must never be a test key, nor the reverse.
- */
-function keyFor(mode: KeyMode, given: string | undefined): string {
-	if (given === undefined) return newModeKey(mode);
-	const other = KEY_MODES.find((m) => m !== mode && given.startsWith(keyPrefix(m)));
-	if (other) throw validationError("apiKey", `apiKey starts with ${keyPrefix(other)} but mode is ${mode}`);
-	return given;
 }
 
 const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, PartnersLocal & DbThis> = {
@@ -117,13 +116,19 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 				const webhookSecrets = secretsFor(mode, webhookSecret);
 				const partnerId = await this.insertPartner(ctx.params.name, apiKey, webhookSecrets, mode);
 				if (!partnerId) throw new ApiError("CONFLICT", "That API key is already in use");
+				this.knownKeys.add(hashApiKey(apiKey));
 				// A miss for this key may be cached somewhere.
 				await this.broadcastChange(partnerId, "keys");
 				return { partnerId, apiKey, webhookSecret, webhookSecrets };
 			},
 		},
 
-		/** Resolves an API key to its partner, or null (unknown, revoked key, revoked partner). Called by the gateway on every request. */
+		/**
+		 * Resolves an API key to its partner, or null (unknown, revoked key,
+		 * revoked partner). Called by the gateway on every request. With
+		 * `onlyKnown` (the caller's address is throttled) a key whose digest
+		 * prefix no live key has is answered null without a database lookup.
+		 */
 		authenticate: {
 			access: "internal",
 			params: authenticateParams,
@@ -133,6 +138,9 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 				let value: AuthenticatedPartner | null;
 				if (cached) {
 					value = cached.value;
+				} else if (ctx.params.onlyKnown && !this.knownKeys.mayBeLive(hash)) {
+					// Not cached: nothing was looked up.
+					return null;
 				} else {
 					const generation = this.authCache.generation;
 					value = await this.repo.findByKeyHash(hash);
@@ -190,6 +198,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 				if (outcome === "missing") throw new ApiError("NOT_FOUND", "Unknown partner");
 				if (outcome === "revoked") throw new ApiError("CONFLICT", "That partner is revoked");
 				if (outcome === "taken") throw new ApiError("CONFLICT", "That API key is already in use");
+				this.knownKeys.add(hashApiKey(apiKey));
 				await this.broadcastChange(partnerId, "keys");
 				return { keyId, partnerId, label, apiKey };
 			},
@@ -236,9 +245,14 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 	},
 
 	events: {
-		/** Any instance changed keys or a partner: forget every cached answer (rare; the cache refills from the database). */
-		[PARTNER_EVENTS.changed](this: PartnersThis) {
+		/**
+		 * Any instance changed keys or a partner: forget every cached answer
+		 * (rare; the cache refills from the database), and read the keys
+		 * created meanwhile (a revoked partner: every live key again).
+		 */
+		[PARTNER_EVENTS.changed](this: PartnersThis, ctx: Context<PartnersChangedEvent>) {
 			this.authCache.clear();
+			void (ctx.params?.what === "partner" ? this.knownKeys.reload() : this.knownKeys.refresh());
 		},
 	},
 
@@ -256,9 +270,14 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 			});
 		},
 
-		/** Every instance (this one included) drops what it cached about the partner. */
+		/**
+		 * Every instance (this one included) drops what it cached about the
+		 * partner. Keys created elsewhere (`npm run partner` announces them
+		 * here) are known to this instance before the broadcast leaves.
+		 */
 		async broadcastChange(this: PartnersThis, partnerId: string, what: PartnersChangedEvent["what"]): Promise<void> {
 			this.authCache.clear();
+			if (what === "keys") await this.knownKeys.refresh();
 			await this.broker.broadcast(PARTNER_EVENTS.changed, { partnerId, what } satisfies PartnersChangedEvent);
 		},
 
@@ -275,9 +294,11 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 		 * make sure that partner exists; an explicit secret is kept in step as
 		 * the secret of the key's mode (BOOTSTRAP_PARTNER_MODE). A
 		 * key or partner an operator revoked stays revoked (a warning says so).
+		 * A key's mode never changes: BOOTSTRAP_PARTNER_MODE naming the other
+		 * mode than the existing key's refuses to start (bootstrapModeConflict).
 		 */
 		async bootstrap(this: PartnersThis): Promise<void> {
-			const { bootstrapPartnerKey: key, bootstrapWebhookSecret: secret, bootstrapPartnerMode: mode } = this.settings;
+			const { bootstrapPartnerKey: key, bootstrapWebhookSecret: secret, bootstrapPartnerMode: asked } = this.settings;
 			if (!key) return;
 			const state = await this.repo.keyState(hashApiKey(key));
 			if (state?.revoked) {
@@ -285,17 +306,19 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 				return;
 			}
 			if (state) {
-				if (secret && (await this.repo.setCurrentSecret(state.partnerId, mode, secret))) await this.broadcastChange(state.partnerId, "webhookSecret");
-				if (await this.repo.setKeyMode(hashApiKey(key), mode)) {
-					this.logger.info(`BOOTSTRAP_PARTNER_KEY of ${state.partnerId} is now a ${mode} key (BOOTSTRAP_PARTNER_MODE)`);
-					await this.broadcastChange(state.partnerId, "keys");
-				}
-				this.logger.info(`Bootstrap partner ${state.partnerId} present (${mode} key)`);
+				const conflict = bootstrapModeConflict(state, asked);
+				if (conflict) throw new Error(conflict);
+				// The secret of the key's own mode is the one kept in step.
+				if (secret && (await this.repo.setCurrentSecret(state.partnerId, state.mode, secret)))
+					await this.broadcastChange(state.partnerId, "webhookSecret");
+				this.logger.info(`Bootstrap partner ${state.partnerId} present (${state.mode} key)`);
 				return;
 			}
+			const mode = asked ?? DEFAULT_KEY_MODE;
 			const created = await this.insertPartner("Bootstrap partner", key, secretsFor(mode, secret ?? newWebhookSecret()), mode);
+			if (created) this.knownKeys.add(hashApiKey(key));
 			// null: another instance created it at the same moment.
-			this.logger.info(created ? `Bootstrap partner ${created} created` : "Bootstrap partner present");
+			this.logger.info(created ? `Bootstrap partner ${created} created (${mode} key)` : "Bootstrap partner present");
 		},
 	},
 
@@ -304,12 +327,23 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 		this.authCache = new AuthCache(this.settings.authCacheMs);
 		this.touches = new OncePer(TOUCH_EVERY_MS);
 		// The DB mixin's `created` ran first and acquired the pool.
-		this.repo = new PartnersRepo(this.db);
+		const repo = (this.repo = new PartnersRepo(this.db));
+		this.knownKeys = new KnownCredentials({
+			source: { livePage: (after, limit) => repo.livePrefixes(after, limit), createdSince: (since) => repo.prefixesSince(since), now: () => repo.now() },
+			...this.settings.knownKeys,
+			what: "API keys",
+			log: this.logger,
+		});
 	},
 
 	async started(this: PartnersThis) {
 		// Runs after the DB mixin's `started`, so the tables exist.
 		await this.bootstrap();
+		await this.knownKeys.start();
+	},
+
+	stopped(this: PartnersThis) {
+		this.knownKeys.stop();
 	},
 };
 

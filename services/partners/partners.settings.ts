@@ -1,5 +1,6 @@
 import { envBool, envEnum, envNumber, envString, SettingError, type Env } from "../../lib/settings";
 import { isWebhookSecret } from "../../lib/secrets";
+import { readKnownCredentialsSettings, type KnownCredentialsSettings } from "../../lib/known-credentials";
 import { AUTH_CACHE_BOUND_MS, GATEWAY_AUTH_CACHE_MS, KEY_MODES, type KeyMode } from "../../contracts/partners";
 
 /**
@@ -15,8 +16,14 @@ export interface PartnersSettings {
 	bootstrapPartnerKey: string | undefined;
 	/** BOOTSTRAP_WEBHOOK_SECRET: the bootstrap partner's signing secret, kept in step; generated when unset. */
 	bootstrapWebhookSecret: string | undefined;
-	/** BOOTSTRAP_PARTNER_MODE: the bootstrap key's mode, `test` unless set to `live`. */
-	bootstrapPartnerMode: KeyMode;
+	/**
+	 * BOOTSTRAP_PARTNER_MODE: the mode a new bootstrap key is created with
+	 * (`test` when unset). An existing key keeps its mode: a value naming the
+	 * other mode refuses to start.
+	 */
+	bootstrapPartnerMode: KeyMode | undefined;
+	/** The live keys' digest prefixes kept in memory (KNOWN_CREDENTIALS_*, lib/known-credentials.ts). */
+	knownKeys: KnownCredentialsSettings;
 	/**
 	 * SHARED_SECRET_TEST_TRANSITION_DAYS: how long after the upgrade to
 	 * per-mode secrets (partners migration 004) a partner's secret from before
@@ -55,9 +62,10 @@ export function readPartnersSettings(env: Env): PartnersSettings {
 	}
 	return {
 		authCacheMs: AUTH_CACHE_MS,
-		bootstrapPartnerMode: envEnum<KeyMode>(env, "BOOTSTRAP_PARTNER_MODE", KEY_MODES, "test"),
+		bootstrapPartnerMode: envEnum<KeyMode | "">(env, "BOOTSTRAP_PARTNER_MODE", KEY_MODES, "") || undefined,
 		bootstrapPartnerKey,
 		bootstrapWebhookSecret,
+		knownKeys: readKnownCredentialsSettings(env),
 		sharedSecretTestTransitionDays: envNumber(
 			env,
 			"SHARED_SECRET_TEST_TRANSITION_DAYS",

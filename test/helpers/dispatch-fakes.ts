@@ -230,6 +230,9 @@ export function fakeTokensRepo(): Fake<Methods<DriverTokensRepo>> {
 		revokeOne: async () => "missing" as const,
 		revokeAll: async () => 0,
 		workingCount: async () => 0,
+		livePrefixes: async () => [],
+		prefixesSince: async () => [],
+		now: async () => new Date(),
 		list: async () => [],
 		wasOffered: async () => false,
 	});

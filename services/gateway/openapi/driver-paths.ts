@@ -153,7 +153,10 @@ export function driverPaths(): Record<string, Record<string, unknown>> {
 			responses: {
 				"200": {
 					description: op.ok,
-					headers: { "X-Request-Id": { $ref: "#/components/headers/XRequestId" } },
+					headers: {
+						"X-Request-Id": { $ref: "#/components/headers/XRequestId" },
+						"Ride-Request-Id": { $ref: "#/components/headers/RideRequestId" },
+					},
 					content: { "application/json": { schema: ref(op.schema) } },
 				},
 				...errorResponses(codes),

@@ -58,7 +58,10 @@ export function errorResponses(codes: readonly ErrorCode[]): Record<string, unkn
 	const out: Record<string, unknown> = {};
 	for (const status of [...byStatus.keys()].sort((a, b) => a - b)) {
 		const list = byStatus.get(status)!;
-		const headers: Record<string, unknown> = { "X-Request-Id": { $ref: "#/components/headers/XRequestId" } };
+		const headers: Record<string, unknown> = {
+			"X-Request-Id": { $ref: "#/components/headers/XRequestId" },
+			"Ride-Request-Id": { $ref: "#/components/headers/RideRequestId" },
+		};
 		// Retryable answers say when: the gateway (429, 503) or the service (409) sends Retry-After.
 		if (list.some((c) => ERRORS[c].retryable !== false)) headers["Retry-After"] = { $ref: "#/components/headers/RetryAfter" };
 		if (status === 401) headers["WWW-Authenticate"] = { $ref: "#/components/headers/WwwAuthenticate" };

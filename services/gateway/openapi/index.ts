@@ -121,6 +121,7 @@ function okResponse(description: string, schema: string): Record<string, unknown
 		description,
 		headers: {
 			"X-Request-Id": { $ref: "#/components/headers/XRequestId" },
+			"Ride-Request-Id": { $ref: "#/components/headers/RideRequestId" },
 			"X-RateLimit-Limit": { $ref: "#/components/headers/RateLimitLimit" },
 			"X-RateLimit-Remaining": { $ref: "#/components/headers/RateLimitRemaining" },
 		},
@@ -165,7 +166,8 @@ function describeApi(config: DocumentedLimits): string {
 		`- Bodies are JSON objects sent as \`application/json\` (UTF-8), at most ${kb} (\`BODY_LIMIT\`): larger → \`413 PAYLOAD_TOO_LARGE\`. Not JSON → \`400 INVALID_JSON\`; JSON but not an object → \`400 VALIDATION_ERROR\`.`,
 		"- A body sent with another `Content-Type` (or charset), or compressed with `Content-Encoding`, is refused with `415 UNSUPPORTED_MEDIA_TYPE` (the contract is silent here; this code is the gateway's addition). A request with no body at all is read as `{}`, so validation names the missing fields.",
 		"- Query strings are ignored; only the body counts. The partner comes from the API key, never from the body.",
-		`- \`X-Request-Id\`: send one (1–${REQUEST_ID_MAX_LENGTH} of \`A-Z a-z 0-9 . _ : -\`) or get a generated one; it is echoed on every response, success or error, and appears in our logs.`,
+		`- \`X-Request-Id\`: send one (1–${REQUEST_ID_MAX_LENGTH} of \`A-Z a-z 0-9 . _ : -\`) or get a generated one; it is echoed on every response, success or error, and appears in our logs beside ours.`,
+		"- `Ride-Request-Id`: our own id of the request (a UUID, new for every request, whatever you sent), on every response: quote it when you contact us.",
 		"- Unknown routes, and any method but `POST` on a `/ride` route, answer `404 NOT_FOUND` (before authentication).",
 		"## Rate limits",
 		`- ${rate}, as a token bucket. Every authenticated \`/ride/*\` request counts, whatever its outcome. Over the limit: \`429 RATE_LIMITED\` with \`Retry-After\` (seconds).`,
@@ -276,11 +278,16 @@ export function buildOpenApiDocument(config: DocumentedLimits): OpenApiDocument 
 					in: "header",
 					required: false,
 					schema: { type: "string", pattern: REQUEST_ID_PATTERN.source },
-					description: "Your correlation id; echoed in the response. Anything else is replaced by a generated UUID.",
+					description:
+						"Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id.",
 				},
 			},
 			headers: {
-				XRequestId: { description: "The request's id (yours or generated).", schema: { type: "string" } },
+				XRequestId: { description: "Your X-Request-Id when you sent a usable one, else our id of the request.", schema: { type: "string" } },
+				RideRequestId: {
+					description: "Our id of the request (a UUID, new for every request): quote it when you contact us.",
+					schema: { type: "string", format: "uuid" },
+				},
 				RateLimitLimit: { description: "Sustained requests per minute allowed to this partner on this gateway instance.", schema: { type: "integer" } },
 				RateLimitRemaining: { description: "Requests this partner may make right now before being limited.", schema: { type: "integer" } },
 				RetryAfter: { description: "Seconds to wait before retrying.", schema: { type: "integer", minimum: 1 } },

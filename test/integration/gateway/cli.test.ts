@@ -62,7 +62,7 @@ it("npm run partner -- create prints one JSON object whose key then works over H
 	expect(secrets.live).not.toBe(secrets.test);
 	expect(partner.partnerId).toMatch(/^ptn_/);
 	// Test mode by default, visible in the key.
-	expect(partner.apiKey).toMatch(/^rk_test_[A-Za-z0-9_-]{43}$/);
+	expect(partner.apiKey).toMatch(/^ride_test_[A-Za-z0-9_-]{43}$/);
 	expect(partner.webhookSecret).toMatch(/^whsec_/);
 	expect(created.stderr).not.toContain(partner.apiKey);
 
@@ -82,21 +82,21 @@ it("npm run partner -- create prints one JSON object whose key then works over H
 	expect(wrongKey.status).toBe(401);
 });
 
-it("--mode live makes live keys (rk_live_…), on create and rotate-key; a partner may hold both modes", async () => {
+it("--mode live makes live keys (ride_live_…), on create and rotate-key; a partner may hold both modes", async () => {
 	const created = await run("bin/partner.ts", ["create", "--name", "Live Co", "--mode", "live"], { DATABASE_URL: db.url });
 	expect(created.code).toBe(0);
 	const partner = JSON.parse(created.stdout) as { partnerId: string; apiKey: string };
-	expect(partner.apiKey).toMatch(/^rk_live_[A-Za-z0-9_-]{43}$/);
+	expect(partner.apiKey).toMatch(/^ride_live_[A-Za-z0-9_-]{43}$/);
 
 	const testKey = await run("bin/partner.ts", ["rotate-key", "--partner", partner.partnerId, "--label", "sandbox", "--mode", "test"], {
 		DATABASE_URL: db.url,
 	});
 	expect(testKey.code).toBe(0);
-	expect(JSON.parse(testKey.stdout)).toMatchObject({ apiKey: expect.stringMatching(/^rk_test_/) });
+	expect(JSON.parse(testKey.stdout)).toMatchObject({ apiKey: expect.stringMatching(/^ride_test_/) });
 	const liveKey = await run("bin/partner.ts", ["rotate-key", "--partner", partner.partnerId, "--label", "live-2", "--mode", "live"], {
 		DATABASE_URL: db.url,
 	});
-	expect(JSON.parse(liveKey.stdout)).toMatchObject({ apiKey: expect.stringMatching(/^rk_live_/) });
+	expect(JSON.parse(liveKey.stdout)).toMatchObject({ apiKey: expect.stringMatching(/^ride_live_/) });
 
 	const listed = await run("bin/partner.ts", ["list-keys", "--partner", partner.partnerId], { DATABASE_URL: db.url });
 	const keys = JSON.parse(listed.stdout) as Array<{ label: string; mode: string }>;
@@ -113,6 +113,37 @@ it("--mode live makes live keys (rk_live_…), on create and rotate-key; a partn
 	expect(mismatched.code).toBe(1);
 	expect(mismatched.stderr).toMatch(/apiKey/);
 });
+
+it("holds create --api-key to rotate-key's rules: length, characters, prefix, uniqueness", async () => {
+	const create = (apiKey: string, mode = "test") =>
+		run("bin/partner.ts", ["create", "--name", "Given", "--mode", mode, "--api-key", apiKey], { DATABASE_URL: db.url });
+	const rotate = (partnerId: string, apiKey: string) =>
+		run("bin/partner.ts", ["rotate-key", "--partner", partnerId, "--label", "given", "--api-key", apiKey], { DATABASE_URL: db.url });
+	const good = `ride_test_${"g".repeat(40)}`;
+	const made = await create(good);
+	expect(made.code).toBe(0);
+	const { partnerId } = JSON.parse(made.stdout) as { partnerId: string };
+	const refused: Record<string, string> = {
+		"too short (24 characters)": "ride_test_abcdefghijklmn",
+		"a character outside A-Za-z0-9_-": `ride_test_${"a".repeat(30)}.~+/`,
+		"the other mode's prefix": `ride_live_${"a".repeat(40)}`,
+		"Stripe's rk_ prefix": `rk_${"a".repeat(40)}`,
+		"already in use": good,
+	};
+	for (const [why, apiKey] of Object.entries(refused)) {
+		// The same answer from create and from rotate-key.
+		for (const answer of [await create(apiKey), await rotate(partnerId, apiKey)]) {
+			expect({ why, code: answer.code, stdout: answer.stdout }).toEqual({ why, code: 1, stdout: "" });
+			expect(answer.stderr).toMatch(why === "already in use" ? /already in use/ : /apiKey/);
+			expect(answer.stderr).not.toContain(apiKey);
+		}
+	}
+	// Nothing was written by the refusals: one partner "Given", one key.
+	const keys = JSON.parse((await run("bin/partner.ts", ["list-keys", "--partner", partnerId], { DATABASE_URL: db.url })).stdout) as unknown[];
+	expect(keys).toHaveLength(1);
+	const partners = JSON.parse((await run("bin/partner.ts", ["list"], { DATABASE_URL: db.url })).stdout) as Array<{ name: string }>;
+	expect(partners.filter((p) => p.name === "Given")).toHaveLength(1);
+}, 120_000);
 
 it("refuses bad usage with a message on stderr and exit code 2", async () => {
 	// Each key-management verb's own usage rules: test/unit/partners/cli.test.ts.
@@ -156,7 +187,7 @@ it("rotate-key, list-keys, revoke-key and rotate-webhook-secret; with TRANSPORTE
 
 		const fresh = (await json(["rotate-key", "--partner", partner.partnerId, "--label", "second"], onBus)) as Record<string, string>;
 		expect(Object.keys(fresh).sort()).toEqual(["apiKey", "keyId", "label", "partnerId"]);
-		expect(fresh.apiKey).toMatch(/^rk_test_/);
+		expect(fresh.apiKey).toMatch(/^ride_test_/);
 		expect((await call(fresh.apiKey)).status).not.toBe(401);
 
 		const listed = await run("bin/partner.ts", ["list-keys", "--partner", partner.partnerId], { DATABASE_URL: db.url });

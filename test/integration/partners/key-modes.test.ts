@@ -50,8 +50,8 @@ beforeAll(async () => {
 		label: "production",
 		mode: "live",
 	});
-	expect(partner.apiKey).toMatch(/^rk_test_/);
-	expect(live.apiKey).toMatch(/^rk_live_/);
+	expect(partner.apiKey).toMatch(/^ride_test_/);
+	expect(live.apiKey).toMatch(/^ride_live_/);
 	partnerId = partner.partnerId;
 	keys = { test: partner.apiKey, live: live.apiKey };
 	testApi = new PartnerApi(node.baseUrl!, partner.apiKey);

@@ -1,5 +1,5 @@
 import type { ServiceBroker } from "moleculer";
-import { createTestDatabase, type TestDatabase } from "../../helpers/db";
+import { connect, createTestDatabase, type TestDatabase } from "../../helpers/db";
 import { freePort, PartnerApi } from "../../helpers/http";
 import { startTestNode, type TestNode } from "../../helpers/node";
 import { Cluster } from "../../helpers/processes";
@@ -177,11 +177,51 @@ describe("BOOTSTRAP_PARTNER_KEY", () => {
 		try {
 			expect(await node.broker.call("partners.authenticate", { apiKey: anyKey })).toMatchObject({ mode: "test" });
 			await node.stop();
-			node = await start({ BOOTSTRAP_PARTNER_MODE: "live" });
-			expect(await node.broker.call("partners.authenticate", { apiKey: anyKey })).toMatchObject({ mode: "live" });
+			// The same mode again, or none: starts, and the key stays what it was.
+			node = await start({ BOOTSTRAP_PARTNER_MODE: "test" });
+			await node.stop();
+			node = await start({});
+			expect(await node.broker.call("partners.authenticate", { apiKey: anyKey })).toMatchObject({ mode: "test" });
 		} finally {
 			await node.stop();
 		}
+		const liveKey = `dev_live_key_${Date.now().toString(36)}_0123456789abcdef`;
+		node = await startTestNode({
+			databaseUrl: db.url,
+			services: ["partners"],
+			env: { BOOTSTRAP_PARTNER_KEY: liveKey, BOOTSTRAP_PARTNER_MODE: "live" },
+		});
+		try {
+			expect(await node.broker.call("partners.authenticate", { apiKey: liveKey })).toMatchObject({ mode: "live" });
+		} finally {
+			await node.stop();
+		}
+	});
+
+	it("never changes an existing key's mode: BOOTSTRAP_PARTNER_MODE naming the other mode refuses to start, saying why", async () => {
+		const key = `dev_mode_key_${Date.now().toString(36)}_0123456789abcdef`;
+		const start = (env: Record<string, string>) =>
+			startTestNode({ databaseUrl: db.url, services: ["partners"], env: { BOOTSTRAP_PARTNER_KEY: key, ...env } });
+		const node = await start({});
+		const { partnerId } = (await node.broker.call<{ partnerId: string } | null, unknown>("partners.authenticate", { apiKey: key }))!;
+		await node.stop();
+		await expect(start({ BOOTSTRAP_PARTNER_MODE: "live" })).rejects.toThrow(
+			`BOOTSTRAP_PARTNER_MODE is live, but BOOTSTRAP_PARTNER_KEY is already a test key of ${partnerId}; a key's mode never changes`,
+		);
+		// Nothing changed: still a test key.
+		const pg = await connect(db.url);
+		try {
+			const { rows } = await pg.query<{ mode: string }>("SELECT mode FROM api_keys WHERE partner_id = $1", [partnerId]);
+			expect(rows).toEqual([{ mode: "test" }]);
+		} finally {
+			await pg.end();
+		}
+	});
+
+	it("refuses a bad BOOTSTRAP_PARTNER_MODE", async () => {
+		const anyKey = `dev_key_change_me_${Date.now().toString(36)}_0123456789abcdef`;
+		const start = (env: Record<string, string>) =>
+			startTestNode({ databaseUrl: db.url, services: ["partners"], env: { BOOTSTRAP_PARTNER_KEY: anyKey, ...env } });
 		await expect(start({ BOOTSTRAP_PARTNER_MODE: "production" })).rejects.toThrow(/^BOOTSTRAP_PARTNER_MODE must be/);
 	});
 });

@@ -373,6 +373,23 @@ describe("Kubernetes manifests", () => {
 		).toEqual(["Deployment", "PodDisruptionBudget"]);
 	});
 
+	test("the gateway behind the Ingress counts clients, not the ingress pod: TRUST_PROXY=1, and the validator fails without it", async () => {
+		const gateway = parseAllDocuments(readFileSync(join(ROOT, "k8s/gateway.yaml"), "utf8"))
+			.map((d) => d.toJS())
+			.find((d) => d.kind === "Deployment");
+		const env = gateway.spec.template.spec.containers[0].env as Array<{ name: string; value?: string }>;
+		expect(env.find((e) => e.name === "TRUST_PROXY")).toEqual({ name: "TRUST_PROXY", value: "1" });
+		for (const [label, edit] of [
+			["trust-proxy-0", (t: string) => t.replace('name: TRUST_PROXY\n              value: "1"', 'name: TRUST_PROXY\n              value: "0"')],
+			["trust-proxy-unset", (t: string) => t.replace(/ {12}- name: TRUST_PROXY\n {14}value: "1"\n/, "")],
+		] as const) {
+			const dir = brokenK8sCopy(label, "gateway.yaml", edit);
+			const r = await runNode(["scripts/validate-manifests.mjs", dir]);
+			expect(r.code).toBe(1);
+			expect(r.out).toMatch(/Deployment\/ride-gateway.*container gateway: is behind Ingress\/\S+ but TRUST_PROXY is (0|unset)/);
+		}
+	});
+
 	test("the validator fails on a NetworkPolicy schema error", async () => {
 		const dir = brokenK8sCopy("netpol", "network-policy.yaml", (t) => t.replace("port: 5432", "port: [5432]"));
 		const r = await runNode(["scripts/validate-manifests.mjs", dir]);

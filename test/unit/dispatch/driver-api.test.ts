@@ -198,20 +198,42 @@ describe("DriverTokens", () => {
 		const register = jest.fn(async () => ({ ...toDriverView(driverRow()), ...registered }));
 		const announceChanged = jest.fn(async () => undefined);
 		const takeOffline = jest.fn(async () => undefined);
+		const known = { add: jest.fn(), mayBeLive: jest.fn((_hash: string) => true) };
 		const clock = { now: 1_000_000 };
 		const tokens = new DriverTokens({
 			repo: asTokensRepo(repo),
 			register,
 			announceChanged,
+			announceCreated: jest.fn(async () => undefined),
+			known,
 			takeOffline,
 			cacheMs: 5000,
 			cacheMax: 1000,
 			now: () => clock.now,
 		});
-		return { repo, register, announceChanged, takeOffline, tokens, clock };
+		return { repo, register, announceChanged, takeOffline, tokens, known, clock };
 	}
 
 	describe("authenticate", () => {
+		it("onlyKnown: a token no live token's prefix matches is refused without the database; a known one is looked up", async () => {
+			const { tokens, repo, known } = setupTokens();
+			repo.liveToken.mockResolvedValue(live("drv_1"));
+			known.mayBeLive.mockReturnValue(false);
+			await expect(tokens.authenticate(hashApiKey("rdt_random"), true)).resolves.toBeNull();
+			expect(repo.liveToken).not.toHaveBeenCalled();
+			// Without onlyKnown (the address is not throttled) it is looked up whatever the set says.
+			await expect(tokens.authenticate(hashApiKey("rdt_random"))).resolves.toEqual({ driverId: "drv_1" });
+			known.mayBeLive.mockReturnValue(true);
+			await expect(tokens.authenticate(hashApiKey("rdt_known"), true)).resolves.toEqual({ driverId: "drv_1" });
+			expect(repo.liveToken).toHaveBeenCalledTimes(2);
+		});
+
+		it("adds a token it creates to the known set and announces it", async () => {
+			const { tokens, known } = setupTokens();
+			const created = await tokens.create({ name: "Ravi", phone: "+919800000001", vehicleNumber: "KA01", serviceType: "cab" });
+			expect(known.add).toHaveBeenCalledWith(hashApiKey(created.token));
+		});
+
 		it("resolves a token once and answers later ones from the cache", async () => {
 			const { tokens, repo } = setupTokens();
 			repo.liveToken.mockResolvedValue(live("drv_1"));
@@ -229,6 +251,8 @@ describe("DriverTokens", () => {
 				repo: asTokensRepo(repo),
 				register: jest.fn(),
 				announceChanged: jest.fn(),
+				announceCreated: jest.fn(),
+				known: { add: jest.fn(), mayBeLive: () => true },
 				takeOffline: jest.fn(),
 				cacheMs: 1_000,
 				cacheMax: 10,
@@ -257,6 +281,8 @@ describe("DriverTokens", () => {
 				repo: asTokensRepo(repo),
 				register: jest.fn(),
 				announceChanged: jest.fn(),
+				announceCreated: jest.fn(),
+				known: { add: jest.fn(), mayBeLive: () => true },
 				takeOffline: jest.fn(),
 				cacheMs: 60_000,
 				cacheMax: 100,

@@ -2,7 +2,15 @@ import { Readable } from "node:stream";
 import type { IncomingMessage } from "node:http";
 import { envByteSize, readGatewaySettings } from "../../../services/gateway/gateway.settings";
 import { serviceResponseHeaders, successStatus } from "../../../services/gateway/http-answers";
-import { idempotencyKeyFrom, jsonMediaTypeProblem, parseBearer, parseJsonObject, readJsonBody, requestIdFrom } from "../../../services/gateway/request";
+import {
+	idempotencyKeyFrom,
+	jsonMediaTypeProblem,
+	parseBearer,
+	parseJsonObject,
+	readJsonBody,
+	clientRequestIdFrom,
+	newRequestId,
+} from "../../../services/gateway/request";
 
 describe("Authorization header", () => {
 	it.each([
@@ -23,12 +31,17 @@ describe("Authorization header", () => {
 });
 
 describe("X-Request-Id", () => {
-	it("keeps a sane id and replaces anything else", () => {
-		expect(requestIdFrom("abc-123_x.y:z")).toBe("abc-123_x.y:z");
+	it("keeps a sane caller id as the client's id, and nothing else", () => {
+		expect(clientRequestIdFrom("abc-123_x.y:z")).toBe("abc-123_x.y:z");
 		for (const bad of [undefined, "", "has space", "x".repeat(129), "new\nline", ["a", "b"]]) {
-			const id = requestIdFrom(bad as string | undefined);
-			expect(id).toMatch(/^[0-9a-f-]{36}$/);
+			expect(clientRequestIdFrom(bad as string | undefined)).toBeUndefined();
 		}
+	});
+
+	it("our own id is a new UUID every time", () => {
+		const a = newRequestId();
+		expect(a).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+		expect(newRequestId()).not.toBe(a);
 	});
 });
 

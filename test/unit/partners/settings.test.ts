@@ -9,7 +9,9 @@ describe("partners settings", () => {
 			authCacheMs: AUTH_CACHE_MS,
 			bootstrapPartnerKey: undefined,
 			bootstrapWebhookSecret: undefined,
-			bootstrapPartnerMode: "test",
+			// Unset: a new bootstrap key is a test key; an existing one keeps its mode.
+			bootstrapPartnerMode: undefined,
+			knownKeys: { max: 1_000_000, refreshMs: 10_000, reloadMs: 3_600_000 },
 			sharedSecretTestTransitionDays: 30,
 		});
 		expect(readPartnersSettings({ SHARED_SECRET_TEST_TRANSITION_DAYS: "0" }).sharedSecretTestTransitionDays).toBe(0);
