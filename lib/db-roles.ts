@@ -24,11 +24,11 @@ export const DB_ROLES = {
 	partners: { tables: ["partners", "api_keys", "webhook_secrets"], functions: [], reads: [] },
 	pricing: { tables: ["pricing_secrets"], functions: [], reads: [] },
 	riders: { tables: ["riders"], functions: [], reads: [] },
-	orders: { tables: ["orders", "ride_events", "feedback", "idempotency_keys"], functions: [], reads: [] },
+	orders: { tables: ["orders", "ride_events", "feedback", "idempotency_keys"], functions: ["ride_events_fill_mode"], reads: [] },
 	dispatch: { tables: ["drivers", "dispatch_rides", "dispatch_offers", "driver_tokens"], functions: [], reads: [] },
 	notifications: {
 		tables: ["webhook_deliveries", "webhook_attempts", "webhook_hosts", "webhook_ingest_cursor", "webhook_partner_hosts"],
-		functions: ["webhook_claim_v1", "webhook_claim_v2", "webhook_claim_v3"],
+		functions: ["webhook_claim_v1", "webhook_claim_v2", "webhook_claim_v3", "webhook_claim_v4"],
 		// The transactional outbox: orders appends ride events in the ride's transaction, notifications reads them.
 		reads: ["ride_events"],
 	},
