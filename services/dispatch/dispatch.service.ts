@@ -23,6 +23,8 @@ import { DriverApiMixin, type DriverApiHost } from "./driver-api.mixin";
 import { DriverTokens } from "./driver-tokens";
 import { OfferWaits } from "./offer-waits";
 import { OrdersClient } from "./orders-client";
+import { DispatchRetentionRepo } from "./retention.repo";
+import { RetentionPass } from "../../lib/retention";
 
 /**
  * Dispatch: the drivers, their offers, matching rides to the nearest
@@ -59,6 +61,7 @@ interface DispatchLocal extends DriverApiHost {
 	timers: NodeJS.Timeout[];
 	stopping: boolean;
 	refreshRunning: Promise<unknown> | null;
+	retention: RetentionPass<undefined>;
 }
 
 type This = Service<DispatchSettings> & DispatchLocal & DbThis;
@@ -279,6 +282,14 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 			},
 		},
 
+		/** Operators: one retention pass now (DISPATCH_RETENTION_DAYS). REPL: `call dispatch.runRetention` */
+		runRetention: {
+			access: "internal",
+			async handler(this: This): Promise<{ removed: number }> {
+				return { removed: await this.retention.run() };
+			},
+		},
+
 		/** Operators and tests: run one matching/expiry/location pass, one sweep and one index refresh now. REPL: `call dispatch.runOnce` */
 		runOnce: {
 			access: "internal",
@@ -367,6 +378,13 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 			cacheMs: settings.tokenCacheMs,
 			cacheMax: settings.driverCacheMax,
 		});
+		const retentionRepo = new DispatchRetentionRepo(this.db);
+		this.retention = new RetentionPass<undefined>({
+			name: "offers and closed rides",
+			settings,
+			logger: this.logger,
+			removeBatch: async (days, limit) => ({ ...(await retentionRepo.removeBatch(days, limit)), next: undefined }),
+		});
 		this.timers = [];
 		this.stopping = false;
 		this.refreshRunning = null;
@@ -384,6 +402,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 			this.timers.push(timer);
 		};
 		every(settings.tickMs, () => matcher.tick());
+		this.retention.start();
 		every(settings.positionFlushMs, () => this.presence.flush());
 		every(settings.presenceSweepMs, () => this.presence.sweepSilent());
 		// Jitter the sweep per instance so several instances do not sweep in lockstep.
@@ -422,6 +441,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		for (const timer of this.timers) clearTimeout(timer);
 		this.timers = [];
 		this.offerWaits.endAll();
+		await this.retention.stop();
 		// Positions recorded since the last flush reach PostgreSQL before the pool closes.
 		await this.presence.flush().catch((err: unknown) => trouble(this, `Last positions: ${shortError(err)}`));
 		// Let running passes finish before the pool closes (the DB mixin's stopped runs after this).

@@ -1,6 +1,7 @@
 import type { Migration } from "../../../mixins/db.mixin";
 import { driverTokensMigration } from "./004-driver-tokens";
 import { presenceMigration } from "./005-presence";
+import { retentionMigration } from "./008-retention";
 
 /**
  * Tables of the dispatch service: `drivers` (the fleet), `dispatch_rides`
@@ -141,4 +142,5 @@ export const migrations: Migration[] = [
 	// The driver API's tokens (004; 003 is dispatch's own).
 	driverTokensMigration,
 	presenceMigration,
+	retentionMigration,
 ];
