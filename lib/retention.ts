@@ -43,8 +43,20 @@ export function readRetentionSettings(env: Env, daysSetting: RetentionDaysSettin
 			(n) => Number.isInteger(n) && n >= 0 && n <= 36_500,
 			"an integer 0..36500 (0 = keep forever)",
 		),
-		retentionBatchSize: envNumber(env, "RETENTION_BATCH_SIZE", DEFAULT_RETENTION_BATCH_SIZE, (n) => Number.isInteger(n) && n >= 1 && n <= 10_000, "an integer 1..10000"),
-		retentionMaxBatches: envNumber(env, "RETENTION_MAX_BATCHES", DEFAULT_RETENTION_MAX_BATCHES, (n) => Number.isInteger(n) && n >= 1 && n <= 1000, "an integer 1..1000"),
+		retentionBatchSize: envNumber(
+			env,
+			"RETENTION_BATCH_SIZE",
+			DEFAULT_RETENTION_BATCH_SIZE,
+			(n) => Number.isInteger(n) && n >= 1 && n <= 10_000,
+			"an integer 1..10000",
+		),
+		retentionMaxBatches: envNumber(
+			env,
+			"RETENTION_MAX_BATCHES",
+			DEFAULT_RETENTION_MAX_BATCHES,
+			(n) => Number.isInteger(n) && n >= 1 && n <= 1000,
+			"an integer 1..1000",
+		),
 		retentionIntervalMs: envInt(env, "RETENTION_INTERVAL_MS", DEFAULT_RETENTION_INTERVAL_MS, 1000),
 	};
 }

@@ -324,7 +324,6 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			},
 		},
 
-
 		/**
 		 * Operators: the driver of an `arrived` ride used up its OTP tries
 		 * (starting it answers 409 OTP_LOCKED); after checking with the rider,

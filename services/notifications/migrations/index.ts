@@ -358,9 +358,7 @@ export const migrations: Migration[] = [
 		 */
 		name: "007-retention",
 		async up(_qi, sequelize) {
-			await sequelize.query(
-				"CREATE INDEX IF NOT EXISTS webhook_deliveries_finished ON webhook_deliveries (finished_at) WHERE state <> 'pending'",
-			);
+			await sequelize.query("CREATE INDEX IF NOT EXISTS webhook_deliveries_finished ON webhook_deliveries (finished_at) WHERE state <> 'pending'");
 		},
 		async down(_qi, sequelize) {
 			await sequelize.query("DROP INDEX IF EXISTS webhook_deliveries_finished");

@@ -146,7 +146,7 @@ export const migrations: Migration[] = [
 			});
 		},
 	},
-{
+	{
 		/**
 		 * Retention (services/orders/retention.repo.ts): the pass reads finished
 		 * rides oldest first through this partial index, so its cost follows what
