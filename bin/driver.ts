@@ -7,6 +7,11 @@ import { parseVerb, runOperatorCli, UsageError, type VerbCommand } from "./opera
  *   npm run driver -- create --name "Ravi K" --phone +919800000001 --vehicle KA01AB1234 --service-type cab [--mode live|test]
  *   npm run driver -- revoke --driver drv_…
  *   npm run driver -- list
+ *   npm run driver -- audit [--driver drv_…] [--limit 100] [--before <id>]
+ *
+ * Every command takes `--operator <name>` (else OPERATOR, else USER): who
+ * runs it, recorded with every change in the audit trail (`dispatch_audit`;
+ * `audit` lists it, newest first, never a token).
  *
  * `create` registers the driver (the same phone again is the same driver)
  * and prints `{ "driverId", "token", "tokenId" }`: the only time the token
@@ -28,12 +33,14 @@ import { parseVerb, runOperatorCli, UsageError, type VerbCommand } from "./opera
 const USAGE = `Usage:
   npm run driver -- create --name <name> --phone <+91…> --vehicle <number> --service-type <scooty|cab> [--mode <live|test>]
   npm run driver -- revoke --driver <driverId>
-  npm run driver -- list`;
+  npm run driver -- list
+  npm run driver -- audit [--driver <driverId>] [--limit <n>] [--before <id>]
+Every command: [--operator <name>] (default: OPERATOR, else USER), recorded in the audit trail.`;
 
 export { UsageError };
 
-type Verb = "create" | "revoke" | "list";
-type OptionName = "name" | "phone" | "vehicle" | "service-type" | "mode" | "driver";
+type Verb = "create" | "revoke" | "list" | "audit";
+type OptionName = "name" | "phone" | "vehicle" | "service-type" | "mode" | "driver" | "limit" | "before";
 
 export type Command = VerbCommand<Verb, OptionName>;
 
@@ -42,6 +49,7 @@ const OPTIONS: Record<Verb, ParseArgsOptionsConfig> = {
 	create: { name: str, phone: str, vehicle: str, "service-type": str, mode: str },
 	revoke: { driver: str },
 	list: {},
+	audit: { driver: str, limit: str, before: str },
 };
 const REQUIRED: Partial<Record<Verb, readonly OptionName[]>> = { create: ["name", "phone", "vehicle", "service-type"], revoke: ["driver"] };
 
@@ -64,6 +72,11 @@ export function actionOf(c: Command): { action: string; params: Record<string, u
 			return { action: "dispatch.revokeDriverTokens", params: { driverId: o.driver } };
 		case "list":
 			return { action: "dispatch.listDriverTokens", params: {} };
+		case "audit":
+			return {
+				action: "dispatch.audit",
+				params: Object.fromEntries(Object.entries({ driverId: o.driver, limit: o.limit, before: o.before }).filter(([, v]) => v !== undefined)),
+			};
 	}
 }
 

@@ -8,6 +8,7 @@
  */
 import { latitudeRule, longitudeRule, orderIdRule, serviceTypeRule, driverIdRule, type DriverLocation, type ServiceType } from "./common";
 import { driverModeRule, type DriverMode } from "./dispatch";
+import { auditPageParams, type AuditPageParams } from "./audit";
 
 /** A position a driver app reports; unknown keys are refused like any other field. */
 export const driverAppLocationRule = {
@@ -117,6 +118,12 @@ export interface DriverTokenCreated {
 export const revokeDriverTokensParams = { driverId: driverIdRule } as const;
 export interface RevokeDriverTokensParams {
 	driverId: string;
+}
+
+/** `dispatch.audit`: the operator audit trail (contracts/audit.ts), newest first, overall or of one driver. */
+export const driverAuditParams = { driverId: { ...driverIdRule, optional: true }, ...auditPageParams } as const;
+export interface DriverAuditParams extends AuditPageParams {
+	driverId?: string;
 }
 
 /** dispatch.listDriverTokens */

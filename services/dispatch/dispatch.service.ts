@@ -25,6 +25,7 @@ import { OfferWaits } from "./offer-waits";
 import { OrdersClient } from "./orders-client";
 import { DispatchRetentionRepo } from "./retention.repo";
 import { RetentionPass } from "../../lib/retention";
+import { actorOf, AuditLog } from "../../lib/audit";
 
 /**
  * Dispatch: the drivers, their offers, matching rides to the nearest
@@ -79,7 +80,12 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 			access: "internal",
 			params: contract.registerParams,
 			handler(this: This, ctx: Context<contract.RegisterParams>): Promise<contract.DriverView> {
-				return this.moves.register(ctx.params);
+				// An operator's registration is audited; the simulated fleet's are not (they are not operator actions).
+				if (ctx.params.simulated) return this.moves.register(ctx.params);
+				const actor = actorOf(ctx);
+				return this.moves.register(ctx.params, (t, row) =>
+					this.auditLog.record({ actor, action: "dispatch.register", subject: row.id, detail: { mode: row.mode, serviceType: row.service_type } }, t),
+				);
 			},
 		},
 
@@ -378,6 +384,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 			cacheMs: settings.tokenCacheMs,
 			cacheMax: settings.driverCacheMax,
 		});
+		this.auditLog = new AuditLog(this.db, "dispatch_audit");
 		const retentionRepo = new DispatchRetentionRepo(this.db);
 		this.retention = new RetentionPass<undefined>({
 			name: "offers and closed rides",

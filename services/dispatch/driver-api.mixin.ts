@@ -5,6 +5,8 @@ import { ApiError } from "../../lib/errors";
 import type { DriverApi } from "./driver-api";
 import type { DriverTokens } from "./driver-tokens";
 import type { OfferWaits } from "./offer-waits";
+import { actorOf, type AuditLog } from "../../lib/audit";
+import type { AuditPage } from "../../contracts/audit";
 
 /**
  * The driver API as a Moleculer mixin of dispatch: the driver-facing actions
@@ -18,6 +20,8 @@ export interface DriverApiHost {
 	driverApi: DriverApi;
 	driverTokens: DriverTokens;
 	offerWaits: OfferWaits;
+	/** The operator audit trail (`dispatch_audit`). */
+	auditLog: AuditLog;
 }
 
 type This = Service & DriverApiHost;
@@ -124,7 +128,15 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 			access: "internal",
 			params: driverApi.createDriverTokenParams,
 			handler(this: This, ctx: Context<driverApi.CreateDriverTokenParams>): Promise<driverApi.DriverTokenCreated> {
-				return this.driverTokens.create(ctx.params);
+				const actor = actorOf(ctx);
+				return this.driverTokens.create(
+					ctx.params,
+					(driverId) => (t, tokenId) =>
+						this.auditLog.record(
+							{ actor, action: "dispatch.createDriverToken", subject: driverId, target: tokenId, detail: { mode: ctx.params.mode ?? "live" } },
+							t,
+						),
+				);
 			},
 		},
 		/** Revokes every token of a driver, on every instance at once. REPL: `call dispatch.revokeDriverTokens --driverId drv_…` */
@@ -132,7 +144,10 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 			access: "internal",
 			params: driverApi.revokeDriverTokensParams,
 			handler(this: This, ctx: Context<driverApi.RevokeDriverTokensParams>): Promise<{ driverId: string; revoked: number }> {
-				return this.driverTokens.revokeAll(ctx.params.driverId);
+				const actor = actorOf(ctx);
+				return this.driverTokens.revokeAll(ctx.params.driverId, (t, revoked) =>
+					this.auditLog.record({ actor, action: "dispatch.revokeDriverTokens", subject: ctx.params.driverId, detail: { revoked } }, t),
+				);
 			},
 		},
 		/** The CLI revoked a driver's tokens in its own process: every instance forgets them, the driver goes offline. */
@@ -142,6 +157,14 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 			async handler(this: This, ctx: Context<driverApi.RevokeDriverTokensParams>): Promise<{ ok: true }> {
 				await this.driverTokens.announceRevoked(ctx.params.driverId);
 				return { ok: true };
+			},
+		},
+		/** Operators: the audit trail of drivers registered and tokens created or revoked, newest first. `npm run driver -- audit`; REPL: `call dispatch.audit` */
+		audit: {
+			access: "internal",
+			params: driverApi.driverAuditParams,
+			handler(this: This, ctx: Context<driverApi.DriverAuditParams>): Promise<AuditPage> {
+				return this.auditLog.page(ctx.params.driverId, ctx.params.limit, ctx.params.before);
 			},
 		},
 		/** Tokens, newest first (never the token itself). REPL: `call dispatch.listDriverTokens` */

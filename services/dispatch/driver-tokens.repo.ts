@@ -1,4 +1,5 @@
 import type { Db } from "../../mixins/db.mixin";
+import { noAudit, type AuditHook } from "../../lib/audit";
 
 /**
  * The driver API's SQL: `driver_tokens` (only SHA-256 hashes of tokens) and
@@ -17,8 +18,12 @@ export interface DriverTokenRow {
 export class DriverTokensRepo {
 	constructor(private readonly db: Db) {}
 
-	async insert(id: string, driverId: string, tokenHash: string): Promise<void> {
-		await this.db.rows("INSERT INTO driver_tokens (id, driver_id, token_hash) VALUES ($1, $2, $3) RETURNING id", [id, driverId, tokenHash]);
+	/** A new token and its audit entry, in one transaction. */
+	async insert(id: string, driverId: string, tokenHash: string, audit: AuditHook<string> = noAudit): Promise<void> {
+		await this.db.tx(async (t) => {
+			await this.db.rows("INSERT INTO driver_tokens (id, driver_id, token_hash) VALUES ($1, $2, $3) RETURNING id", [id, driverId, tokenHash], t);
+			await audit(t, id);
+		});
 	}
 
 	/** The driver of a live (unrevoked) token. */
@@ -28,12 +33,18 @@ export class DriverTokensRepo {
 	}
 
 	/** Revokes every live token of the driver; the number revoked. */
-	async revokeAll(driverId: string): Promise<number> {
-		return (
-			await this.db.rows<{ id: string }>("UPDATE driver_tokens SET revoked_at = now() WHERE driver_id = $1 AND revoked_at IS NULL RETURNING id", [
-				driverId,
-			])
-		).length;
+	async revokeAll(driverId: string, audit: AuditHook<number> = noAudit): Promise<number> {
+		return this.db.tx(async (t) => {
+			const revoked = (
+				await this.db.rows<{ id: string }>(
+					"UPDATE driver_tokens SET revoked_at = now() WHERE driver_id = $1 AND revoked_at IS NULL RETURNING id",
+					[driverId],
+					t,
+				)
+			).length;
+			await audit(t, revoked);
+			return revoked;
+		});
 	}
 
 	async list(): Promise<DriverTokenRow[]> {

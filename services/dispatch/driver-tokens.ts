@@ -6,6 +6,7 @@ import { ApiError } from "../../lib/errors";
 import { newId } from "../../lib/ids";
 import { hashApiKey } from "../../lib/secrets";
 import type { DriverTokensRepo } from "./driver-tokens.repo";
+import type { AuditHook } from "../../lib/audit";
 
 /**
  * Driver API tokens: created by an operator, stored as SHA-256 hashes,
@@ -46,19 +47,23 @@ export class DriverTokens {
 		this.cache = new LRUCache({ max: deps.cacheMax, ttl: deps.cacheMs, updateAgeOnGet: true });
 	}
 
-	/** Registers the driver (idempotent by phone) and issues a token, shown once. */
-	async create(p: driverApi.CreateDriverTokenParams): Promise<driverApi.DriverTokenCreated> {
+	/**
+	 * Registers the driver (idempotent by phone) and issues a token, shown
+	 * once. `audit` records the token (by id) in the audit trail, in the
+	 * token's transaction.
+	 */
+	async create(p: driverApi.CreateDriverTokenParams, audit?: (driverId: string) => AuditHook<string>): Promise<driverApi.DriverTokenCreated> {
 		const driver = await this.deps.register({ ...p, mode: p.mode ?? "live", simulated: false });
 		if (driver.simulated) throw new ApiError("CONFLICT", "That phone belongs to a simulated driver");
 		const token = newDriverToken();
 		const tokenId = `dtk_${newId("key").slice(4)}`;
-		await this.deps.repo.insert(tokenId, driver.driverId, hashApiKey(token));
+		await this.deps.repo.insert(tokenId, driver.driverId, hashApiKey(token), audit?.(driver.driverId));
 		return { driverId: driver.driverId, token, tokenId };
 	}
 
 	/** Revokes every token of a driver, on every instance at once, and takes the driver offline. */
-	async revokeAll(driverId: string): Promise<{ driverId: string; revoked: number }> {
-		const revoked = await this.deps.repo.revokeAll(driverId);
+	async revokeAll(driverId: string, audit?: AuditHook<number>): Promise<{ driverId: string; revoked: number }> {
+		const revoked = await this.deps.repo.revokeAll(driverId, audit);
 		await this.announceRevoked(driverId);
 		return { driverId, revoked };
 	}

@@ -1,4 +1,5 @@
 import type { Context, Service, ServiceSchema } from "moleculer";
+import type { Transaction } from "sequelize";
 import { DbMixin, type DbThis } from "../../mixins/db.mixin";
 import { ApiError, validationError } from "../../lib/errors";
 import { newId } from "../../lib/ids";
@@ -18,6 +19,8 @@ import {
 	revokeKeyParams,
 	rotateWebhookSecretParams,
 	signingSecretParams,
+	partnerAuditParams,
+	type PartnerAuditParams,
 	type ApiKeySummary,
 	type AuthenticateParams,
 	type AuthenticatedPartner,
@@ -41,6 +44,8 @@ import { readPartnersSettings, WEBHOOK_SECRET_RULE, type PartnersSettings } from
 import { PartnersRepo, type RevokeOutcome } from "./partners.repo";
 import { migrations } from "./migrations";
 import { useServiceSettings } from "../../lib/settings";
+import { actorOf, AuditLog, type Actor } from "../../lib/audit";
+import type { AuditPage } from "../../contracts/audit";
 
 /**
  * Partners: who may call the API (several API keys per partner, each
@@ -54,7 +59,7 @@ import { useServiceSettings } from "../../lib/settings";
  */
 
 interface PartnersMethods {
-	insertPartner(name: string, apiKey: string, webhookSecret: string, mode: KeyMode): Promise<string | null>;
+	insertPartner(name: string, apiKey: string, webhookSecret: string, mode: KeyMode, actor: Actor, detail?: Record<string, unknown>): Promise<string | null>;
 	broadcastChange(partnerId: string, what: PartnersChangedEvent["what"]): Promise<void>;
 	revoked(outcome: RevokeOutcome, what: string): Promise<RevokedKeys>;
 	bootstrap(): Promise<void>;
@@ -62,6 +67,7 @@ interface PartnersMethods {
 
 interface PartnersLocal {
 	repo: PartnersRepo;
+	auditLog: AuditLog;
 	authCache: AuthCache<AuthenticatedPartner>;
 	touches: OncePer;
 }
@@ -102,11 +108,15 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 			access: "internal",
 			params: createPartnerParams,
 			async handler(this: PartnersThis, ctx: Context<CreatePartnerParams>): Promise<CreatedPartner> {
+				const actor = actorOf(ctx);
 				const mode = ctx.params.mode ?? DEFAULT_KEY_MODE;
 				const apiKey = keyFor(mode, ctx.params.apiKey);
 				const webhookSecret = ctx.params.webhookSecret ?? newWebhookSecret();
 				checkWebhookSecret(webhookSecret);
-				const partnerId = await this.insertPartner(ctx.params.name, apiKey, webhookSecret, mode);
+				const partnerId = await this.insertPartner(ctx.params.name, apiKey, webhookSecret, mode, actor, {
+					apiKeyGiven: ctx.params.apiKey !== undefined,
+					webhookSecretGiven: ctx.params.webhookSecret !== undefined,
+				});
 				if (!partnerId) throw new ApiError("CONFLICT", "That API key is already in use");
 				// A miss for this key may be cached somewhere.
 				await this.broadcastChange(partnerId, "keys");
@@ -171,10 +181,22 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 			params: createKeyParams,
 			async handler(this: PartnersThis, ctx: Context<CreateKeyParams>): Promise<CreatedKey> {
 				const { partnerId, label } = ctx.params;
+				const actor = actorOf(ctx);
 				const mode = ctx.params.mode ?? DEFAULT_KEY_MODE;
 				const apiKey = keyFor(mode, ctx.params.apiKey);
 				const keyId = newId("key");
-				const outcome = await this.repo.insertKey(partnerId, keyId, hashApiKey(apiKey), label, mode);
+				const outcome = await this.repo.insertKey(partnerId, keyId, hashApiKey(apiKey), label, mode, (t) =>
+					this.auditLog.record(
+						{
+							actor,
+							action: "partners.createKey",
+							subject: partnerId,
+							target: keyId,
+							detail: { label, mode, apiKeyGiven: ctx.params.apiKey !== undefined },
+						},
+						t,
+					),
+				);
 				if (outcome === "missing") throw new ApiError("NOT_FOUND", "Unknown partner");
 				if (outcome === "revoked") throw new ApiError("CONFLICT", "That partner is revoked");
 				if (outcome === "taken") throw new ApiError("CONFLICT", "That API key is already in use");
@@ -190,8 +212,22 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 			async handler(this: PartnersThis, ctx: Context<RevokeKeyParams>): Promise<RevokedKeys> {
 				const { keyId, partnerId } = ctx.params;
 				if ((keyId === undefined) === (partnerId === undefined)) throw validationError("keyId", "give exactly one of keyId or partnerId");
-				if (keyId !== undefined) return this.revoked(await this.repo.revokeKey(keyId), "key");
-				return this.revoked(await this.repo.revokePartner(partnerId!), "partner");
+				const actor = actorOf(ctx);
+				const audit = (t: Transaction, outcome: RevokeOutcome) =>
+					outcome.found
+						? this.auditLog.record(
+								{
+									actor,
+									action: "partners.revokeKey",
+									subject: outcome.partnerId,
+									target: keyId ?? null,
+									detail: { revokedKeyIds: outcome.revokedKeyIds, partnerRevoked: outcome.partnerRevoked },
+								},
+								t,
+							)
+						: Promise.resolve();
+				if (keyId !== undefined) return this.revoked(await this.repo.revokeKey(keyId, audit), "key");
+				return this.revoked(await this.repo.revokePartner(partnerId!, audit), "partner");
 			},
 		},
 
@@ -201,14 +237,38 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 			params: rotateWebhookSecretParams,
 			async handler(this: PartnersThis, ctx: Context<RotateWebhookSecretParams>): Promise<RotatedWebhookSecret> {
 				const { partnerId } = ctx.params;
+				const actor = actorOf(ctx);
 				const webhookSecret = ctx.params.webhookSecret ?? newWebhookSecret();
 				checkWebhookSecret(webhookSecret);
 				const grace = ctx.params.graceSeconds ?? DEFAULT_WEBHOOK_SECRET_GRACE_SECONDS;
-				const rotated = await this.repo.rotateWebhookSecret(partnerId, webhookSecret, grace);
+				const rotated = await this.repo.rotateWebhookSecret(partnerId, webhookSecret, grace, (t, r) =>
+					this.auditLog.record(
+						{
+							actor,
+							action: "partners.rotateWebhookSecret",
+							subject: partnerId,
+							detail: {
+								graceSeconds: grace,
+								previousValidUntil: r.previousValidUntil,
+								webhookSecretGiven: ctx.params.webhookSecret !== undefined,
+							},
+						},
+						t,
+					),
+				);
 				if (!rotated) throw new ApiError("NOT_FOUND", "Unknown partner");
 				await this.broadcastChange(partnerId, "webhookSecret");
 				this.logger.info(`Webhook secret of ${partnerId} rotated; the previous one signs until ${rotated.previousValidUntil}`);
 				return { partnerId, webhookSecret, previousValidUntil: rotated.previousValidUntil };
+			},
+		},
+
+		/** Operators: the audit trail of changes to partners, keys and secrets, newest first. `npm run partner -- audit`; REPL: `call partners.audit --partnerId ptn_…` */
+		audit: {
+			access: "internal",
+			params: partnerAuditParams,
+			handler(this: PartnersThis, ctx: Context<PartnerAuditParams>): Promise<AuditPage> {
+				return this.auditLog.page(ctx.params.partnerId, ctx.params.limit, ctx.params.before);
 			},
 		},
 
@@ -232,16 +292,21 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 
 	methods: {
 		/** The new partner's id, or null when that API key is already in use. */
-		insertPartner(this: PartnersThis, name: string, apiKey: string, webhookSecret: string, mode: KeyMode): Promise<string | null> {
-			return this.repo.insertPartner({
-				partnerId: newId("ptn"),
-				name,
-				keyId: newId("key"),
-				keyHash: hashApiKey(apiKey),
-				label: "initial",
-				mode,
-				webhookSecret,
-			});
+		insertPartner(
+			this: PartnersThis,
+			name: string,
+			apiKey: string,
+			webhookSecret: string,
+			mode: KeyMode,
+			actor: Actor,
+			detail: Record<string, unknown> = {},
+		): Promise<string | null> {
+			const keyId = newId("key");
+			return this.repo.insertPartner(
+				{ partnerId: newId("ptn"), name, keyId, keyHash: hashApiKey(apiKey), label: "initial", mode, webhookSecret },
+				(t, partnerId) =>
+					this.auditLog.record({ actor, action: "partners.create", subject: partnerId, target: keyId, detail: { name, mode, ...detail } }, t),
+			);
 		},
 
 		/** Every instance (this one included) drops what it cached about the partner. */
@@ -280,7 +345,10 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 				this.logger.info(`Bootstrap partner ${state.partnerId} present (${mode} key)`);
 				return;
 			}
-			const created = await this.insertPartner("Bootstrap partner", key, secret ?? newWebhookSecret(), mode);
+			const created = await this.insertPartner("Bootstrap partner", key, secret ?? newWebhookSecret(), mode, {
+				operator: "bootstrap",
+				via: this.broker.nodeID,
+			});
 			// null: another instance created it at the same moment.
 			this.logger.info(created ? `Bootstrap partner ${created} created` : "Bootstrap partner present");
 		},
@@ -292,6 +360,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 		this.touches = new OncePer(TOUCH_EVERY_MS);
 		// The DB mixin's `created` ran first and acquired the pool.
 		this.repo = new PartnersRepo(this.db);
+		this.auditLog = new AuditLog(this.db, "partners_audit");
 	},
 
 	async started(this: PartnersThis) {

@@ -1,6 +1,7 @@
 import type { Migration } from "../../../mixins/db.mixin";
 import { driverTokensMigration } from "./004-driver-tokens";
 import { presenceMigration } from "./005-presence";
+import { auditMigration } from "./007-audit";
 import { retentionMigration } from "./008-retention";
 
 /**
@@ -142,5 +143,6 @@ export const migrations: Migration[] = [
 	// The driver API's tokens (004; 003 is dispatch's own).
 	driverTokensMigration,
 	presenceMigration,
+	auditMigration,
 	retentionMigration,
 ];

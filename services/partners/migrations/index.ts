@@ -1,4 +1,5 @@
 import type { Migration } from "../../../mixins/db.mixin";
+import { AUDIT_TABLE_COLUMNS } from "../../../contracts/audit";
 
 export const migrations: Migration[] = [
 	{
@@ -80,6 +81,21 @@ export const migrations: Migration[] = [
 		},
 		async down(_qi, sequelize) {
 			await sequelize.query("ALTER TABLE api_keys DROP COLUMN IF EXISTS mode");
+		},
+	},
+	{
+		/**
+		 * The operator audit trail (lib/audit.ts): every change to partners,
+		 * keys and signing secrets, written in the change's transaction. Listed
+		 * newest first, overall or per partner.
+		 */
+		name: "005-audit",
+		async up(_qi, sequelize) {
+			await sequelize.query(`CREATE TABLE IF NOT EXISTS partners_audit (${AUDIT_TABLE_COLUMNS})`);
+			await sequelize.query("CREATE INDEX IF NOT EXISTS partners_audit_subject ON partners_audit (subject, id)");
+		},
+		async down(_qi, sequelize) {
+			await sequelize.query("DROP TABLE IF EXISTS partners_audit");
 		},
 	},
 ];
