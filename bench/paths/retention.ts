@@ -111,7 +111,8 @@ function removalLoop(seq: Sequelize): { stop: () => Promise<number> } {
 			name: "finished rides",
 			settings: st(90),
 			logger: quiet,
-			removeBatch: (days, limit, after) => removeFinishedOrders({ repo: ordersRepo, undeliveredOrders: (ids) => notifications.undeliveredOrders(ids) }, days, limit, after),
+			removeBatch: (days, limit, after) =>
+				removeFinishedOrders({ repo: ordersRepo, undeliveredOrders: (ids) => notifications.undeliveredOrders(ids) }, days, limit, after),
 		}),
 		new RetentionPass<undefined>({
 			name: "webhook deliveries",
