@@ -105,6 +105,12 @@ export const statusParams = { $$strict: true, orderId: orderIdRule } as const;
 /** `/ride/events` pages: this many events unless `limit` says otherwise, at most the maximum. */
 export const EVENTS_PAGE_DEFAULT = 100;
 export const EVENTS_PAGE_MAX = 1000;
+/**
+ * A `/ride/events` page's events, serialised, stay within this many bytes (API.md): a page is cut early (with
+ * `nextCursor` after its last event) so that it always fits one bus message (NATS `max_payload`, 1 MiB by default),
+ * whatever the events' `metadata`. A page always holds at least one event.
+ */
+export const EVENTS_PAGE_MAX_BYTES = 512 * 1024;
 /** POST /ride/events (orders.events): one page of the ride's events, from the start or after `cursor`. */
 export const eventsParams = {
 	$$strict: true,

@@ -12,6 +12,7 @@
  * finished rows ordered by age, so a pass costs what it removes, not the
  * size of the table.
  */
+import { performance } from "node:perf_hooks";
 import type { Logger } from "moleculer";
 import { envInt, envNumber, type Env } from "./settings";
 
@@ -24,11 +25,19 @@ export interface RetentionSettings {
 	retentionMaxBatches: number;
 	/** Time between passes (`RETENTION_INTERVAL_MS`, at least 1000). */
 	retentionIntervalMs: number;
+	/**
+	 * Share of its time a pass spends removing (`RETENTION_DUTY`, 0.01..1):
+	 * after each batch it waits (1 / duty − 1) × that batch's duration, so a
+	 * large backlog is worked off at a bounded share of one database
+	 * connection instead of in one burst.
+	 */
+	retentionDuty: number;
 }
 
 export const DEFAULT_RETENTION_BATCH_SIZE = 500;
 export const DEFAULT_RETENTION_MAX_BATCHES = 20;
 export const DEFAULT_RETENTION_INTERVAL_MS = 10 * 60_000;
+export const DEFAULT_RETENTION_DUTY = 0.25;
 /** The windows of each owner (docs/OPERATIONS.md, "Retention"). */
 export const RETENTION_DEFAULT_DAYS = { ORDERS_RETENTION_DAYS: 90, WEBHOOK_RETENTION_DAYS: 30, DISPATCH_RETENTION_DAYS: 30 } as const;
 export type RetentionDaysSetting = keyof typeof RETENTION_DEFAULT_DAYS;
@@ -58,6 +67,7 @@ export function readRetentionSettings(env: Env, daysSetting: RetentionDaysSettin
 			"an integer 1..1000",
 		),
 		retentionIntervalMs: envInt(env, "RETENTION_INTERVAL_MS", DEFAULT_RETENTION_INTERVAL_MS, 1000),
+		retentionDuty: envNumber(env, "RETENTION_DUTY", DEFAULT_RETENTION_DUTY, (n) => n >= 0.01 && n <= 1, "a number 0.01..1"),
 	};
 }
 
@@ -88,6 +98,7 @@ export class RetentionPass<S = unknown> {
 	private timer: NodeJS.Timeout | undefined;
 	private running: Promise<number> | null = null;
 	private stopping = false;
+	private wakeUp: (() => void) | undefined;
 
 	constructor(private readonly options: RetentionPassOptions<S>) {}
 
@@ -105,6 +116,7 @@ export class RetentionPass<S = unknown> {
 	/** No more passes; waits for the running one to end. */
 	async stop(): Promise<void> {
 		this.stopping = true;
+		this.wakeUp?.();
 		if (this.timer) clearInterval(this.timer);
 		this.timer = undefined;
 		await this.running?.catch(() => undefined);
@@ -119,16 +131,33 @@ export class RetentionPass<S = unknown> {
 		return this.running;
 	}
 
+	/** Waits `ms` (the duty cycle's rest), or less when the pass is stopped. */
+	private pause(ms: number): Promise<void> {
+		if (ms <= 0 || this.stopping) return Promise.resolve();
+		return new Promise<void>((resolve) => {
+			const timer = setTimeout(done, ms);
+			function done() {
+				clearTimeout(timer);
+				resolve();
+			}
+			this.wakeUp = done;
+		}).finally(() => {
+			this.wakeUp = undefined;
+		});
+	}
+
 	private async pass(): Promise<number> {
-		const { retentionDays, retentionBatchSize, retentionMaxBatches } = this.options.settings;
+		const { retentionDays, retentionBatchSize, retentionMaxBatches, retentionDuty } = this.options.settings;
 		let removed = 0;
 		let state: S | undefined;
 		try {
 			for (let i = 0; i < retentionMaxBatches && !this.stopping; i++) {
+				const started = performance.now();
 				const batch = await this.options.removeBatch(retentionDays, retentionBatchSize, state);
 				removed += batch.removed;
 				state = batch.next;
 				if (batch.scanned < retentionBatchSize) break;
+				await this.pause((performance.now() - started) * (1 / retentionDuty - 1));
 			}
 		} catch (err) {
 			this.options.logger.warn(`Retention pass (${this.options.name}) stopped early: ${(err as Error)?.name ?? "Error"}`, { removed });

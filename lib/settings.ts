@@ -16,6 +16,11 @@ export interface RuntimeSettings {
 	bootstrapPartnerKey: string | undefined;
 	bootstrapWebhookSecret: string | undefined;
 	webhookAllowPrivate: boolean;
+	/**
+	 * The ports a webhook URL may use (`WEBHOOK_PORTS`, comma list of 1..65535); undefined = any port.
+	 * Default in production 80, 443, 8443; any port otherwise (local receivers in dev and tests).
+	 */
+	webhookPorts: number[] | undefined;
 	namespace: string;
 	logLevel: string;
 	production: boolean;
@@ -187,6 +192,24 @@ function envTraceExporters(env: Env, name: string): TraceExporterName[] {
 	});
 }
 
+/**
+ * The ports webhooks go to in production unless `WEBHOOK_PORTS` says otherwise: the web's own (80, 443) and the
+ * usual alternative HTTPS port. Anything else (a database, an admin console, a mail server on a public address)
+ * is no partner's webhook receiver.
+ */
+export const DEFAULT_WEBHOOK_PORTS = [80, 443, 8443] as const;
+
+/** A comma list of TCP ports (1..65535), or `fallback` when unset (undefined = any port). */
+function envPorts(env: Env, name: string, fallback: number[] | undefined): number[] | undefined {
+	const words = envList(env, name);
+	if (words.length === 0) return fallback;
+	return words.map((word) => {
+		const n = /^[0-9]{1,5}$/.test(word) ? Number(word) : NaN;
+		if (!(n >= 1 && n <= 65535)) throw new SettingError(name, "a comma list of port numbers 1..65535", word);
+		return n;
+	});
+}
+
 export function readSettings(env: Env): RuntimeSettings {
 	const production = env.NODE_ENV === "production";
 	const fleetMode = envEnum(env, "FLEET_MODE", ["simulated", "live"] as const, "simulated");
@@ -206,6 +229,7 @@ export function readSettings(env: Env): RuntimeSettings {
 		bootstrapPartnerKey: env.BOOTSTRAP_PARTNER_KEY || undefined,
 		bootstrapWebhookSecret: env.BOOTSTRAP_WEBHOOK_SECRET || undefined,
 		webhookAllowPrivate: envBool(env, "WEBHOOK_ALLOW_PRIVATE", !production),
+		webhookPorts: envPorts(env, "WEBHOOK_PORTS", production ? [...DEFAULT_WEBHOOK_PORTS] : undefined),
 		namespace: env.NAMESPACE ?? "",
 		logLevel: env.LOGLEVEL || "info",
 		production,

@@ -4,6 +4,8 @@ import { BlockedAddressError, classifyAddress, classifyHostname, parseIpLiteral,
 export interface WebhookUrlPolicy {
 	/** WEBHOOK_ALLOW_PRIVATE: allow private/loopback targets (dev, tests). */
 	allowPrivate: boolean;
+	/** WEBHOOK_PORTS: the ports a webhook URL may use; undefined = any (lib/settings.ts). */
+	ports?: readonly number[];
 	/** DNS resolver (tests inject one); defaults to the system resolver. */
 	resolveAll?: ResolveAll;
 	/** Upper bound on the DNS check at create-order, so a slow resolver cannot stall the request. */
@@ -18,7 +20,10 @@ export const MAX_WEBHOOK_URL_LENGTH = 2048;
  * literal in any form (`http://2130706433/`, `http://0x7f.1/`, `[::ffff:…]`)
  * nor a host name that resolves to a private, loopback, link-local, CGNAT,
  * multicast, unspecified, reserved or cloud-metadata address (lib/ssrf.ts).
- * Throws 400 INVALID_WEBHOOK_URL.
+ * Its port (explicit, or 80/443 by scheme) must be in `WEBHOOK_PORTS` when
+ * that list is set (always in production): a partner cannot aim our
+ * requests at another service on a public address (a database, an admin
+ * port). Throws 400 INVALID_WEBHOOK_URL.
  *
  * This is early, friendly feedback. The real guard is the connect-time check
  * in notifications' HTTP agents, which judges the address each connection
@@ -39,6 +44,7 @@ export async function assertWebhookUrlAllowed(raw: string, policy: WebhookUrlPol
 	}
 	if (url.protocol !== "http:" && url.protocol !== "https:") throw invalid("webhookURL must use http or https");
 	if (url.username || url.password) throw invalid("webhookURL must not carry credentials");
+	if (!webhookPortAllowed(url, policy.ports)) throw invalid(`webhookURL must use one of the ports ${policy.ports!.join(", ")}`);
 	const host = normalizeHost(url.hostname);
 	if (!host) throw invalid("webhookURL must name a host");
 
@@ -58,6 +64,17 @@ export async function assertWebhookUrlAllowed(raw: string, policy: WebhookUrlPol
 	});
 	if (answers?.some((a) => !classifyAddress(a.address, policy).allowed)) throw refused();
 	return url;
+}
+
+/** The URL's port: explicit, or the scheme's default (80 for http, 443 for https). */
+export function webhookPort(url: URL): number {
+	if (url.port) return Number(url.port);
+	return url.protocol === "https:" ? 443 : 80;
+}
+
+/** Whether `url` is on an allowed port (`ports` undefined: any port). Create-order and every delivery try check it. */
+export function webhookPortAllowed(url: URL, ports: readonly number[] | undefined): boolean {
+	return ports === undefined || ports.includes(webhookPort(url));
 }
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {

@@ -337,6 +337,7 @@ export class DeliveryLoop {
 			instance: this.deps.instanceId,
 			firstAttemptAt: row.first_attempt_at ? new Date(row.first_attempt_at).toISOString() : startedIso,
 			host: row.host,
+			partnerId: row.partner_id,
 		};
 		// The database may be briefly away (restart, cut connections): keep trying while the lease is still ours.
 		const updated = await this.withRetries(
@@ -354,26 +355,29 @@ export class DeliveryLoop {
 				.markDelivered(row.event_id, result.status, startedIso)
 				.catch((err: unknown) => warnings.warn("record", `Could not mark ${row.event_id} delivered`, err));
 		}
-		if (hostVerdict(result.outcome) === "failure") await this.hostFailed(row.host);
+		if (hostVerdict(result.outcome) === "failure") await this.hostFailed(row.partner_id, row.host);
 		if (decision.state === "failed") {
 			this.deps.logger.warn(`Webhook ${row.event_id} of ${row.order_id} failed after its last try (${result.outcome}); replay with notifications.replay`);
 		}
 	}
 
-	/** The circuit breaker of `host` (host-breaker.ts); state in PostgreSQL, so every instance pauses the host together. */
-	private async hostFailed(host: string): Promise<void> {
+	/**
+	 * The circuit breaker of `partnerId`'s deliveries to `host` (host-breaker.ts); state in PostgreSQL, so every
+	 * instance pauses them together. Per (partner, host): other partners on the same receiver are not paused.
+	 */
+	private async hostFailed(partnerId: string, host: string): Promise<void> {
 		const { settings } = this.deps;
 		const rules = { failureThreshold: settings.breakerFailures, openMs: settings.breakerOpenMs, maxOpenMs: settings.breakerMaxOpenMs };
 		try {
-			const next = await this.deps.repo.hostFailed(host, (state) => afterHostFailure(state, rules));
+			const next = await this.deps.repo.hostFailed(partnerId, host, (state) => afterHostFailure(state, rules));
 			if (next.openForMs !== null) {
 				this.deps.metrics?.breakerOpened();
 				this.deps.logger.warn(
-					`Webhook host ${host} failed ${next.failures} time(s) in a row: paused for ${next.openForMs} ms (circuit open), then one probe`,
+					`Webhook host ${host} failed ${next.failures} time(s) in a row for partner ${partnerId}: that partner's deliveries to it paused for ${next.openForMs} ms (circuit open), then one probe`,
 				);
 			}
 		} catch (err) {
-			this.deps.warnings.warn("breaker", `Could not update the circuit breaker of ${host}`, err);
+			this.deps.warnings.warn("breaker", `Could not update the circuit breaker of ${host} (partner ${partnerId})`, err);
 		}
 	}
 

@@ -53,11 +53,12 @@ export interface AttemptRecord {
 	instance: string;
 	/** ISO time of the first try of this round. */
 	firstAttemptAt: string;
-	/** The host tried: an answer (httpStatus set) closes its circuit breaker. */
+	/** The host tried: an answer (httpStatus set) closes the circuit breaker of (partnerId, host). */
 	host: string;
+	partnerId: string;
 }
 
-/** The caps shared by every instance: tries in flight per partner and per host, each per kind. */
+/** The caps shared by every instance: tries in flight per partner and per (partner, host), each per kind. */
 export interface ClaimCaps {
 	partnerCap: number;
 	hostCap: number;

@@ -1,13 +1,16 @@
 import type { AttemptOutcome } from "./webhook-client";
 
 /**
- * The per-host circuit breaker, as pure rules. Its state lives in PostgreSQL
- * (`webhook_hosts`, one row per host:port that ever failed), so every
- * instance sees the same state; the claim (notifications.repo.ts) reads it:
+ * The circuit breaker per (partner, host), as pure rules. Its state lives in
+ * PostgreSQL (`webhook_partner_hosts`, one row per partner and host:port that
+ * ever failed), so every instance sees the same state; the claim
+ * (notifications.repo.ts) reads it. It is per partner so that, on a receiver
+ * shared by several partners, one partner's failing path never pauses the
+ * others' deliveries to it:
  *
- *  - closed: the host gets its normal share (WEBHOOK_HOST_CONCURRENCY);
- *  - open (`open_until` in the future): nothing is claimed for the host, its
- *    events wait (status events keep their retry round: no try was made);
+ *  - closed: the pair gets its normal share (WEBHOOK_HOST_CONCURRENCY);
+ *  - open (`open_until` in the future): nothing of that partner is claimed
+ *    for the host, its events wait (status events keep their retry round: no try was made);
  *  - half-open (`open_until` passed): one probe at a time, across instances.
  *    An answer (any HTTP status) closes the breaker; a failed probe opens it
  *    again for twice as long (up to WEBHOOK_BREAKER_MAX_OPEN_MS).

@@ -141,7 +141,7 @@ RETURNING d.event_id, d.state`;
 /**
  * The claim: pick due events fairly and lease them to this instance,
  * committed before any HTTP call is made. It is the function
- * `webhook_claim_v2` (migrations/index.ts, 003 and 004), called as one
+ * `webhook_claim_v3` (migrations/index.ts, 003, 004 and 005), called as one
  * statement in its own transaction: when nothing is due and free for a kind
  * with free slots it answers at once (most calls: the tick after each
  * finished try); else it takes the claim lock (pg_advisory_xact_lock, one
@@ -153,10 +153,12 @@ RETURNING d.event_id, d.state`;
  *
  *  - fairness: the (partner, host) pairs with pending events of the kind are
  *    walked through the index (a loose index scan: one probe per pair, never
- *    the backlog). Each pair gets at most its partner's and its host's free
+ *    the backlog). Each pair gets at most its partner's and its own free
  *    room (the caps minus the leases in flight of that kind, counted over
- *    every instance); a host whose breaker is open gets nothing, a half-open
- *    one a single probe. The picks are ranked within each partner and taken
+ *    every instance); a pair whose breaker is open gets nothing, a half-open
+ *    one a single probe. The host share and the breaker are per (partner,
+ *    host): on a receiver shared by several partners, one partner's failing
+ *    or slow path never pauses or fills it for another. The picks are ranked within each partner and taken
  *    round-robin (every partner's first, then every partner's second, …), so
  *    a partner with a deep or slow backlog never holds all the slots;
  *  - due: pending, next try time reached, not leased (or the lease expired:
@@ -164,7 +166,9 @@ RETURNING d.event_id, d.state`;
  *  - order: no earlier status event of the same ride is still undelivered,
  *    which is checked against ride_events itself (LEFT JOIN), so an earlier
  *    event that is not even ingested yet holds back the later ones too.
- *    `failed` counts as settled and no longer holds anything back;
+ *    `failed` counts as settled and no longer holds anything back; and no
+ *    older location event of the ride is in flight (a position never
+ *    reaches the partner after a later status event; the wait is one try);
  *  - location events: only while they are the newest event of their ride
  *    and younger than their lifetime (120 s by default; never sent after a
  *    newer one);
@@ -175,22 +179,25 @@ RETURNING d.event_id, d.state`;
  * owner, $5 lease ms, $6 location lifetime ms, $7 per-partner cap, $8
  * per-host cap (both per kind).
  */
-export const CLAIM_SQL = "SELECT * FROM webhook_claim_v2($1::int, $2::int, $3::uuid, $4::text, $5::double precision, $6::double precision, $7::int, $8::int)";
+export const CLAIM_SQL = "SELECT * FROM webhook_claim_v3($1::int, $2::int, $3::uuid, $4::text, $5::double precision, $6::double precision, $7::int, $8::int)";
 
 /**
- * The circuit breaker of one host (host-breaker.ts has the rules). A try
- * that failed reads the row locked, the rules decide, and HOST_FAILED_SQL
- * writes it; an answer closes it in RECORD_SQL (no statement of its own).
- * $1 host; HOST_FAILED_SQL: $2 failures, $3 opens, $4 open for ms (null keeps open_until).
+ * The circuit breaker of one partner's deliveries to one host
+ * (host-breaker.ts has the rules; webhook_partner_hosts, migration 005). A
+ * try that failed reads the row locked, the rules decide, and
+ * HOST_FAILED_SQL writes it; an answer closes it in RECORD_SQL (no
+ * statement of its own). Keyed by (partner, host) so that a partner whose
+ * path on a shared receiver fails never pauses another partner's deliveries there.
+ * $1 partner, $2 host; HOST_FAILED_SQL: $3 failures, $4 opens, $5 open for ms (null keeps open_until).
  */
-const HOST_ENSURE_SQL = "INSERT INTO webhook_hosts (host) VALUES ($1) ON CONFLICT (host) DO NOTHING";
+const HOST_ENSURE_SQL = "INSERT INTO webhook_partner_hosts (partner_id, host) VALUES ($1, $2) ON CONFLICT (partner_id, host) DO NOTHING";
 const HOST_READ_SQL = `
 SELECT failures, opens, CASE WHEN open_until IS NULL THEN 'closed' WHEN open_until > now() THEN 'open' ELSE 'half-open' END AS phase
-FROM webhook_hosts WHERE host = $1 FOR UPDATE`;
+FROM webhook_partner_hosts WHERE partner_id = $1 AND host = $2 FOR UPDATE`;
 const HOST_FAILED_SQL = `
-UPDATE webhook_hosts SET failures = $2::int, opens = $3::int, updated_at = now(),
-  open_until = CASE WHEN $4::double precision IS NULL THEN open_until ELSE now() + make_interval(secs => $4::double precision / 1000) END
-WHERE host = $1`;
+UPDATE webhook_partner_hosts SET failures = $3::int, opens = $4::int, updated_at = now(),
+  open_until = CASE WHEN $5::double precision IS NULL THEN open_until ELSE now() + make_interval(secs => $5::double precision / 1000) END
+WHERE partner_id = $1 AND host = $2`;
 
 /**
  * Records finished tries, many in one statement (the delivery loop groups
@@ -202,16 +209,16 @@ WHERE host = $1`;
  * not overwrite the newer claimer's bookkeeping). Every value is per try, so
  * tries of different partners, hosts and kinds share a group without
  * touching each other's rows. Returns the events whose state was updated.
- * $1 … $14 arrays, one element per try: event, lease token, new state, next
+ * $1 … $15 arrays, one element per try: event, lease token, new state, next
  * try (null = keep), try started, http status, outcome, duration ms, snippet,
- * attempt id, attempt number, first try of the round, host, instance.
+ * attempt id, attempt number, first try of the round, host, instance, partner.
  */
 const RECORD_SQL = `
 WITH input AS (
   SELECT * FROM unnest($1::text[], $2::uuid[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::int[], $7::text[], $8::int[],
-                       $9::text[], $10::text[], $11::int[], $12::timestamptz[], $13::text[], $14::text[])
+                       $9::text[], $10::text[], $11::int[], $12::timestamptz[], $13::text[], $14::text[], $15::text[])
     AS i(event_id, lease_token, state, next_attempt_at, started_at, http_status, outcome, duration_ms,
-         snippet, attempt_id, attempt, first_attempt_at, host, instance)
+         snippet, attempt_id, attempt, first_attempt_at, host, instance, partner_id)
 ), upd AS (
   UPDATE webhook_deliveries w SET
     attempts = w.attempts + 1,
@@ -241,9 +248,10 @@ WITH input AS (
   WHERE u.kind = 'status' AND f.order_id = u.order_id AND f.sequence > u.sequence
     AND f.state = 'pending' AND f.round_attempts = 0
 ), healed AS (
-  -- The host answered (any HTTP status): its circuit breaker, if any, closes.
-  UPDATE webhook_hosts h SET failures = 0, opens = 0, open_until = NULL, updated_at = now()
-  WHERE h.host IN (SELECT i.host FROM input i WHERE i.http_status IS NOT NULL) AND (h.failures > 0 OR h.open_until IS NOT NULL)
+  -- The host answered (any HTTP status): the circuit breaker of this partner's deliveries to it, if any, closes.
+  UPDATE webhook_partner_hosts h SET failures = 0, opens = 0, open_until = NULL, updated_at = now()
+  WHERE (h.partner_id, h.host) IN (SELECT i.partner_id, i.host FROM input i WHERE i.http_status IS NOT NULL)
+    AND (h.failures > 0 OR h.open_until IS NOT NULL)
 ), att AS (
   INSERT INTO webhook_attempts (id, event_id, attempt, started_at, duration_ms, http_status, outcome, response_snippet, instance)
   SELECT i.attempt_id, i.event_id, i.attempt, i.started_at, i.duration_ms, i.http_status, i.outcome, i.snippet, i.instance FROM input i
@@ -368,13 +376,17 @@ export class NotificationsRepo {
 		return this.db.rows<ClaimedRow>(CLAIM_SQL, [statusLimit, locationLimit, leaseToken, owner, leaseMs, locationTtlMs, caps.partnerCap, caps.hostCap]);
 	}
 
-	/** A try of `host` failed: `decide` (host-breaker.ts) turns the locked state into the new one. Returns the decision. */
-	hostFailed<T extends { failures: number; opens: number; openForMs: number | null }>(host: string, decide: (state: HostBreakerState) => T): Promise<T> {
+	/** A try of `partnerId`'s event to `host` failed: `decide` (host-breaker.ts) turns the locked state into the new one. Returns the decision. */
+	hostFailed<T extends { failures: number; opens: number; openForMs: number | null }>(
+		partnerId: string,
+		host: string,
+		decide: (state: HostBreakerState) => T,
+	): Promise<T> {
 		return this.db.tx(async (t) => {
-			await this.db.run(HOST_ENSURE_SQL, [host], t);
-			const state = await this.db.row<HostBreakerState>(HOST_READ_SQL, [host], t);
+			await this.db.run(HOST_ENSURE_SQL, [partnerId, host], t);
+			const state = await this.db.row<HostBreakerState>(HOST_READ_SQL, [partnerId, host], t);
 			const next = decide(state ?? { failures: 0, opens: 0, phase: "closed" });
-			await this.db.run(HOST_FAILED_SQL, [host, next.failures, next.opens, next.openForMs], t);
+			await this.db.run(HOST_FAILED_SQL, [partnerId, host, next.failures, next.opens, next.openForMs], t);
 			return next;
 		});
 	}
@@ -417,6 +429,7 @@ export class NotificationsRepo {
 			col("firstAttemptAt"),
 			col("host"),
 			col("instance"),
+			col("partnerId"),
 		]);
 		return new Set(ids);
 	}

@@ -199,6 +199,7 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 		});
 		this.client = createWebhookClient({
 			allowPrivate: this.settings.allowPrivate,
+			ports: this.settings.ports,
 			timeoutMs: this.settings.timeoutMs,
 			resolveAll: webhookDnsResolver(serviceEnv(this)),
 		});

@@ -47,6 +47,8 @@ export interface NotificationsSettings extends RetentionSettings {
 	locationTtlMs: number;
 	/** Private and loopback webhook targets allowed (dev, tests). */
 	allowPrivate: boolean;
+	/** The ports webhooks may go to (`WEBHOOK_PORTS`; undefined = any): a URL on another port is never tried. */
+	ports: number[] | undefined;
 }
 
 export function readNotificationsSettings(env: Env): NotificationsSettings {
@@ -76,6 +78,10 @@ export function readNotificationsSettings(env: Env): NotificationsSettings {
 		retryScheduleMs: shared.webhookRetryScheduleMs ?? [...DEFAULT_RETRY_SCHEDULE_MS],
 		locationTtlMs: envPositive(env, "WEBHOOK_LOCATION_TTL_MS", LOCATION_TTL_MS),
 		allowPrivate: shared.webhookAllowPrivate,
+<<<<<<< HEAD
 		...readRetentionSettings(env, "WEBHOOK_RETENTION_DAYS"),
+=======
+		ports: shared.webhookPorts,
+>>>>>>> main
 	};
 }

@@ -4,6 +4,7 @@ import type { Duplex } from "node:stream";
 import type { Readable } from "node:stream";
 import axios, { type AxiosInstance } from "axios";
 import { assertConnectHostAllowed, guardedLookup, isBlockedAddressError, type AddressPolicy, type ResolveAll, systemResolveAll } from "../../lib/ssrf";
+import { webhookPortAllowed } from "../../lib/webhook-url";
 import { parseRetryAfter } from "./retry-schedule";
 
 /**
@@ -35,6 +36,8 @@ export interface WebhookClientOptions extends AddressPolicy {
 	/** Host name resolution (default: lib/dns-resolver.ts with the system's servers; never dns.lookup). */
 	resolveAll?: ResolveAll;
 	userAgent?: string;
+	/** WEBHOOK_PORTS: a URL on another port is refused before any connection (BLOCKED_ADDRESS); undefined = any port. */
+	ports?: readonly number[];
 }
 
 type CreateConnection = (options: Record<string, unknown>, cb: (err: Error | null, socket?: Duplex) => void) => Duplex | undefined;
@@ -64,6 +67,15 @@ export interface WebhookClient {
 	close(): void;
 }
 
+function portAllowedUrl(raw: string, ports: readonly number[] | undefined): boolean {
+	if (ports === undefined) return true;
+	try {
+		return webhookPortAllowed(new URL(raw), ports);
+	} catch {
+		return false;
+	}
+}
+
 export function createWebhookClient(opts: WebhookClientOptions): WebhookClient {
 	const policy: AddressPolicy = { allowPrivate: opts.allowPrivate };
 	const lookup = guardedLookup(policy, opts.resolveAll ?? systemResolveAll);
@@ -91,6 +103,10 @@ export function createWebhookClient(opts: WebhookClientOptions): WebhookClient {
 	return {
 		async send(url, headers, body, signal) {
 			const started = Date.now();
+			// The same port rule as create-order, for rides booked before WEBHOOK_PORTS was narrowed.
+			if (!portAllowedUrl(url, opts.ports)) {
+				return { outcome: "BLOCKED_ADDRESS", status: null, durationMs: 0, snippet: "webhook URL port not in WEBHOOK_PORTS" };
+			}
 			const controller = new AbortController();
 			const onStop = () => controller.abort();
 			signal?.addEventListener("abort", onStop, { once: true });

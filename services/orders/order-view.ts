@@ -195,3 +195,11 @@ export function toRideEventView(
 		},
 	};
 }
+
+/** The widest delivery state a view can carry (longest state and error names, largest numbers). */
+const WIDEST_DELIVERY: EventDelivery = { state: "superseded", attempts: 2_147_483_647, lastStatus: 599, lastError: "BLOCKED_ADDRESS" };
+
+/** An upper bound of one event's bytes in a `/ride/events` answer, whatever its delivery state (events-page.ts). */
+export function eventViewBytes(row: Parameters<typeof toRideEventView>[0]): number {
+	return Buffer.byteLength(JSON.stringify(toRideEventView(row, WIDEST_DELIVERY)), "utf8");
+}

@@ -54,6 +54,8 @@ export interface MoveChanges {
 	driverLocation?: DriverLocation | null;
 	eta?: number | null;
 	cancelReason?: string | null;
+	/** A fresh set of OTP tries (`otp_tries = 0`), in the same statement as the move. */
+	resetOtpTries?: boolean;
 }
 
 /** The order as the move left it, and its event row's id (null for a move that is not a webhook event). */
@@ -302,6 +304,7 @@ export class OrdersRepo {
 		if (changes.driverLocation !== undefined) set("driver_location", jsonOrNull(changes.driverLocation), "::jsonb");
 		if (changes.eta !== undefined) set("eta", changes.eta);
 		if (changes.cancelReason !== undefined) set("cancel_reason", changes.cancelReason);
+		if (changes.resetOtpTries) sets.push("otp_tries = 0");
 		let where = "id = $1 AND status = $2";
 		if (expectDriverId !== undefined) {
 			bind.push(expectDriverId);

@@ -27,6 +27,7 @@ import {
 	type ListActiveResult,
 	type ListActiveStatesResult,
 	EVENTS_PAGE_DEFAULT,
+	EVENTS_PAGE_MAX_BYTES,
 	unlockOtpParams,
 	type FeedbackParams,
 	type FeedbackResult,
@@ -45,7 +46,8 @@ import {
 import type { DriverLocation } from "../../contracts/common";
 import { migrations } from "./migrations";
 import { canTransition, isActive } from "./ride-state";
-import { deliveryStatesById, toInternalOrder, toOrder, toRideEventView, type OrderRow } from "./order-view";
+import { deliveryStatesById, eventViewBytes, toInternalOrder, toOrder, toRideEventView, type OrderRow } from "./order-view";
+import { cutEventsPage } from "./events-page";
 import { OrdersRepo, type MoveResult, type NewOrder } from "./orders.repo";
 import { StatementBatcher } from "../../lib/statement-batcher";
 import { IdempotencyRepo } from "./idempotency.repo";
@@ -210,14 +212,15 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 				const limit = ctx.params.limit ?? EVENTS_PAGE_DEFAULT;
 				// One more than the page tells whether another page follows.
 				const rows = await this.orders.listEvents(loadedOrder(ctx).id, after, limit + 1);
-				const page = rows.slice(0, limit);
+				// Cut early when the events would not fit one bus message (events-page.ts); the cursor follows the cut.
+				const { page, more } = cutEventsPage(rows, limit, EVENTS_PAGE_MAX_BYTES, eventViewBytes);
 				const states =
 					page.length > 0
 						? deliveryStatesById(await callService<unknown>(ctx, this.logger, "notifications.deliveryStates", { eventIds: page.map((r) => r.id) }))
 						: new Map();
 				return {
 					events: page.map((r) => toRideEventView(r, states.get(r.id))),
-					nextCursor: rows.length > limit ? encodeEventsCursor(page[page.length - 1].sequence) : null,
+					nextCursor: more ? encodeEventsCursor(page[page.length - 1].sequence) : null,
 				};
 			},
 		},
@@ -411,7 +414,11 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 
 	created(this: OrdersThis) {
 		useServiceSettings(this, readOrdersSettings);
-		this.webhookPolicy = { allowPrivate: this.settings.webhookAllowPrivate, resolveAll: webhookDnsResolver(serviceEnv(this)) };
+		this.webhookPolicy = {
+			allowPrivate: this.settings.webhookAllowPrivate,
+			ports: this.settings.webhookPorts,
+			resolveAll: webhookDnsResolver(serviceEnv(this)),
+		};
 		// The DB mixin's created() ran first: the pool is there.
 		this.orders = new OrdersRepo(this.db);
 		this.keys = new IdempotencyRepo(this.db, this.settings.idempotencyRunningTimeoutMs);

@@ -17,6 +17,8 @@ export interface OrdersSettings extends RetentionSettings {
 	idempotencyCleanupMs: number;
 	/** Whether webhookURLs may point at private addresses (`WEBHOOK_ALLOW_PRIVATE`). */
 	webhookAllowPrivate: boolean;
+	/** The ports a webhookURL may use (`WEBHOOK_PORTS`; undefined = any). */
+	webhookPorts: number[] | undefined;
 	/** Only the simulated fleet may read a rider's OTP (`FLEET_MODE`). */
 	fleetMode: "simulated" | "live";
 	/** OTP tries per order before starting it with an OTP is locked (`OTP_MAX_TRIES`, 1..20). */
@@ -32,6 +34,7 @@ export function readOrdersSettings(env: Env): OrdersSettings {
 		idempotencyRunningTimeoutMs: envPositive(env, "IDEMPOTENCY_RUNNING_TIMEOUT_MS", DEFAULT_RUNNING_TIMEOUT_MS),
 		idempotencyCleanupMs: IDEMPOTENCY_CLEANUP_MS,
 		webhookAllowPrivate: runtime.webhookAllowPrivate,
+		webhookPorts: runtime.webhookPorts,
 		fleetMode: runtime.fleetMode,
 		otpMaxTries: envNumber(env, "OTP_MAX_TRIES", DEFAULT_OTP_MAX_TRIES, (n) => Number.isInteger(n) && n >= 1 && n <= 20, "an integer 1..20"),
 		...readRetentionSettings(env, "ORDERS_RETENTION_DAYS"),

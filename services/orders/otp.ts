@@ -2,12 +2,13 @@ import { createHash, timingSafeEqual } from "node:crypto";
 
 /**
  * The rider's OTP as a guard on `arrived → started`: compared in constant
- * time, and a limited number of tries per order. Every try is counted
+ * time, and a limited number of tries per order and driver. Every try is counted
  * (reserved atomically in PostgreSQL before the comparison, so concurrent
  * guesses through any number of orders or dispatch instances cannot exceed
  * the limit); once `maxTries` tries went wrong the start is locked for that
- * order: the driver drops out, the partner cancels, or an operator unlocks it
- * (`orders.unlockOtp`). Pure.
+ * order: the driver drops out (the ride goes back to searching, which gives
+ * the next driver a fresh set of tries: transition-plan.ts), the partner
+ * cancels, or an operator unlocks it (`orders.unlockOtp`). Pure.
  */
 
 /** Default number of OTP tries per order (`OTP_MAX_TRIES`). */

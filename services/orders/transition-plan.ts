@@ -52,6 +52,9 @@ export function planTransition(p: TransitionParams, row: Pick<OrderRow, "status"
 			changes.driver = null;
 			changes.driverLocation = null;
 			changes.eta = null;
+			// The OTP tries were that driver's: a driver who burned them and dropped out must not lock the
+			// next one out (the limit is per driver at the pickup, otp.ts).
+			changes.resetOtpTries = true;
 			expectDriverId = p.driver?.id;
 			break;
 		case "dropped":

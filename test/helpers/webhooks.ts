@@ -42,6 +42,8 @@ export interface Reply {
 	delayMs?: number;
 	/** Never answer (the client must time out). */
 	hang?: boolean;
+	/** Cut the connection without an answer (the client sees a connection failure at once). */
+	drop?: boolean;
 }
 
 export type Behaviour = (hook: ReceivedWebhook, attemptOfThisEvent: number) => Reply | undefined;
@@ -126,6 +128,10 @@ export async function startPartnerEndpoint(secret: string): Promise<PartnerEndpo
 			const reply = behaviour(hook, n) ?? {};
 			if (reply.hang) {
 				hung.add(res);
+				return;
+			}
+			if (reply.drop) {
+				req.socket.destroy();
 				return;
 			}
 			const answer = () => {

@@ -180,7 +180,7 @@ function describeApi(config: DocumentedLimits): string {
 		"## Webhooks",
 		"- Ride events are POSTed to the ride's `webhookURL` (see `webhooks` / the create-order callback): signed with Standard Webhooks headers `webhook-id` (= `eventId`), `webhook-timestamp` (unix seconds), `webhook-signature` (`v1,` + base64 HMAC-SHA256 over `id.timestamp.body` with your `whsec_` secret).",
 		`- Answer any 2xx within ${seconds(WEBHOOK_TIMEOUT_MS)}. Anything else (3xx included, redirects are never followed) is retried with up to ${WEBHOOK_RETRY_JITTER * 100}% jitter ${retrySchedule()} after the first try; \`Retry-After\` on 429/503 is honoured. After the last try the event is \`failed\` (see \`/ride/events\`) and no longer holds back later events.`,
-		`- Delivery is at least once: de-duplicate on \`eventId\`. Status events of an order arrive in \`sequence\` order. A \`location_updated\` event is only worth its newest value: a pending one is superseded by a newer one and dropped ${seconds(LOCATION_TTL_MS)} after it was made. While a ride is moving one goes out every ${seconds(DEFAULT_LOCATION_INTERVAL_MS)} (default).`,
+		`- Delivery is at least once: de-duplicate on \`eventId\`. Status events of an order arrive in \`sequence\` order, and a \`location_updated\` never arrives after a later status event of the same ride. A \`location_updated\` event is only worth its newest value: a pending one is superseded by a newer one and dropped ${seconds(LOCATION_TTL_MS)} after it was made. While a ride is moving one goes out every ${seconds(DEFAULT_LOCATION_INTERVAL_MS)} (default).`,
 	].join("\n");
 }
 

@@ -98,7 +98,7 @@ const REQUESTS: Record<string, { name: string; prose: Prose }> = {
 			properties: {
 				webhookURL: {
 					description:
-						"Absolute `http`/`https` URL, stored on the ride; every webhook of the ride goes there. Anything else, or in production a URL resolving to a private, loopback, link-local or metadata address, is refused (`400 INVALID_WEBHOOK_URL`); dev/test may allow loopback (`WEBHOOK_ALLOW_PRIVATE`).",
+						"Absolute `http`/`https` URL, stored on the ride; every webhook of the ride goes there. Anything else, or in production a URL resolving to a private, loopback, link-local or metadata address, is refused (`400 INVALID_WEBHOOK_URL`); dev/test may allow loopback (`WEBHOOK_ALLOW_PRIVATE`). The port (explicit, or 80/443 by scheme) must be one of the deployment's webhook ports (in production 80, 443 and 8443 unless the operator set `WEBHOOK_PORTS`); another port → `400 INVALID_WEBHOOK_URL`.",
 					example: "https://partner.example.com/hooks/rides",
 				},
 				quoteId: {

@@ -1,6 +1,6 @@
 import { DEFAULT_QUOTE_TTL_SECONDS, DEFAULT_SEARCH_RADIUS_METRES, OTP_DIGITS } from "../../../contracts/constants";
 import { DELIVERY_STATES, LOCATION_TTL_MS, WEBHOOK_TIMEOUT_MS } from "../../../contracts/notifications";
-import { ACTIVE_STATUSES, RIDE_STATUSES, TERMINAL_STATUSES } from "../../../contracts/orders";
+import { ACTIVE_STATUSES, EVENTS_PAGE_MAX_BYTES, RIDE_STATUSES, TERMINAL_STATUSES } from "../../../contracts/orders";
 import { ERROR_CODES_BY_STATUS } from "./error-responses";
 import { codeList, seconds } from "./format";
 import type { JsonSchema } from "./json-schema";
@@ -221,7 +221,11 @@ export function responseSchemas(): Record<string, JsonSchema> {
 			type: "object",
 			required: ["events", "nextCursor"],
 			properties: {
-				events: { type: "array", items: ref("RideEventRecord"), description: "In `sequence` order, at most `limit`." },
+				events: {
+					type: "array",
+					items: ref("RideEventRecord"),
+					description: `In \`sequence\` order, at most \`limit\`, and at most ${EVENTS_PAGE_MAX_BYTES / 1024} KiB serialised (a page of large events ends early, with \`nextCursor\` after its last event).`,
+				},
 				nextCursor: { type: ["string", "null"], description: "Send as `cursor` for the next page; `null` when this page is the last." },
 			},
 		},

@@ -3,7 +3,7 @@ import { startWebhookTestbed, waitFor, createRide, move, orderViolations, type W
 /**
  * The per-host circuit breaker, with a real endpoint that stops answering:
  * after WEBHOOK_BREAKER_FAILURES timeouts in a row the host is paused (state
- * in webhook_hosts, shared by every instance), then a single half-open probe
+ * in webhook_partner_hosts per partner and host, shared by every instance), then a single half-open probe
  * goes out; its answer closes the breaker and the waiting events follow, in
  * order.
  */
@@ -34,7 +34,7 @@ it("pauses a host that keeps timing out, probes it once, and closes again on its
 	await waitFor(
 		"the breaker open",
 		async () => {
-			const { rows } = await pg.query("SELECT opens, open_until FROM webhook_hosts WHERE open_until IS NOT NULL");
+			const { rows } = await pg.query("SELECT opens, open_until FROM webhook_partner_hosts WHERE open_until IS NOT NULL");
 			return rows.length === 1 && rows[0].opens >= 1;
 		},
 		20_000,
@@ -49,8 +49,8 @@ it("pauses a host that keeps timing out, probes it once, and closes again on its
 	const probe = after.find((h) => h.answered === 200)!;
 	// Half-open: the probe went out alone; nothing else reached the host before its answer.
 	expect(after.filter((h) => h !== probe && h.receivedAt < probe.answeredAt)).toEqual([]);
-	const { rows } = await pg.query("SELECT host, failures, opens, open_until FROM webhook_hosts");
-	expect(rows).toEqual([{ host: `127.0.0.1:${endpoint.port}`, failures: 0, opens: 0, open_until: null }]);
+	const { rows } = await pg.query("SELECT partner_id, host, failures, opens, open_until FROM webhook_partner_hosts");
+	expect(rows).toEqual([{ partner_id: partner.partnerId, host: `127.0.0.1:${endpoint.port}`, failures: 0, opens: 0, open_until: null }]);
 	expect(orderViolations(endpoint.received)).toEqual([]);
 	// Timeouts were tries (recorded), the pause was not: the status events are still in their first round, none failed.
 	const failed = await pg.query("SELECT count(*)::int AS n FROM webhook_deliveries WHERE state = 'failed'");

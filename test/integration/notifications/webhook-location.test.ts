@@ -175,3 +175,28 @@ it("never sends a location event older than one already delivered", async () => 
 	]);
 	expect(orderViolations(hooksOf(ride))).toEqual([]);
 });
+
+it("never lets a position in flight arrive after a later status event: the status event waits for that try", async () => {
+	const ride = await createRide(node.broker, partner, `${endpoint.url}/slow-position`);
+	// The position's try is answered (200) late; the status event made meanwhile must not overtake it.
+	endpoint.behave((hook) => (hook.path.endsWith("/slow-position") && hook.status === "location_updated" ? { status: 200, delayMs: 600 } : undefined));
+	await move(node.broker, ride, "accepted"); // #1
+	await waitFor("accepted", () => deliveredOf(ride).length === 1);
+
+	await recordLocation(node.broker, ride, 12.96); // #2
+	const position = await eventAt(ride, 2);
+	await waitFor("the position in flight", () => hooksOf(ride).some((h) => h.eventId === position.id));
+	await move(node.broker, ride, "arrived"); // #3, made while #2 is in flight
+	await waitFor("arrived", () => deliveredOf(ride).some((h) => h.status === "arrived"));
+
+	const positionTry = hooksOf(ride).find((h) => h.eventId === position.id)!;
+	const arrived = hooksOf(ride).find((h) => h.status === "arrived")!;
+	expect(positionTry.answered).toBe(200);
+	expect(arrived.receivedAt).toBeGreaterThanOrEqual(positionTry.answeredAt);
+	expect(deliveredOf(ride).map((h) => [h.sequence, h.status])).toEqual([
+		[1, "accepted"],
+		[2, "location_updated"],
+		[3, "arrived"],
+	]);
+	expect(await stateOf(position.id)).toBe("delivered");
+});

@@ -45,7 +45,7 @@ async function delivery(eventId: string, partnerId: string, orderId: string, seq
 	);
 }
 
-function attempt(eventId: string, leaseToken: string, host: string, over: Partial<AttemptRecord>): AttemptRecord {
+function attempt(eventId: string, leaseToken: string, partnerId: string, host: string, over: Partial<AttemptRecord>): AttemptRecord {
 	const now = new Date().toISOString();
 	return {
 		eventId,
@@ -62,6 +62,7 @@ function attempt(eventId: string, leaseToken: string, host: string, over: Partia
 		instance: "test/1",
 		firstAttemptAt: now,
 		host,
+		partnerId,
 		...over,
 	};
 }
@@ -75,14 +76,17 @@ it("records a mixed group of tries, each on its own row only", async () => {
 	await delivery("evt_b2", "ptn_b", "ord_b", 2, "b.example:443", null);
 	await delivery("evt_c1", "ptn_b", "ord_c", 1, "b.example:443", TOKEN_OTHER);
 	await pg.query("UPDATE webhook_deliveries SET next_attempt_at = now() + interval '1 hour' WHERE event_id = 'evt_b2'");
-	await pg.query("INSERT INTO webhook_hosts (host, failures, opens) VALUES ('a.example:443', 2, 0), ('b.example:443', 3, 1)");
+	// Breakers are per (partner, host): partner A fails on B's receiver too, and B's answers there do not heal A.
+	await pg.query(
+		"INSERT INTO webhook_partner_hosts (partner_id, host, failures, opens) VALUES ('ptn_a', 'a.example:443', 2, 0), ('ptn_b', 'b.example:443', 3, 1), ('ptn_a', 'b.example:443', 4, 1)",
+	);
 
 	const retryAt = new Date(Date.now() + 5 * 60_000).toISOString();
 	const group = [
-		attempt("evt_a1", TOKEN_A, "a.example:443", { state: "pending", nextAttemptAt: retryAt, httpStatus: null, outcome: "TIMEOUT", snippet: "" }),
-		attempt("evt_b1", TOKEN_B, "b.example:443", {}),
+		attempt("evt_a1", TOKEN_A, "ptn_a", "a.example:443", { state: "pending", nextAttemptAt: retryAt, httpStatus: null, outcome: "TIMEOUT", snippet: "" }),
+		attempt("evt_b1", TOKEN_B, "ptn_b", "b.example:443", {}),
 		// Our try of c1 outlived its lease: the attempt row is kept, the state belongs to the new holder.
-		attempt("evt_c1", TOKEN_B, "b.example:443", {}),
+		attempt("evt_c1", TOKEN_B, "ptn_b", "b.example:443", {}),
 	];
 	const updated = await repo.recordAttempts(group);
 	expect([...updated].sort()).toEqual(["evt_a1", "evt_b1"]);
@@ -106,10 +110,13 @@ it("records a mixed group of tries, each on its own row only", async () => {
 		{ event_id: "evt_b1", outcome: "delivered", http_status: 200, response_snippet: "answer of evt_b1" },
 		{ event_id: "evt_c1", outcome: "delivered", http_status: 200, response_snippet: "answer of evt_c1" },
 	]);
-	// Only the host that answered closes its breaker.
-	const hosts = new Map((await pg.query("SELECT host, failures, opens FROM webhook_hosts")).rows.map((r) => [r.host, r]));
-	expect(hosts.get("a.example:443")).toMatchObject({ failures: 2 });
-	expect(hosts.get("b.example:443")).toMatchObject({ failures: 0, opens: 0 });
+	// Only the (partner, host) that answered closes its breaker.
+	const hosts = new Map(
+		(await pg.query("SELECT partner_id, host, failures, opens FROM webhook_partner_hosts")).rows.map((r) => [`${r.partner_id} ${r.host}`, r]),
+	);
+	expect(hosts.get("ptn_a a.example:443")).toMatchObject({ failures: 2 });
+	expect(hosts.get("ptn_b b.example:443")).toMatchObject({ failures: 0, opens: 0 });
+	expect(hosts.get("ptn_a b.example:443")).toMatchObject({ failures: 4, opens: 1 });
 
 	// The same group again (its commit went through, the answer was lost): nothing changes, no error.
 	expect((await repo.recordAttempts(group)).size).toBe(0);

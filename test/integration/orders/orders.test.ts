@@ -687,6 +687,24 @@ describe("transitions (dispatch's internal actions)", () => {
 		expect((await internal("orders.transition", { orderId: order.orderId, to: "started", otp: order.otp })).body.status).toBe("started");
 	});
 
+	it("gives the next driver fresh OTP tries when the ride goes back to searching (a driver who burned them cannot lock the next one)", async () => {
+		const order = await createOrder();
+		await driveTo(order, "arrived");
+		const wrong = order.otp === "0000" ? "0001" : "0000";
+		for (let i = 0; i < 5; i++) {
+			expect(await internal("orders.transition", { orderId: order.orderId, to: "started", otp: wrong })).toEqual({ status: 422, code: "INVALID_OTP" });
+		}
+		expect((await internal("orders.transition", { orderId: order.orderId, to: "started", otp: order.otp })).code).toBe("OTP_LOCKED");
+
+		// That driver drops out; another one takes the ride to the pickup.
+		expect((await internal("orders.transition", { orderId: order.orderId, to: "searching", driver: { id: DRIVER.id } })).status).toBe(200);
+		expect((await pg.query("SELECT otp_tries FROM orders WHERE id = $1", [order.orderId])).rows[0].otp_tries).toBe(0);
+		const next = { id: "drv_test_next", name: "Sunil", phone: "+919800000002", vehicleNumber: "KA02CD5678" };
+		expect((await internal("orders.transition", { orderId: order.orderId, to: "accepted", driver: next, eta: 300 })).status).toBe(200);
+		expect((await internal("orders.transition", { orderId: order.orderId, to: "arrived", eta: 0 })).status).toBe(200);
+		expect((await internal("orders.transition", { orderId: order.orderId, to: "started", otp: order.otp })).body.status).toBe("started");
+	});
+
 	it("refuses illegal moves with 409 INVALID_TRANSITION and stale ones with 409 CONFLICT, changing nothing", async () => {
 		const order = await createOrder();
 		const before = await snapshot();
@@ -835,7 +853,8 @@ describe("a production-mode node without pricing and riders", () => {
 		partial = await startTestNode({
 			databaseUrl: bed.db.url,
 			services: ["partners", "orders", "gateway"],
-			env: { WEBHOOK_ALLOW_PRIVATE: "false" },
+			// As in production (WEBHOOK_PORTS' production default, set here because tests do not run with NODE_ENV=production).
+			env: { WEBHOOK_ALLOW_PRIVATE: "false", WEBHOOK_PORTS: "80,443,8443" },
 		});
 	});
 	afterAll(async () => {
@@ -849,6 +868,18 @@ describe("a production-mode node without pricing and riders", () => {
 		"http://169.254.169.254/latest/meta-data",
 		"http://localhost/hooks",
 	])("refuses the private webhookURL %s with 400 INVALID_WEBHOOK_URL, changing nothing", async (webhookURL) => {
+		const before = await snapshot();
+		const res = await post("/ride/create-order", orderBody({ webhookURL }), partnerA, `key-${randomInt(0, 1e9)}`, partial);
+		await expectError(res, 400, "INVALID_WEBHOOK_URL");
+		expect(await snapshot()).toBe(before);
+	});
+
+	it.each([
+		"https://partner.example.com:5432/hooks",
+		"http://partner.example.com:22/",
+		"https://partner.example.com:8080/hooks",
+		"http://[2606:4700::1111]:6379/",
+	])("refuses the webhookURL %s (a port outside WEBHOOK_PORTS) with 400 INVALID_WEBHOOK_URL, changing nothing", async (webhookURL) => {
 		const before = await snapshot();
 		const res = await post("/ride/create-order", orderBody({ webhookURL }), partnerA, `key-${randomInt(0, 1e9)}`, partial);
 		await expectError(res, 400, "INVALID_WEBHOOK_URL");

@@ -50,6 +50,7 @@ const settings = (batch: number, maxBatches: number, days = 90): RetentionSettin
 	retentionBatchSize: batch,
 	retentionMaxBatches: maxBatches,
 	retentionIntervalMs: 60_000,
+	retentionDuty: 1,
 });
 
 let seqNo = 0;

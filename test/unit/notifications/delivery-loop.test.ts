@@ -53,7 +53,7 @@ class FakeRepo {
 	leaseLost = new Set<string>();
 	released: Array<[string, string, number]> = [];
 	delivered: Array<[string, number | null, string]> = [];
-	hostFailures: Array<{ host: string; decision: unknown }> = [];
+	hostFailures: Array<{ partnerId: string; host: string; decision: unknown }> = [];
 	hostState: HostBreakerState = { failures: 0, opens: 0, phase: "closed" };
 	releasedOwners: string[] = [];
 
@@ -92,9 +92,9 @@ class FakeRepo {
 	async release(eventId: string, token: string, delayMs: number): Promise<void> {
 		this.released.push([eventId, token, delayMs]);
 	}
-	async hostFailed<T>(host: string, decide: (s: HostBreakerState) => T): Promise<T> {
+	async hostFailed<T>(partnerId: string, host: string, decide: (s: HostBreakerState) => T): Promise<T> {
 		const decision = decide(this.hostState);
-		this.hostFailures.push({ host, decision });
+		this.hostFailures.push({ partnerId, host, decision });
 		return decision;
 	}
 	async releaseOwner(owner: string): Promise<string[]> {
@@ -213,6 +213,7 @@ describe("DeliveryLoop: one try", () => {
 			attempt: 3,
 			instance: INSTANCE,
 			host: "partner.example.com",
+			partnerId: "ptn_1",
 		});
 		expect(record.attemptId).toMatch(/^att_/);
 		// First try of the round: it starts the round.
@@ -246,7 +247,11 @@ describe("DeliveryLoop: one try", () => {
 		loop.requestTick();
 		await until("the breaker updated", () => repo.hostFailures.length === 1);
 		expect(repo.records[0]).toMatchObject({ state: "pending", outcome: "CONNECTION", httpStatus: null });
-		expect(repo.hostFailures[0]).toEqual({ host: "down.example.com:8443", decision: { failures: 1, opens: 1, openForMs: settings.breakerOpenMs } });
+		expect(repo.hostFailures[0]).toEqual({
+			partnerId: "ptn_1",
+			host: "down.example.com:8443",
+			decision: { failures: 1, opens: 1, openForMs: settings.breakerOpenMs },
+		});
 		expect(logged.some((m) => m.includes("down.example.com:8443") && m.includes("circuit open"))).toBe(true);
 	});
 

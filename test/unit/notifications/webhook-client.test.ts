@@ -14,9 +14,11 @@ let server: Server;
 let base: string;
 let client: WebhookClient;
 const open = new Set<ServerResponse>();
+let requests = 0;
 
 beforeAll(async () => {
 	server = createServer((req, res) => {
+		requests += 1;
 		req.resume();
 		req.on("end", () => {
 			open.add(res);
@@ -49,4 +51,16 @@ it("a 2xx status received in time is delivered even if its body is still coming 
 it("a 429 or 503 received in time keeps its Retry-After even if its body is still coming at the deadline", async () => {
 	await expect(send("/throttled-slow-body")).resolves.toMatchObject({ outcome: "HTTP_4XX", status: 429, retryAfterMs: 7_000 });
 	await expect(send("/unavailable-slow-body")).resolves.toMatchObject({ outcome: "HTTP_5XX", status: 503, retryAfterMs: 3_000 });
+});
+
+it("never connects to a URL whose port is outside WEBHOOK_PORTS (BLOCKED_ADDRESS, no request)", async () => {
+	const narrowed = createWebhookClient({ allowPrivate: true, timeoutMs: 300, ports: [80, 443, 8443] });
+	try {
+		const before = requests;
+		const result = await narrowed.send(`${base}/ok-slow-body`, { "webhook-id": "evt_port" }, Buffer.from("{}"));
+		expect(result).toMatchObject({ outcome: "BLOCKED_ADDRESS", status: null });
+		expect(requests).toBe(before);
+	} finally {
+		narrowed.close();
+	}
 });

@@ -1,3 +1,4 @@
+import type { WebhookUrlPolicy } from "../../../lib/webhook-url";
 import type { Context } from "moleculer";
 import { ORDER_EVENTS, type CreateOrderParams, type OrdersMeta } from "../../../contracts/orders";
 import type { PricedTrip } from "../../../contracts/pricing";
@@ -79,6 +80,8 @@ interface Setup {
 	claimLost?: boolean;
 	/** Answers of the other services' actions (a function throws or answers). */
 	call?: Partial<Record<string, (p: unknown) => unknown>>;
+	/** The webhook URL policy (default: private targets allowed, any port). */
+	webhookPolicy?: WebhookUrlPolicy;
 }
 
 function setup(s: Setup = {}) {
@@ -136,7 +139,7 @@ function setup(s: Setup = {}) {
 	const deps: CreateOrderDeps = {
 		orders: orders as unknown as OrdersRepo,
 		keys: keys as unknown as IdempotencyRepo,
-		webhookPolicy: { allowPrivate: true },
+		webhookPolicy: s.webhookPolicy ?? { allowPrivate: true },
 		logger: {
 			warn: (...args: unknown[]) => void log.warnings.push(args),
 			info: () => undefined,
@@ -358,6 +361,15 @@ describe("createOrder: refused requests change nothing", () => {
 		await expect(test.run(sandboxed, { mode: "test" })).resolves.toMatchObject({ status: 201 });
 		expect(test.log.insertNew[0].metadata).toEqual({ sandbox: { driverDelayMs: 0 } });
 	});
+
+	it.each(["https://partner.example.com:5432/hooks", "http://partner.example.com:8080/", "http://partner.example.com/"])(
+		"refuses %s (port outside WEBHOOK_PORTS 443, 8443) before pricing",
+		async (webhookURL) => {
+			const { err, log } = await refused({ webhookPolicy: { allowPrivate: true, ports: [443, 8443] } }, params({ webhookURL }));
+			expect(err).toMatchObject({ code: 400, type: "INVALID_WEBHOOK_URL" });
+			expect(log.calls).toEqual([]);
+		},
+	);
 
 	it("refuses a webhook URL that is not http(s) before pricing", async () => {
 		const { err, log } = await refused({}, params({ webhookURL: "ftp://partner.example.com/hooks" }));

@@ -39,7 +39,8 @@ describe("planTransition (orders.transition before anything is written)", () => 
 		expect(planTransition({ orderId: "o", to: "searching", driver: { id: "drv_1" } }, { status: "accepted", otp: "1" })).toEqual({
 			from: "accepted",
 			actor: "driver",
-			changes: { driver: null, driverLocation: null, eta: null },
+			// The next driver gets a fresh set of OTP tries.
+			changes: { driver: null, driverLocation: null, eta: null, resetOtpTries: true },
 			expectDriverId: "drv_1",
 		});
 		expect(planTransition({ orderId: "o", to: "no_driver_found" }, { status: "searching", otp: "1" }).actor).toBe("system");

@@ -1,7 +1,7 @@
 import { readOrdersSettings } from "../../../services/orders/orders.settings";
 import { readNotificationsSettings } from "../../../services/notifications/notifications.settings";
 import { readDispatchSettings } from "../../../services/dispatch/dispatch.settings";
-import { readRetentionSettings } from "../../../lib/retention";
+import { readRetentionSettings, RetentionPass } from "../../../lib/retention";
 import { SettingError } from "../../../lib/settings";
 
 /**
@@ -49,4 +49,30 @@ it.each([
 ] as const)("%s is validated by its service", (name, read) => {
 	expect(() => read({ [name]: "-3" })).toThrow(name);
 	expect(() => readRetentionSettings({ [name]: "x" }, name)).toThrow(SettingError);
+});
+
+it("RETENTION_DUTY: 0.25 by default, 0.01..1, anything else refuses start-up", () => {
+	expect(readOrdersSettings({}).retentionDuty).toBe(0.25);
+	expect(readOrdersSettings({ RETENTION_DUTY: "1" }).retentionDuty).toBe(1);
+	for (const bad of ["0", "1.5", "x"]) expect(() => readOrdersSettings({ RETENTION_DUTY: bad })).toThrow("RETENTION_DUTY");
+});
+
+it("a pass rests between batches (the duty cycle) and stop() ends the rest at once", async () => {
+	let calls = 0;
+	let stop: Promise<void> | undefined;
+	const pass = new RetentionPass<undefined>({
+		name: "x",
+		settings: { retentionDays: 1, retentionBatchSize: 1, retentionMaxBatches: 1000, retentionIntervalMs: 60_000, retentionDuty: 0.01 },
+		logger: { info: () => undefined, warn: () => undefined },
+		removeBatch: async () => {
+			calls++;
+			await new Promise((r) => setTimeout(r, 5));
+			// Stop while the pass rests after this first batch (its rest is 99 × the batch's time).
+			setImmediate(() => (stop = pass.stop()));
+			return { removed: 1, scanned: 1, next: undefined };
+		},
+	});
+	expect(await pass.run()).toBe(1);
+	await stop;
+	expect(calls).toBe(1);
 });

@@ -34,6 +34,15 @@ describe("runtime and broker settings (lib/settings)", () => {
 		expect(readSettings({ NODE_ENV: "production", LOG_FORMAT: "readable" }).logFormat).toBe("json");
 	});
 
+	it("WEBHOOK_PORTS: 80, 443, 8443 in production, any port elsewhere, or the list set", () => {
+		expect(readSettings({ NODE_ENV: "production" }).webhookPorts).toEqual([80, 443, 8443]);
+		expect(readSettings({ NODE_ENV: "test" }).webhookPorts).toBeUndefined();
+		expect(readSettings({ NODE_ENV: "production", WEBHOOK_PORTS: "443, 9443" }).webhookPorts).toEqual([443, 9443]);
+		expect(readSettings({ WEBHOOK_PORTS: "443" }).webhookPorts).toEqual([443]);
+		expect(() => readSettings({ WEBHOOK_PORTS: "443,0" })).toThrow('WEBHOOK_PORTS must be a comma list of port numbers 1..65535, got "0"');
+		expect(() => readSettings({ WEBHOOK_PORTS: "https" })).toThrow("WEBHOOK_PORTS must be a comma list of port numbers 1..65535");
+	});
+
 	it("refuses bad values naming the setting", () => {
 		expect(() => readSettings({ HEALTH_PORT: "70000" })).toThrow('HEALTH_PORT must be a port number 0..65535, got "70000"');
 		expect(() => readSettings({ TRACING_EXPORTER: "Console,Jaeger" })).toThrow(
