@@ -78,10 +78,7 @@ export function readNotificationsSettings(env: Env): NotificationsSettings {
 		retryScheduleMs: shared.webhookRetryScheduleMs ?? [...DEFAULT_RETRY_SCHEDULE_MS],
 		locationTtlMs: envPositive(env, "WEBHOOK_LOCATION_TTL_MS", LOCATION_TTL_MS),
 		allowPrivate: shared.webhookAllowPrivate,
-<<<<<<< HEAD
-		...readRetentionSettings(env, "WEBHOOK_RETENTION_DAYS"),
-=======
 		ports: shared.webhookPorts,
->>>>>>> main
+		...readRetentionSettings(env, "WEBHOOK_RETENTION_DAYS"),
 	};
 }

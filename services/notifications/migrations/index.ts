@@ -352,18 +352,6 @@ export const migrations: Migration[] = [
 		},
 	},
 	{
-<<<<<<< HEAD
-		/**
-		 * Retention (retention.repo.ts): finished deliveries oldest first, so a
-		 * pass reads only what it removes; pending ones are not in the index.
-		 */
-		name: "007-retention",
-		async up(_qi, sequelize) {
-			await sequelize.query("CREATE INDEX IF NOT EXISTS webhook_deliveries_finished ON webhook_deliveries (finished_at) WHERE state <> 'pending'");
-		},
-		async down(_qi, sequelize) {
-			await sequelize.query("DROP INDEX IF EXISTS webhook_deliveries_finished");
-=======
 		// webhook_claim_v3: v2 (004) with two changes, and the breaker table it reads.
 		//  - The per-host share (WEBHOOK_HOST_CONCURRENCY) and the circuit breaker are per (partner, host), not per host:
 		//    on a receiver shared by several partners (one SaaS endpoint, one dispatcher aggregator), one partner's
@@ -513,7 +501,19 @@ export const migrations: Migration[] = [
 			);
 			await sequelize.query("DROP INDEX IF EXISTS webhook_deliveries_location_leased");
 			await sequelize.query("DROP TABLE IF EXISTS webhook_partner_hosts");
->>>>>>> main
+		},
+	},
+	{
+		/**
+		 * Retention (retention.repo.ts): finished deliveries oldest first, so a
+		 * pass reads only what it removes; pending ones are not in the index.
+		 */
+		name: "007-retention",
+		async up(_qi, sequelize) {
+			await sequelize.query("CREATE INDEX IF NOT EXISTS webhook_deliveries_finished ON webhook_deliveries (finished_at) WHERE state <> 'pending'");
+		},
+		async down(_qi, sequelize) {
+			await sequelize.query("DROP INDEX IF EXISTS webhook_deliveries_finished");
 		},
 	},
 ];
