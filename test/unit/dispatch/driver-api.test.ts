@@ -267,7 +267,8 @@ describe("DriverTokens", () => {
 			expect(created.driverId).toBe("drv_1");
 			expect(created.token.startsWith(DRIVER_TOKEN_PREFIX)).toBe(true);
 			expect(created.tokenId).toMatch(/^dtk_/);
-			expect(repo.insert).toHaveBeenCalledWith(created.tokenId, "drv_1", hashApiKey(created.token));
+			// No audit hook given here (the action passes one; test/integration/platform/operator-audit.test.ts).
+			expect(repo.insert).toHaveBeenCalledWith(created.tokenId, "drv_1", hashApiKey(created.token), undefined);
 		});
 
 		it("refuses a simulated driver's phone with 409, issuing no token", async () => {
