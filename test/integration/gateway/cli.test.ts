@@ -28,7 +28,9 @@ it("npm run migrate applies every service's migrations and exits 0, and again fi
 	const first = await run("bin/migrate.ts", [], { DATABASE_URL: db.url });
 	expect(first.stderr).not.toMatch(/failed/);
 	expect(first.code).toBe(0);
-	expect(first.stdout).toMatch(/^partners: applied partners\/001-partners, partners\/002-api-keys-and-webhook-secrets, partners\/003-api-key-modes, partners\/005-audit$/m);
+	expect(first.stdout).toMatch(
+		/^partners: applied partners\/001-partners, partners\/002-api-keys-and-webhook-secrets, partners\/003-api-key-modes, partners\/005-audit$/m,
+	);
 	const client = await connect(db.url);
 	try {
 		const { rows } = await client.query<{ name: string }>("SELECT name FROM schema_migrations ORDER BY name");
