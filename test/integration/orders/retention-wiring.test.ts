@@ -5,7 +5,8 @@ import { startTestNode, type TestNode } from "../../helpers/node";
 /**
  * Orders' retention pass as the services run it: `orders.runRetention` asks
  * `notifications.undeliveredOrders` over the broker and keeps what it names;
- * with no notifications to ask, it removes nothing. (The batches, windows
+ * with no notifications to ask, it removes nothing; a bad retention setting
+ * refuses start-up. (The batches, windows
  * and rules themselves: test/integration/platform/retention.test.ts.)
  */
 
@@ -69,4 +70,13 @@ it("asks notifications over the broker: the ride with a pending webhook stays, t
 	await expect(node.broker.call("orders.runRetention")).resolves.toEqual({ removed: 1 });
 	expect(await orderIds()).toEqual(["ord_owed"]);
 	expect((await sql.query("SELECT order_id FROM ride_events")).rows).toEqual([{ order_id: "ord_owed" }]);
+});
+
+it.each([
+	["orders", "ORDERS_RETENTION_DAYS", "-1"],
+	["notifications", "WEBHOOK_RETENTION_DAYS", "thirty"],
+	["dispatch", "DISPATCH_RETENTION_DAYS", "1.5"],
+	["orders", "RETENTION_BATCH_SIZE", "0"],
+] as const)("%s refuses to start with %s=%s, naming the setting", async (service, name, value) => {
+	await expect(startTestNode({ databaseUrl: db.url, services: [service], env: { [name]: value } })).rejects.toThrow(name);
 });
