@@ -1,7 +1,10 @@
 import os from "node:os";
 import type { BrokerOptions, Tracer } from "moleculer";
 import { createValidator } from "./lib/validator";
-import { readNatsOptions } from "./lib/nats-settings";
+import { readBusUser, readNatsOptions } from "./lib/nats-settings";
+import { busNodeId, subjectToken } from "./lib/bus-subjects";
+import { ALL_BUS_USERS } from "./contracts/bus";
+import { permissionsFor } from "./lib/bus-permissions";
 import { readSettings, type Env, type RuntimeSettings } from "./lib/settings";
 import { createTraceRedactor } from "./lib/trace-redaction";
 import { AccessMiddleware } from "./middlewares/access.middleware";
@@ -44,6 +47,16 @@ function traceTags(s: RuntimeSettings): Tracer.TracerOptions["tags"] {
 }
 
 /**
+ * A node's id on the bus: `<user>.<name>` when it logs in as a bus user
+ * (NATS_USER), so the NATS permissions let it speak only in its own name
+ * (lib/bus-subjects.ts); otherwise the name as one subject token.
+ */
+export function busNodeIdFor(env: Env, name: string): string {
+	const user = readBusUser(env);
+	return user === undefined ? subjectToken(name) : busNodeId(user, name);
+}
+
+/**
  * Broker options from the operations contract. `buildBrokerConfig(env)` is
  * what the runner, the REPL and the tests use; the default export serves
  * `moleculer-runner` users.
@@ -56,11 +69,13 @@ export function buildBrokerConfig(env: Env = process.env): BrokerOptions {
 	const shutdownTimeout = readShutdownSettings(env).brokerStopMs;
 	return {
 		namespace: s.namespace,
-		nodeID: s.nodeId ?? `${os.hostname()}-${service}-${process.pid}`,
+		nodeID: busNodeIdFor(env, s.nodeId ?? `${os.hostname()}-${service}-${process.pid}`),
 		// NATS login and TLS from the environment or mounted secret files (lib/nats-settings.ts);
 		// Moleculer's NATS transporter, sending a loop turn's packets in one socket write (lib/coalescing-nats-transporter.ts).
+		// Subjects that name the action and event, so NATS permissions can scope each bus user
+		// (contracts/bus.ts); a known user's forbidden publish fails at once (BUS_PERMISSION_DENIED).
 		// A new instance per broker config: each broker owns its transporter.
-		transporter: s.transporter ? new CoalescingNatsTransporter({ url: s.transporter, ...readNatsOptions(env) }) : null,
+		transporter: s.transporter ? new CoalescingNatsTransporter({ url: s.transporter, ...readNatsOptions(env) }, busIdentity(env)) : null,
 		logger: {
 			type: "Console",
 			options: {
@@ -107,6 +122,13 @@ export function buildBrokerConfig(env: Env = process.env): BrokerOptions {
 		},
 		middlewares: [DataErrorsMiddleware, AccessMiddleware, ObservabilityMiddleware],
 	};
+}
+
+/** The bus user and, for one of contracts/bus.ts, the subjects it may publish to. */
+function busIdentity(env: Env): { user?: string; allowPublish?: readonly string[] } {
+	const user = readBusUser(env);
+	if (user === undefined) return {};
+	return ALL_BUS_USERS.includes(user) ? { user, allowPublish: permissionsFor(user).publish } : { user };
 }
 
 /**

@@ -1,7 +1,9 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { acquireSequelize, releaseSequelize, runMigrations, type Migration } from "../mixins/db.mixin";
-import { readSettings } from "../lib/settings";
+import { acquireSequelize, releaseSequelize, runMigrations, withMigrationLock, type Migration } from "../mixins/db.mixin";
+import { envString, readSettings } from "../lib/settings";
+import { serviceLogins, type ServiceLogin } from "../lib/db-roles";
+import { applyServiceRoles } from "../lib/db-role-grants";
 import { ALL_SERVICES } from "../services";
 import { startEmbeddedPostgres, type EmbeddedPostgres } from "../runtime/embedded-postgres";
 
@@ -11,6 +13,14 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from "../runtime/embedde
  * DATABASE_URL, or the embedded database in DATA_DIR when it is unset, then
  * exits. Services also migrate themselves when they start (under the same
  * advisory lock), so this is for deployments that migrate as a separate step.
+ *
+ * With `DATABASE_ADMIN_URL` (Kubernetes) it migrates as that admin instead,
+ * then gives every service its own role (lib/db-roles.ts): the user and
+ * password of each service's `DATABASE_URL`, handed to it as
+ * `<SERVICE>_DATABASE_URL` (e.g. `ORDERS_DATABASE_URL`). The services then
+ * run with `MIGRATE_ON_START=false`, since their roles may not change the
+ * schema.
+ *
  * Prints one line per service; exit code 0 done, 1 failed.
  */
 
@@ -26,7 +36,11 @@ function migrationsOf(service: string): Migration[] | undefined {
 async function main(): Promise<void> {
 	const settings = readSettings(process.env);
 	let embedded: EmbeddedPostgres | undefined;
-	let url = settings.databaseUrl;
+	const adminUrl = envString(process.env, "DATABASE_ADMIN_URL");
+	let url = adminUrl ?? settings.databaseUrl;
+	// Checked before anything changes: a missing or shared service login stops the Job at once.
+	let logins: ServiceLogin[] | undefined;
+	if (adminUrl) logins = serviceLogins(process.env, decodeURIComponent(new URL(adminUrl).username));
 	if (!url) {
 		embedded = await startEmbeddedPostgres(settings.dataDir);
 		url = embedded.url;
@@ -39,6 +53,21 @@ async function main(): Promise<void> {
 			if (!migrations) continue;
 			const applied = await runMigrations(sequelize, { service, migrations }, url);
 			process.stdout.write(applied.length > 0 ? `${service}: applied ${applied.join(", ")}\n` : `${service}: up to date\n`);
+		}
+		if (logins) {
+			const given = logins;
+			// One transaction: the roles, owners and grants change together or not at all.
+			await withMigrationLock(url, async (client) => {
+				await client.query("BEGIN");
+				try {
+					await applyServiceRoles(client, given);
+					await client.query("COMMIT");
+				} catch (err) {
+					await client.query("ROLLBACK").catch(() => undefined);
+					throw err;
+				}
+			});
+			for (const l of given) process.stdout.write(`${l.service}: role ${l.role} owns its tables\n`);
 		}
 	} finally {
 		await releaseSequelize(sequelize);

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { userInfo } from "node:os";
 import { parseArgs as parseCliArgs, type ParseArgsOptionsConfig } from "node:util";
 import { ServiceBroker } from "moleculer";
-import { buildBrokerConfig } from "../moleculer.config";
+import { buildBrokerConfig, busNodeIdFor } from "../moleculer.config";
 import { startNode, type RunningNode } from "../runtime/node";
 import type { ServiceName } from "../services";
 import { OPERATOR_META, OPERATOR_PATTERN } from "../contracts/audit";
@@ -126,7 +126,11 @@ async function announce(cli: OperatorCli<OperatorCommand>, announcement: Announc
 		return;
 	}
 	const env = { ...process.env, METRICS_PORT: "0", HEALTH_PORT: "", LOGLEVEL: logLevel(cli.name) };
-	const broker = new ServiceBroker({ ...buildBrokerConfig(env), nodeID: `${cli.name}-cli-${process.pid}-${randomBytes(3).toString("hex")}`, metrics: false });
+	const broker = new ServiceBroker({
+		...buildBrokerConfig(env),
+		nodeID: busNodeIdFor(env, `${cli.name}-cli-${process.pid}-${randomBytes(3).toString("hex")}`),
+		metrics: false,
+	});
 	try {
 		await broker.start();
 		await broker.waitForServices([cli.service], ANNOUNCE_WAIT_MS);

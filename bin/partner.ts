@@ -11,7 +11,7 @@ import { parseVerb, runOperatorCli, UsageError, type VerbCommand } from "./opera
  *   npm run partner -- rotate-key --partner ptn_… --label <label> [--mode test|live] [--api-key <key>]
  *   npm run partner -- revoke-key --key key_…        (one key)
  *   npm run partner -- revoke-key --partner ptn_…    (the partner and every key of it)
- *   npm run partner -- rotate-webhook-secret --partner ptn_… [--grace 24h] [--webhook-secret whsec_…]
+ *   npm run partner -- rotate-webhook-secret --partner ptn_… --mode test|live [--grace 24h] [--webhook-secret whsec_…]
  *   npm run partner -- audit [--partner ptn_…] [--limit 100] [--before <id>]
  *
  * Every command takes `--operator <name>` (else OPERATOR, else USER): who
@@ -29,10 +29,13 @@ import { parseVerb, runOperatorCli, UsageError, type VerbCommand } from "./opera
  * instance up) running instances see the change within their cache TTL.
  *
  * --mode (create, rotate-key) is the key's mode, `test` by default: the key
- * comes out as `rk_test_…` or `rk_live_…`.
+ * comes out as `rk_test_…` or `rk_live_…`. Every (partner, mode) has its own
+ * webhook signing secret: `create` prints both (`webhookSecrets`), and
+ * rotate-webhook-secret needs --mode (whose secret; rotating `test` also ends
+ * the test use of a secret from before modes, docs/OPERATIONS.md).
  *
  * stdout carries exactly one JSON value and nothing else: `create` prints
- * `{ "partnerId", "apiKey", "webhookSecret" }` (the only time the key is
+ * `{ "partnerId", "apiKey", "webhookSecret", "webhookSecrets" }` (the only time the key is
  * shown), `rotate-key` the new key likewise, `list` and `list-keys` arrays.
  * Logs and errors go to stderr. Exit codes: 0 done, 1 failed, 2 bad usage.
  */
@@ -43,7 +46,7 @@ const USAGE = `Usage:
   npm run partner -- list-keys [--partner <partnerId>]
   npm run partner -- rotate-key --partner <partnerId> --label <label> [--mode test|live] [--api-key <key>]
   npm run partner -- revoke-key (--key <keyId> | --partner <partnerId>)
-  npm run partner -- rotate-webhook-secret --partner <partnerId> [--grace <n>[s|m|h|d]] [--webhook-secret <whsec_…>]
+  npm run partner -- rotate-webhook-secret --partner <partnerId> --mode test|live [--grace <n>[s|m|h|d]] [--webhook-secret <whsec_…>]
   npm run partner -- audit [--partner <partnerId>] [--limit <n>] [--before <id>]
 Every command: [--operator <name>] (default: OPERATOR, else USER), recorded in the audit trail.`;
 
@@ -61,10 +64,14 @@ const OPTIONS: Record<Verb, ParseArgsOptionsConfig> = {
 	"list-keys": { partner: str },
 	"rotate-key": { partner: str, label: str, "api-key": str, mode: str },
 	"revoke-key": { key: str, partner: str },
-	"rotate-webhook-secret": { partner: str, grace: str, "webhook-secret": str },
+	"rotate-webhook-secret": { partner: str, mode: str, grace: str, "webhook-secret": str },
 	audit: { partner: str, limit: str, before: str },
 };
-const REQUIRED: Partial<Record<Verb, readonly OptionName[]>> = { create: ["name"], "rotate-key": ["partner", "label"], "rotate-webhook-secret": ["partner"] };
+const REQUIRED: Partial<Record<Verb, readonly OptionName[]>> = {
+	create: ["name"],
+	"rotate-key": ["partner", "label"],
+	"rotate-webhook-secret": ["partner", "mode"],
+};
 
 /** `90`, `90s`, `30m`, `24h`, `7d` → seconds. */
 export function parseGrace(value: string): number {
@@ -107,6 +114,7 @@ function actionOf(c: Command): { action: string; params: Record<string, unknown>
 				action: "partners.rotateWebhookSecret",
 				params: defined({
 					partnerId: o.partner,
+					mode: o.mode,
 					graceSeconds: o.grace === undefined ? undefined : parseGrace(o.grace),
 					webhookSecret: o["webhook-secret"],
 				}),

@@ -99,6 +99,8 @@ export const createDriverTokenParams = {
 	vehicleNumber: { type: "string", min: 1, max: 32, trim: true, convert: true },
 	serviceType: serviceTypeRule,
 	mode: { ...driverModeRule, optional: true },
+	/** The token's lifetime (`30d`, `12h`, `90m`, `45s`; at most DRIVER_TOKEN_LIFETIME_MAX_S); without it the token lasts until revoked. */
+	expiresIn: { type: "string", optional: true, convert: true, max: 8, pattern: /^[1-9][0-9]{0,6}[smhd]$/ },
 } as const;
 export interface CreateDriverTokenParams {
 	name: string;
@@ -106,18 +108,57 @@ export interface CreateDriverTokenParams {
 	vehicleNumber: string;
 	serviceType: ServiceType;
 	mode?: DriverMode;
+	expiresIn?: string;
 }
 /** Shown once: only its hash is stored. */
 export interface DriverTokenCreated {
 	driverId: string;
 	token: string;
 	tokenId: string;
+	/** The token's first DRIVER_TOKEN_SHOWN_CHARS characters: how lists show it and `revokeDriverToken { prefix }` names it. */
+	tokenPrefix: string;
+	/** When it stops working (ISO 8601), or null: until revoked. */
+	expiresAt: string | null;
+}
+
+/** The longest lifetime a driver token may be given: 365 days. */
+export const DRIVER_TOKEN_LIFETIME_MAX_S = 365 * 86_400;
+const LIFETIME_UNIT_S = { s: 1, m: 60, h: 3_600, d: 86_400 } as const;
+
+/** `30d` → seconds; undefined when it is not a lifetime (`<n><s|m|h|d>`, n ≥ 1) or exceeds DRIVER_TOKEN_LIFETIME_MAX_S. */
+export function lifetimeSeconds(text: string): number | undefined {
+	const m = /^([1-9][0-9]{0,6})([smhd])$/.exec(text);
+	if (!m) return undefined;
+	const seconds = Number(m[1]) * LIFETIME_UNIT_S[m[2] as keyof typeof LIFETIME_UNIT_S];
+	return seconds <= DRIVER_TOKEN_LIFETIME_MAX_S ? seconds : undefined;
 }
 
 /** dispatch.revokeDriverTokens: every token of the driver. */
 export const revokeDriverTokensParams = { driverId: driverIdRule } as const;
 export interface RevokeDriverTokensParams {
 	driverId: string;
+}
+
+/** How many leading characters of a token are kept and shown (`rdt_` + 8: 48 of its 256 random bits). */
+export const DRIVER_TOKEN_SHOWN_CHARS = 12;
+
+/** dispatch.revokeDriverToken: one token, by `tokenId` (`dtk_…`) or by its `prefix` (the `tokenPrefix` lists show): exactly one of them. */
+export const revokeDriverTokenParams = {
+	$$strict: true,
+	tokenId: { type: "string", optional: true, pattern: /^dtk_[0-9a-z]{1,40}$/ },
+	prefix: { type: "string", optional: true, length: DRIVER_TOKEN_SHOWN_CHARS, pattern: /^rdt_[A-Za-z0-9_-]+$/ },
+} as const;
+export interface RevokeDriverTokenParams {
+	tokenId?: string;
+	prefix?: string;
+}
+export interface RevokedDriverToken {
+	tokenId: string;
+	driverId: string;
+	/** False when the token already was revoked. */
+	revoked: boolean;
+	/** The driver's tokens still working; at 0 the driver was taken offline, as by revokeDriverTokens. */
+	remainingTokens: number;
 }
 
 /** `dispatch.audit`: the operator audit trail (contracts/audit.ts), newest first, overall or of one driver. */
@@ -131,9 +172,16 @@ export interface DriverTokenView {
 	tokenId: string;
 	driverId: string;
 	driverName: string;
+	/** Null for tokens issued before prefixes were kept. */
+	tokenPrefix: string | null;
 	createdAt: string;
+	/** Null: until revoked. */
+	expiresAt: string | null;
 	revokedAt: string | null;
+	/** `revoked` wins over `expired`. */
+	status: DriverTokenStatus;
 }
+export type DriverTokenStatus = "active" | "expired" | "revoked";
 
 /**
  * dispatch.authenticateDriver (the gateway): a token's SHA-256 (hex) → its
@@ -148,7 +196,7 @@ export interface AuthenticatedDriver {
 }
 
 export const DRIVER_TOKEN_EVENTS = {
-	/** Broadcast after tokens of a driver were revoked: every dispatch instance drops them from its cache. */
+	/** Broadcast after tokens of a driver were revoked (all or one): every dispatch instance drops them from its cache. */
 	changed: "dispatch.driverTokensChanged",
 } as const;
 export interface DriverTokensChangedEvent {

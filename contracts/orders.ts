@@ -311,6 +311,8 @@ export interface RideEventPayload {
 	status: WebhookStatus;
 	sequence: number;
 	occurredAt: string;
+	/** The ride's mode (the booking key's): a test ride's webhooks are signed with the test secret. */
+	mode: KeyMode;
 	driver?: OrderDriver;
 	location?: DriverLocation;
 	eta?: number;

@@ -33,7 +33,10 @@ export interface CreatePartnerParams {
 	name: string;
 	/** Generated when omitted. */
 	apiKey?: string;
-	/** `whsec_` + base64 of at least 24 bytes; generated when omitted. */
+	/**
+	 * `whsec_` + base64 of at least 24 bytes: the signing secret of the first
+	 * key's mode; generated when omitted. The other mode's is always generated.
+	 */
 	webhookSecret?: string;
 	/** The mode of the partner's first key; `test` when omitted. */
 	mode?: KeyMode;
@@ -42,7 +45,10 @@ export interface CreatePartnerParams {
 export interface CreatedPartner {
 	partnerId: string;
 	apiKey: string;
+	/** The signing secret of the first key's mode (the same as `webhookSecrets[mode]`). */
 	webhookSecret: string;
+	/** Each mode's own signing secret: test rides' webhooks are signed with `test`, live ones with `live`. Shown only here. */
+	webhookSecrets: Record<KeyMode, string>;
 }
 
 /** `partners.authenticate`: the gateway resolves every request's API key with it. */
@@ -62,17 +68,33 @@ export interface AuthenticatedPartner {
 	mode: KeyMode;
 }
 
-/** `partners.signingSecret`: notifications signs every delivery with the answer. */
+/**
+ * Signing-secret modes: every (partner, mode) has its own webhook secret.
+ * `shared` marks a secret from before modes (partners migration 004): it
+ * keeps signing live webhooks until rotated, and test webhooks too during
+ * the transition (SHARED_SECRET_TEST_TRANSITION_DAYS), so no live partner's
+ * verification breaks on upgrade.
+ *
+ * A call without `mode` (a caller from before modes) gets the live secrets, which include the shared one.
+ */
+export const DEFAULT_SIGNING_MODE: KeyMode = "live";
+
+/** `partners.signingSecret`: notifications signs every delivery of a ride with the answer for the ride's mode. */
 export const signingSecretParams = {
 	partnerId: { type: "string", min: 1 },
+	mode: keyModeRule,
 } as const;
 
 export interface SigningSecretParams {
 	partnerId: string;
+	/** The ride's mode; DEFAULT_SIGNING_MODE when omitted. */
+	mode?: KeyMode;
 }
 
 export interface PartnerSigning {
 	partnerId: string;
+	/** The mode these secrets sign for. */
+	mode: KeyMode;
 	/**
 	 * Every secret to sign with: the current one (validUntil null) first, then
 	 * older ones still in their rotation grace period.
@@ -197,12 +219,19 @@ export const DEFAULT_WEBHOOK_SECRET_GRACE_SECONDS = 86_400;
 /** `partners.rotateWebhookSecret`: a new current secret; the old one still signs until the grace period ends. */
 export const rotateWebhookSecretParams = {
 	partnerId: { type: "string", min: 1, max: 100 },
+	mode: { type: "enum", values: [...KEY_MODES] },
 	graceSeconds: { type: "number", integer: true, min: 0, max: 30 * 86_400, optional: true },
 	webhookSecret: { type: "string", optional: true },
 } as const;
 
 export interface RotateWebhookSecretParams {
 	partnerId: string;
+	/**
+	 * Whose secret: each mode rotates on its own. Rotating `live` also ends the
+	 * shared secret from before modes; rotating `test` ends its use for test
+	 * webhooks (the end of the transition for this partner).
+	 */
+	mode: KeyMode;
 	/** DEFAULT_WEBHOOK_SECRET_GRACE_SECONDS when omitted; 0 ends the old secret at once. */
 	graceSeconds?: number;
 	/** Generated when omitted. */
@@ -211,6 +240,7 @@ export interface RotateWebhookSecretParams {
 
 export interface RotatedWebhookSecret {
 	partnerId: string;
+	mode: KeyMode;
 	/** The new current secret, shown only here. */
 	webhookSecret: string;
 	/** ISO 8601: the old secret stops signing then. */

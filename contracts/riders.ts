@@ -9,6 +9,16 @@ export const E164_PATTERN = /^\+[1-9]\d{6,14}$/;
 
 const partnerIdRule = { type: "string", min: 1, max: 100 } as const;
 
+/**
+ * The mode of the key that booked (test or live): a rider is one row per
+ * (partner, mode, phone), so a test booking never changes a live rider's
+ * stored details. Omitted only by callers from before modes: `live`, the
+ * row those callers always wrote.
+ */
+export const RIDER_MODES = ["test", "live"] as const;
+export type RiderMode = (typeof RIDER_MODES)[number];
+export const DEFAULT_RIDER_MODE: RiderMode = "live";
+
 /** riders.upsert: creates the rider or updates their name (and email, when given). */
 export const upsertRiderParams = {
 	partnerId: partnerIdRule,
@@ -20,9 +30,12 @@ export const upsertRiderParams = {
 		messages: { stringPattern: "The '{field}' field must be an E.164 phone number like +919812345678." },
 	},
 	email: { type: "email", mode: "precise", max: 254, optional: true },
+	mode: { type: "enum", values: [...RIDER_MODES], optional: true },
 } as const;
 export interface UpsertRiderParams {
 	partnerId: string;
+	/** The booking key's mode; `live` when omitted (see RIDER_MODES). */
+	mode?: RiderMode;
 	name: string;
 	phone: string;
 	/** Omitted: the stored email is kept. */
@@ -44,6 +57,8 @@ export interface GetRiderParams {
 export interface Rider {
 	riderId: string;
 	partnerId: string;
+	/** The mode of the bookings that wrote this row. */
+	mode: RiderMode;
 	name: string;
 	phone: string;
 	email: string | null;

@@ -16,15 +16,18 @@ function clock(now: (() => number) | undefined): { perf?: { now: () => number };
  * have their own bound, so any number of random keys evicts only other misses,
  * never a partner's good key. `clear()` on partners.changed (a key or a
  * partner revoked); the TTL is the safety net when that event is lost.
+ *
+ * Dispatch keeps one for driver tokens (`hitsStayWhileUsed`: a token in use
+ * is not re-read every TTL; misses still last one TTL from when they were seen).
  */
 export class AuthCache<V extends object> {
 	private readonly hits: LRUCache<string, V>;
 	private readonly misses: LRUCache<string, true>;
 	private gen = 0;
 
-	/** `now` is for tests (a fake clock). */
-	constructor(ttlMs: number, maxEntries = 10_000, maxMisses = 10_000, now?: () => number) {
-		this.hits = new LRUCache<string, V>({ max: maxEntries, ttl: ttlMs, ...clock(now) });
+	/** `now` is for tests (a fake clock); `hitsStayWhileUsed` restarts a hit's TTL on every get. */
+	constructor(ttlMs: number, maxEntries = 10_000, maxMisses = 10_000, now?: () => number, options: { hitsStayWhileUsed?: boolean } = {}) {
+		this.hits = new LRUCache<string, V>({ max: maxEntries, ttl: ttlMs, updateAgeOnGet: options.hitsStayWhileUsed === true, ...clock(now) });
 		this.misses = new LRUCache<string, true>({ max: maxMisses, ttl: ttlMs, ...clock(now) });
 	}
 

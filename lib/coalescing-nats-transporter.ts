@@ -1,4 +1,7 @@
 import { Errors, Transporters } from "moleculer";
+import { BUS_CROSSING_INTERNAL_EVENTS } from "../contracts/bus";
+import { allowedBy } from "./bus-permissions";
+import { isBusNodeIdOf, packetSubject, senderMatches, subjectToken, subscriptionSubject } from "./bus-subjects";
 
 /**
  * Moleculer's NATS transporter, with the packets a process sends during one
@@ -21,6 +24,19 @@ import { Errors, Transporters } from "moleculer";
  * or emit that sent it. Here `send` settles when its packet is published: it
  * rejects with the publish's error, and the caller's call rejects with it
  * instead of waiting out the request timeout.
+ *
+ * Subjects that name the action, the event and the sender
+ * (lib/bus-subjects.ts): a request goes to `<prefix>.REQ.<node>.<action>`,
+ * an event to `<prefix>.EVENT.<node>.<event>`, a discovery packet names its
+ * sender, so the NATS server can give each service's user only the calls
+ * and events of its row in contracts/bus.ts (lib/bus-permissions.ts). With
+ * a bus user (NATS_USER) the node id must be `<user>.<name>`, and a publish
+ * outside the user's permissions fails at once, here, with
+ * BUS_PERMISSION_DENIED (the server would refuse it too, but only tells the
+ * connection later, and the call would wait out its timeout). A received
+ * discovery packet whose body names another sender than its subject is
+ * dropped. `$` events other than BUS_CROSSING_INTERNAL_EVENTS stay in their
+ * process.
  */
 
 const NatsTransporter = Transporters.NATS;
@@ -36,9 +52,114 @@ interface QueuedPacket {
 	reject: (err: unknown) => void;
 }
 
+/** How this node is known on the bus: its NATS user and what that user may publish (lib/bus-permissions.ts). */
+export interface BusIdentity {
+	user?: string;
+	/** Subject patterns the server allows this user to publish to; unset: no local check (no permissions on that server). */
+	allowPublish?: readonly string[];
+}
+
+/** A publish the bus user is not allowed (contracts/bus.ts): the call or emit fails with it at once. */
+export class BusPermissionError extends Errors.MoleculerError {
+	constructor(user: string, what: string) {
+		super(`The bus user "${user}" may not ${what} (contracts/bus.ts)`, 500, "BUS_PERMISSION_DENIED", { user, what });
+		this.name = "BusPermissionError";
+	}
+}
+
+/** What publish reads of Moleculer's outgoing packet. */
+interface OutPacket {
+	type: string;
+	target?: string | null;
+	payload?: OutPayload;
+}
+
+interface OutPayload {
+	action?: string;
+	event?: string;
+}
+
+type NatsSubscriber = { subscribe(subject: string, opts: { callback: (err: unknown, msg: { subject: string; data: Uint8Array }) => void }): unknown };
+
 export class CoalescingNatsTransporter extends NatsTransporter {
 	private queued: QueuedPacket[] = [];
 	private flushScheduled = false;
+	private readonly bus: BusIdentity;
+
+	constructor(opts: ConstructorParameters<typeof NatsTransporter>[0], bus: BusIdentity = {}) {
+		super(opts);
+		this.bus = bus;
+	}
+
+	/** Checks at start that the node id fits the subject layout (and the user's permissions), and that the broker balances. */
+	init(...args: Parameters<InstanceType<typeof NatsTransporter>["init"]>): void {
+		super.init(...args);
+		if (!this.broker) return;
+		if (this.broker.options.disableBalancer) throw new Error("The bus transporter needs the broker's balancer: disableBalancer must be false");
+		const nodeID = this.nodeID;
+		if (this.bus.user !== undefined) {
+			if (!isBusNodeIdOf(this.bus.user, nodeID))
+				throw new Error(`With NATS_USER=${this.bus.user} the node id must be "${this.bus.user}.<name>" (got "${nodeID}")`);
+		} else if (subjectToken(nodeID) !== nodeID) {
+			throw new Error(`The node id "${nodeID}" must be one NATS subject token (letters, digits, - and _)`);
+		}
+	}
+
+	/** Publishes a packet on its subject (lib/bus-subjects.ts), after the local permission check. */
+	publish(packet: Parameters<InstanceType<typeof NatsTransporter>["publish"]>[0]): Promise<void> {
+		const out = packet as unknown as OutPacket;
+		const payload = out.payload ?? {};
+		if (
+			out.type === "EVENT" &&
+			typeof payload.event === "string" &&
+			payload.event.startsWith("$") &&
+			!BUS_CROSSING_INTERNAL_EVENTS.includes(payload.event)
+		) {
+			return Promise.resolve();
+		}
+		const subject = packetSubject(this.prefix, { type: out.type, target: out.target, sender: this.nodeID, action: payload.action, event: payload.event });
+		if (this.bus.user !== undefined && this.bus.allowPublish && !allowedBy(this.bus.allowPublish, subject)) {
+			const what = out.type === "REQ" ? `call ${payload.action}` : out.type === "EVENT" ? `emit ${payload.event}` : `send ${out.type} on ${subject}`;
+			return Promise.reject(new BusPermissionError(this.bus.user, what));
+		}
+		return this.send(subject, this.serialize(packet));
+	}
+
+	/** Not used: the broker's balancer picks the node of every call and event (see init). */
+	publishBalancedRequest(): Promise<void> {
+		return Promise.reject(new Error("Balanced requests are not used on this bus"));
+	}
+
+	publishBalancedEvent(): Promise<void> {
+		return Promise.reject(new Error("Balanced events are not used on this bus"));
+	}
+
+	/** Subscribes to one of Moleculer's subscriptions on its subject; discovery packets must name their real sender. */
+	subscribe(cmd: string, nodeID?: string): Promise<void> {
+		const subject = subscriptionSubject(this.prefix, cmd, nodeID);
+		(this.client as NatsSubscriber).subscribe(subject, {
+			callback: (_err, msg) => {
+				const data = Buffer.from(msg.data);
+				if (!this.senderIsSubject(cmd, msg.subject, data)) return;
+				void this.receive(cmd, data);
+			},
+		});
+		return Promise.resolve();
+	}
+
+	/** A discovery packet speaks for the node its subject names, or it is dropped (with a warning: someone is forging). */
+	private senderIsSubject(cmd: string, subject: string, data: Buffer): boolean {
+		if (cmd === "REQ" || cmd === "EVENT" || cmd === "RES") return true;
+		let sender: unknown;
+		try {
+			sender = (this.broker.serializer!.deserialize(data, cmd) as { sender?: unknown }).sender;
+		} catch {
+			return true; // Moleculer reports the unreadable packet itself.
+		}
+		if (senderMatches(this.prefix, cmd, this.nodeID, subject, sender)) return true;
+		this.logger.warn(`Dropped a ${cmd} packet on ${subject} claiming another sender`);
+		return false;
+	}
 
 	/** Resolves once the packet is published; rejects with the error of a publish that threw. */
 	send(topic: string, data: Buffer): Promise<void> {

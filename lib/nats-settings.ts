@@ -70,6 +70,17 @@ function secretSetting(env: Env, name: string, readFile: ReadFile): string | und
 	return text === undefined ? undefined : text.trim();
 }
 
+/**
+ * The bus user this node logs in as (NATS_USER or NATS_USER_FILE), or
+ * undefined without one. It names the node (`<user>.<name>`) and selects
+ * the permissions the transporter checks locally (lib/bus-permissions.ts).
+ */
+export function readBusUser(env: Env, readFile: ReadFile = readText): string | undefined {
+	const user = secretSetting(env, "NATS_USER", readFile);
+	if (user !== undefined && !/^[A-Za-z0-9_-]+$/.test(user)) throw new SettingError("NATS_USER", "one NATS subject token (letters, digits, - and _)", user);
+	return user;
+}
+
 /** The connect options, or undefined when no NATS setting is given (the machine's NATS without auth: local development). */
 export function readNatsOptions(env: Env, readFile: ReadFile = readText): NatsConnectOptions | undefined {
 	const user = secretSetting(env, "NATS_USER", readFile);

@@ -211,7 +211,12 @@ export async function releaseSequelize(sequelize: Sequelize): Promise<void> {
 /** Serialises migrations across processes (replicas starting together) with a session advisory lock. */
 const MIGRATION_LOCK_KEY = 0x72696465; // "ride"
 
-export async function runMigrations(sequelize: Sequelize, opts: DbMixinOptions, url: string): Promise<string[]> {
+/**
+ * `fn` while holding the migration lock (a session advisory lock on a
+ * connection of its own, handed to `fn`): migrations and the migrate Job's
+ * role grants never run at the same time as another instance's.
+ */
+export async function withMigrationLock<T>(url: string, fn: (client: Client) => Promise<T>): Promise<T> {
 	const lockClient = new Client({ connectionString: url });
 	await lockClient.connect();
 	try {
@@ -222,6 +227,15 @@ export async function runMigrations(sequelize: Sequelize, opts: DbMixinOptions, 
 			if (rows[0]?.locked) break;
 			await new Promise((resolve) => setTimeout(resolve, 100));
 		}
+		return await fn(lockClient);
+	} finally {
+		await lockClient.query("SELECT pg_advisory_unlock($1)", [MIGRATION_LOCK_KEY]).catch(() => undefined);
+		await lockClient.end().catch(() => undefined);
+	}
+}
+
+export async function runMigrations(sequelize: Sequelize, opts: DbMixinOptions, url: string): Promise<string[]> {
+	return withMigrationLock(url, async () => {
 		const umzug = new Umzug<QueryInterface>({
 			migrations: opts.migrations.map((m) => ({
 				name: `${opts.service}/${m.name}`,
@@ -234,10 +248,25 @@ export async function runMigrations(sequelize: Sequelize, opts: DbMixinOptions, 
 		});
 		const done = await umzug.up();
 		return done.map((m) => m.name);
-	} finally {
-		await lockClient.query("SELECT pg_advisory_unlock($1)", [MIGRATION_LOCK_KEY]).catch(() => undefined);
-		await lockClient.end().catch(() => undefined);
+	});
+}
+
+/**
+ * This service's migrations that `schema_migrations` does not list: what a
+ * service that does not migrate itself (`MIGRATE_ON_START=false`) checks at
+ * start. Its role may only read that table (lib/db-roles.ts).
+ */
+export async function pendingMigrations(db: Db, opts: DbMixinOptions): Promise<string[]> {
+	let applied: Set<string>;
+	try {
+		const rows = await db.rows<{ name: string }>("SELECT name FROM schema_migrations WHERE name LIKE $1", [`${opts.service}/%`]);
+		applied = new Set(rows.map((r) => r.name));
+	} catch (err) {
+		// 42P01: no migrations table yet, nothing applied.
+		if ((err as { parent?: { code?: string } }).parent?.code !== "42P01") throw err;
+		applied = new Set();
 	}
+	return opts.migrations.map((m) => `${opts.service}/${m.name}`).filter((name) => !applied.has(name));
 }
 
 /**
@@ -267,6 +296,13 @@ export function DbMixin(opts: DbMixinOptions): Partial<ServiceSchema> {
 			this.db = new Db(this.sequelize);
 		},
 		async started(this: Service & DbThis) {
+			// `MIGRATE_ON_START=false` where the service's role may not change the schema (Kubernetes:
+			// the migrate Job migrates as the admin, lib/db-roles.ts): then it only checks it is up to date.
+			if (!envBool(serviceEnv(this), "MIGRATE_ON_START", true)) {
+				const pending = await pendingMigrations(this.db, opts);
+				if (pending.length > 0) throw new Error(`Migrations not applied: ${pending.join(", ")}. Run the migrate Job (npm run migrate) first.`);
+				return;
+			}
 			const applied = await runMigrations(this.sequelize, opts, this.databaseUrl);
 			if (applied.length > 0) this.logger.info(`Applied migrations: ${applied.join(", ")}`);
 		},

@@ -70,7 +70,7 @@ EOF
 }
 
 check4() {
-	local t0 sock port key pw natspw redispw status unhealthy counted
+	local t0 sock port key pw redispw status unhealthy counted
 	command -v docker-compose >/dev/null 2>&1 || { echo "docker-compose is not installed"; return 1; }
 	t0=$(date +%s)
 	build_standins || { echo "cannot build the stand-in nats/postgres/redis images"; return 1; }
@@ -81,12 +81,14 @@ check4() {
 	service_pid=$!
 	for _ in $(seq 1 50); do [ -S "$sock" ] && break; sleep 0.1; done
 	port=$(free_port) key="ck_$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" pw=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
-	# The bus password: the stand-in nats-server gets the file's config (k8s/infra/nats-server.conf), which requires it.
-	natspw=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
+	# The bus passwords, one per user: the stand-in nats-server gets the file's config (k8s/infra/nats-compose.conf), which requires them.
+	for u in GATEWAY PRICING RIDERS ORDERS DISPATCH NOTIFICATIONS FLEET OPERATOR; do
+		export "NATS_PASSWORD_$u=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+	done
 	# Redis's password: the file's redis requires it, the gateway's REDIS_URL carries it.
 	redispw=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	local compose=(docker-compose --project-name "$RUN_ID" --file "$ROOT/docker-compose.yml")
-	export DOCKER_HOST=unix://$sock COMPOSE_HTTP_TIMEOUT=300 RIDE_IMAGE=$IMAGE POSTGRES_PASSWORD=$pw NATS_PASSWORD=$natspw REDIS_PASSWORD=$redispw GATEWAY_PORT=127.0.0.1:$port \
+	export DOCKER_HOST=unix://$sock COMPOSE_HTTP_TIMEOUT=300 RIDE_IMAGE=$IMAGE POSTGRES_PASSWORD=$pw REDIS_PASSWORD=$redispw GATEWAY_PORT=127.0.0.1:$port \
 		BOOTSTRAP_PARTNER_KEY=$key BOOTSTRAP_WEBHOOK_SECRET=$(whsec) ALLOW_BOOTSTRAP_PARTNER=true WEBHOOK_ALLOW_PRIVATE=true NAMESPACE=$RUN_ID \
 		COMPOSE_PROFILES=sandbox FLEET_MODE=simulated
 	# The file runs live mode by default; the sandbox profile (the simulated fleet) is on here so every container of the file is checked.
@@ -132,7 +134,8 @@ check4() {
 	wait "$service_pid" 2>/dev/null
 	service_pid=
 	rm -f "$sock" "$compose_pid_file"
-	unset DOCKER_HOST RIDE_IMAGE POSTGRES_PASSWORD NATS_PASSWORD REDIS_PASSWORD GATEWAY_PORT BOOTSTRAP_PARTNER_KEY BOOTSTRAP_WEBHOOK_SECRET ALLOW_BOOTSTRAP_PARTNER WEBHOOK_ALLOW_PRIVATE NAMESPACE \
+	unset NATS_PASSWORD_GATEWAY NATS_PASSWORD_PRICING NATS_PASSWORD_RIDERS NATS_PASSWORD_ORDERS NATS_PASSWORD_DISPATCH NATS_PASSWORD_NOTIFICATIONS NATS_PASSWORD_FLEET NATS_PASSWORD_OPERATOR
+	unset DOCKER_HOST RIDE_IMAGE POSTGRES_PASSWORD REDIS_PASSWORD GATEWAY_PORT BOOTSTRAP_PARTNER_KEY BOOTSTRAP_WEBHOOK_SECRET ALLOW_BOOTSTRAP_PARTNER WEBHOOK_ALLOW_PRIVATE NAMESPACE \
 		COMPOSE_PROFILES FLEET_MODE
 	return "$status"
 }

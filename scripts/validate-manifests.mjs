@@ -17,12 +17,21 @@
 //    whole set must be there (a Deployment per service, HPAs for gateway,
 //    pricing, dispatch and notifications, a PDB per Deployment, gateway
 //    Service and Ingress, the migration Job, NATS, PostgreSQL and Redis).
+// 4. The cluster boundary, for every pod (Deployments, StatefulSets, Jobs,
+//    infra and the sandbox fleet alike): no service account token
+//    (automountServiceAccountToken: false) and a securityContext on every
+//    container (non-root, read-only root filesystem, no privilege
+//    escalation, ALL capabilities dropped, seccomp RuntimeDefault). With a
+//    kustomization.yaml: a default-deny NetworkPolicy (ingress and egress),
+//    and the NetworkPolicies evaluated over the pods (scripts/network-policies.mts):
+//    every flow the platform needs is allowed, every forbidden one denied.
 //
 // Exits 0 when valid; prints every problem and exits 1 otherwise.
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
+import { flowProblems } from "./network-policies.mts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const dir = resolve(process.argv[2] ?? join(root, "k8s"));
@@ -236,6 +245,47 @@ if (kustomization) {
 	if (!byKind("Job").some((j) => containersOf(j).some((c) => (c.command ?? []).join(" ").includes("migrate")))) problem(dir, "no migration Job");
 	for (const infra of ["nats", "postgres", "redis"])
 		if (!byKind("StatefulSet").some((s) => s.doc.metadata?.name === infra)) problem(dir, `no in-cluster ${infra} StatefulSet`);
+}
+
+// 4. The cluster boundary
+const podWorkloads = [...workloads(), ...byKind("Job")];
+for (const w of podWorkloads) {
+	const spec = w.doc.spec?.template?.spec ?? {};
+	if (spec.automountServiceAccountToken !== false) problem(w.where, "must not mount a service account token (automountServiceAccountToken: false)");
+	const pod = spec.securityContext ?? {};
+	for (const c of [...(spec.containers ?? []), ...(spec.initContainers ?? [])]) {
+		const at = `${w.where} container ${c.name}`;
+		const sc = c.securityContext ?? {};
+		if ((sc.runAsNonRoot ?? pod.runAsNonRoot) !== true) problem(at, "securityContext: must set runAsNonRoot: true (pod or container)");
+		if ((sc.runAsUser ?? pod.runAsUser) === 0) problem(at, "securityContext: runs as user 0");
+		if (sc.allowPrivilegeEscalation !== false) problem(at, "securityContext: must set allowPrivilegeEscalation: false");
+		if (sc.readOnlyRootFilesystem !== true) problem(at, "securityContext: must set readOnlyRootFilesystem: true (mount an emptyDir where it writes)");
+		if (sc.privileged === true) problem(at, "securityContext: must not be privileged");
+		if (!(sc.capabilities?.drop ?? []).includes("ALL")) problem(at, 'securityContext: must drop ALL capabilities (capabilities.drop: ["ALL"])');
+		if ((sc.capabilities?.add ?? []).length > 0) problem(at, "securityContext: must add no capabilities");
+		if ((sc.seccompProfile ?? pod.seccompProfile)?.type !== "RuntimeDefault")
+			problem(at, "securityContext: seccompProfile must be RuntimeDefault (pod or container)");
+	}
+}
+
+if (kustomization) {
+	const policies = byKind("NetworkPolicy").map((r) => r.doc);
+	const denyAll = policies.find((p) => {
+		const sel = p.spec?.podSelector ?? {};
+		const everyPod = Object.keys(sel.matchLabels ?? {}).length === 0 && (sel.matchExpressions ?? []).length === 0;
+		const types = p.spec?.policyTypes ?? [];
+		return everyPod && types.includes("Ingress") && types.includes("Egress") && (p.spec?.ingress ?? []).length === 0 && (p.spec?.egress ?? []).length === 0;
+	});
+	if (!denyAll) problem(dir, "no default-deny NetworkPolicy (podSelector {}, policyTypes Ingress and Egress, no rules)");
+	let n = 0;
+	const pods = podWorkloads.map((w) => ({
+		name: podLabels(w)["app.kubernetes.io/name"] ?? w.doc.metadata?.name,
+		namespace: w.doc.metadata?.namespace ?? NAMESPACE,
+		labels: podLabels(w),
+		ip: `10.244.0.${++n}`,
+		ports: containersOf(w).flatMap((c) => c.ports ?? []),
+	}));
+	for (const p of flowProblems(policies, pods)) problem("network-policy", p);
 }
 
 if (problems.length > 0) {

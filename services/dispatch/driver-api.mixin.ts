@@ -121,8 +121,8 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 		// ---- tokens (operators, the gateway) ----
 
 		/**
-		 * Registers the driver (idempotent by phone) and issues a token, shown once.
-		 * REPL: `call dispatch.createDriverToken --name "Ravi K" --phone +919800000001 --vehicleNumber KA01AB1234 --serviceType cab`
+		 * Registers the driver (idempotent by phone) and issues a token, shown once; `expiresIn` (`30d`) gives it a lifetime.
+		 * REPL: `call dispatch.createDriverToken --name "Ravi K" --phone +919800000001 --vehicleNumber KA01AB1234 --serviceType cab --expiresIn 30d`
 		 */
 		createDriverToken: {
 			access: "internal",
@@ -150,7 +150,24 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 				);
 			},
 		},
-		/** The CLI revoked a driver's tokens in its own process: every instance forgets them, the driver goes offline. */
+		/**
+		 * Revokes one token, on every instance at once; the driver's other tokens keep working (with none left it goes offline).
+		 * REPL: `call dispatch.revokeDriverToken --tokenId dtk_…` or `--prefix rdt_…` (the `tokenPrefix` lists show)
+		 */
+		revokeDriverToken: {
+			access: "internal",
+			params: driverApi.revokeDriverTokenParams,
+			handler(this: This, ctx: Context<driverApi.RevokeDriverTokenParams>): Promise<driverApi.RevokedDriverToken> {
+				const actor = actorOf(ctx);
+				return this.driverTokens.revokeOne(ctx.params, (t, r) =>
+					this.auditLog.record(
+						{ actor, action: "dispatch.revokeDriverToken", subject: r.driver_id, target: r.id, detail: { revoked: r.revoked } },
+						t,
+					),
+				);
+			},
+		},
+		/** The CLI revoked tokens of a driver in its own process: every instance forgets them; the driver goes offline unless a token of it still works. */
 		announceDriverTokens: {
 			access: "internal",
 			params: driverApi.revokeDriverTokensParams,
@@ -174,7 +191,7 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 				return this.driverTokens.list();
 			},
 		},
-		/** The gateway: a driver token's SHA-256 → `{ driverId }`, or null (unknown or revoked); the token itself never crosses the bus. */
+		/** The gateway: a driver token's SHA-256 → `{ driverId }`, or null (unknown, revoked or expired); the token itself never crosses the bus. */
 		authenticateDriver: {
 			access: "internal",
 			params: driverApi.authenticateDriverParams,

@@ -1,18 +1,20 @@
 import { randomBytes } from "node:crypto";
-import { LRUCache } from "lru-cache";
 import * as driverApi from "../../contracts/driver";
 import type { DriverView } from "../../contracts/dispatch";
-import { ApiError } from "../../lib/errors";
+import { AuthCache } from "../../lib/auth-cache";
+import { ApiError, validationError } from "../../lib/errors";
 import { newId } from "../../lib/ids";
 import { hashApiKey } from "../../lib/secrets";
-import type { DriverTokensRepo } from "./driver-tokens.repo";
+import type { DriverTokensRepo, RevokedOne } from "./driver-tokens.repo";
 import type { AuditHook } from "../../lib/audit";
 
 /**
  * Driver API tokens: created by an operator, stored as SHA-256 hashes,
- * revocable. A token resolved is cached per instance for `cacheMs`; a
- * revocation is announced (`dispatch.driverTokensChanged`) and every
- * instance drops its cache (the TTL bounds a lost event).
+ * optionally with a lifetime, revocable all at once or one by one. A token
+ * resolved is cached per instance for `cacheMs` with its expiry, which every
+ * use checks (an expired token is refused from the cache too); a revocation
+ * is announced (`dispatch.driverTokensChanged`) and every instance drops its
+ * cache (the TTL bounds a lost event).
  */
 
 export function newDriverToken(): string {
@@ -30,35 +32,50 @@ export interface DriverTokensDeps {
 	/** The driver of revoked tokens goes offline at once (driver moves). */
 	takeOffline: (driverId: string) => Promise<unknown>;
 	cacheMs: number;
-	/** Tokens kept at most (one per driver online is the working set). */
+	/** Tokens kept at most (one per driver online is the working set); unknown tokens have a bound of their own, as large. */
 	cacheMax: number;
+	/** Milliseconds, for tests (a fake clock); Date.now by default. */
+	now?: () => number;
+}
+
+/** A token as cached: its driver, and when it stops working by this instance's clock (null: until revoked). */
+interface Resolved {
+	driverId: string;
+	expiresAt: number | null;
 }
 
 export class DriverTokens {
-	private readonly cache: LRUCache<string, { driverId: string | null }>;
-	/** Bumped by every revocation: a lookup that began before one does not fill the cache. */
-	private generation = 0;
+	/** Known tokens and unknown ones apart: a flood of unknown tokens evicts only other unknown ones. */
+	private readonly cache: AuthCache<Resolved>;
+	private readonly now: () => number;
 
 	constructor(private readonly deps: DriverTokensDeps) {
+		this.now = deps.now ?? Date.now;
 		// A token in use stays cached (each use restarts its time): re-reading every token each
 		// cacheMs would cost the database drivers ÷ cacheMs lookups a second, for nothing. A
 		// revocation clears every instance at once; one missed while disconnected is covered by
 		// clearing on every (re)connection, as Moleculer's own caches do; cacheMs bounds the rest.
-		this.cache = new LRUCache({ max: deps.cacheMax, ttl: deps.cacheMs, updateAgeOnGet: true });
+		this.cache = new AuthCache(deps.cacheMs, deps.cacheMax, deps.cacheMax, deps.now, { hitsStayWhileUsed: true });
 	}
 
 	/**
 	 * Registers the driver (idempotent by phone) and issues a token, shown
-	 * once. `audit` records the token (by id) in the audit trail, in the
-	 * token's transaction.
+	 * once; `expiresIn` (`30d`) gives it a lifetime. `audit` records the token
+	 * (by id) in the audit trail, in the token's transaction.
 	 */
 	async create(p: driverApi.CreateDriverTokenParams, audit?: (driverId: string) => AuditHook<string>): Promise<driverApi.DriverTokenCreated> {
-		const driver = await this.deps.register({ ...p, mode: p.mode ?? "live", simulated: false });
+		const lifetimeS = p.expiresIn === undefined ? null : driverApi.lifetimeSeconds(p.expiresIn);
+		if (lifetimeS === undefined) {
+			throw validationError("expiresIn", `expiresIn must be <n><s|m|h|d>, at most ${driverApi.DRIVER_TOKEN_LIFETIME_MAX_S / 86_400}d (e.g. 30d)`);
+		}
+		const { expiresIn: _lifetime, ...driverParams } = p;
+		const driver = await this.deps.register({ ...driverParams, mode: p.mode ?? "live", simulated: false });
 		if (driver.simulated) throw new ApiError("CONFLICT", "That phone belongs to a simulated driver");
 		const token = newDriverToken();
 		const tokenId = `dtk_${newId("key").slice(4)}`;
-		await this.deps.repo.insert(tokenId, driver.driverId, hashApiKey(token), audit?.(driver.driverId));
-		return { driverId: driver.driverId, token, tokenId };
+		const tokenPrefix = token.slice(0, driverApi.DRIVER_TOKEN_SHOWN_CHARS);
+		const expiresAt = await this.deps.repo.insert(tokenId, driver.driverId, hashApiKey(token), tokenPrefix, lifetimeS, audit?.(driver.driverId));
+		return { driverId: driver.driverId, token, tokenId, tokenPrefix, expiresAt: expiresAt ? new Date(expiresAt).toISOString() : null };
 	}
 
 	/** Revokes every token of a driver, on every instance at once, and takes the driver offline. */
@@ -68,37 +85,75 @@ export class DriverTokens {
 		return { driverId, revoked };
 	}
 
-	/** Tokens of the driver were revoked (here, or by `npm run driver` in its own process): every instance forgets them, the driver goes offline. */
-	async announceRevoked(driverId: string): Promise<void> {
+	/**
+	 * Revokes one token (by id or prefix), on every instance at once. The
+	 * driver keeps its other tokens; with none left working it goes offline,
+	 * as after revokeAll. Announced even when it already was revoked: a
+	 * repeat is how an operator makes sure after a lost announcement. `audit`
+	 * records it in the revocation's transaction (not when nothing matched).
+	 */
+	async revokeOne(p: driverApi.RevokeDriverTokenParams, audit?: AuditHook<RevokedOne>): Promise<driverApi.RevokedDriverToken> {
+		if ((p.tokenId === undefined) === (p.prefix === undefined)) throw validationError("tokenId", "Name the token by exactly one of tokenId or prefix");
+		const outcome = await this.deps.repo.revokeOne(p.tokenId !== undefined ? { id: p.tokenId } : { prefix: p.prefix! }, audit);
+		if (outcome === "missing") throw new ApiError("NOT_FOUND", "Unknown driver token");
+		if (outcome === "ambiguous") throw validationError("prefix", "Several tokens have that prefix: name the token by tokenId");
+		const remainingTokens = await this.announceRevoked(outcome.driver_id);
+		return { tokenId: outcome.id, driverId: outcome.driver_id, revoked: outcome.revoked, remainingTokens };
+	}
+
+	/**
+	 * Tokens of the driver were revoked (here, or by `npm run driver` in its
+	 * own process): every instance forgets them, and the driver goes offline
+	 * unless a token of it still works. The driver's working tokens left.
+	 */
+	async announceRevoked(driverId: string): Promise<number> {
 		await this.deps.announceChanged({ driverId });
-		await this.deps.takeOffline(driverId);
+		const remaining = await this.deps.repo.workingCount(driverId);
+		if (remaining === 0) await this.deps.takeOffline(driverId);
+		return remaining;
 	}
 
 	/** Tokens, newest first (never the token itself). */
 	async list(): Promise<driverApi.DriverTokenView[]> {
+		const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
 		return (await this.deps.repo.list()).map((r) => ({
 			tokenId: r.id,
 			driverId: r.driver_id,
 			driverName: r.driver_name,
+			tokenPrefix: r.token_prefix,
 			createdAt: new Date(r.created_at).toISOString(),
-			revokedAt: r.revoked_at ? new Date(r.revoked_at).toISOString() : null,
+			expiresAt: iso(r.expires_at),
+			revokedAt: iso(r.revoked_at),
+			status: r.status,
 		}));
 	}
 
-	/** A token's SHA-256 (`hashApiKey`, what the gateway sends) → its driver, or null (unknown or revoked). */
+	/** A token's SHA-256 (`hashApiKey`, what the gateway sends) → its driver, or null (unknown, revoked or expired). */
 	async authenticate(hash: string): Promise<driverApi.AuthenticatedDriver | null> {
+		const now = this.now();
 		const cached = this.cache.get(hash);
-		if (cached) return cached.driverId ? { driverId: cached.driverId } : null;
-		const generation = this.generation;
-		const driverId = (await this.deps.repo.driverOf(hash)) ?? null;
-		// A revocation seen meanwhile wins over what this lookup read.
-		if (generation === this.generation) this.cache.set(hash, { driverId });
-		return driverId ? { driverId } : null;
+		if (cached) return this.answer(hash, cached.value, now);
+		const generation = this.cache.generation;
+		const row = await this.deps.repo.liveToken(hash);
+		// The expiry by this instance's clock, from the time left by the database's (clocks may differ).
+		const resolved = row ? { driverId: row.driver_id, expiresAt: row.ms_left === null ? null : now + row.ms_left } : null;
+		// A revocation seen meanwhile wins over what this lookup read (set() skips it).
+		this.cache.set(hash, resolved, generation);
+		return this.answer(hash, resolved, now);
+	}
+
+	/** A cached token past its expiry is refused, and remembered as unknown from then on. */
+	private answer(hash: string, resolved: Resolved | null, now: number): driverApi.AuthenticatedDriver | null {
+		if (!resolved) return null;
+		if (resolved.expiresAt !== null && resolved.expiresAt <= now) {
+			this.cache.set(hash, null);
+			return null;
+		}
+		return { driverId: resolved.driverId };
 	}
 
 	/** Some driver's tokens changed (here or on another instance): forget what was resolved. */
 	changed(): void {
-		this.generation++;
 		this.cache.clear();
 	}
 }

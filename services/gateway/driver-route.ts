@@ -67,7 +67,7 @@ export async function prepareDriverRequest(this: DriverGatewayParts, req: Driver
 	});
 	if (!driver) {
 		await this.authThrottle.failed(address, token);
-		throw unauthorized("Invalid or revoked driver token");
+		throw unauthorized("Invalid, expired or revoked driver token");
 	}
 	this.authThrottle.succeeded(token);
 	req.$driverId = driver.driverId;

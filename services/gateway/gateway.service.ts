@@ -8,7 +8,7 @@ import { ApiError } from "../../lib/errors";
 import { buildOpenApiDocument, type OpenApiDocument } from "./openapi";
 import { renderDocsPage } from "./docs-page";
 import type Redis from "ioredis";
-import { enforceRateLimit, openLimitRedis, partnerLimiter, windowLimiter, type LimitStoreOptions, type PartnerLimiter } from "./rate-limiter";
+import { enforceRateLimit, openLimitRedis, partnerLimiter, partnerLimitKey, windowLimiter, type LimitStoreOptions, type PartnerLimiter } from "./rate-limiter";
 import { AuthFailureThrottle, keyHash } from "./auth-throttle";
 import { clientAddress } from "./client-address";
 import { idempotencyKeyFrom, readJsonBody, requestIdFrom, requireBearer } from "./request";
@@ -275,7 +275,7 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 			this.authThrottle.succeeded(apiKey, hash);
 			req.$partner = partner;
 
-			await enforceRateLimit(this.limiter, partner.partnerId, res);
+			await enforceRateLimit(this.limiter, partnerLimitKey(partner.partnerId, partner.mode), res);
 
 			// Everything about the request is checked before the target service is looked up (503).
 			req.$idempotencyKey = idempotencyKeyFrom(req.headers["idempotency-key"]);

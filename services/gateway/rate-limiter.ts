@@ -2,9 +2,10 @@ import type { ServerResponse } from "node:http";
 import Redis from "ioredis";
 import { ApiError } from "../../lib/errors";
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from "rate-limiter-flexible";
+import type { KeyMode } from "../../contracts/partners";
 
 /**
- * The gateway's limits: the per-partner rate limit and the counter behind the
+ * The gateway's limits: the per-(partner, mode) rate limit and the counter behind the
  * failed-authentication throttle (auth-throttle.ts).
  *
  * Without REDIS_URL each gateway counts in its own memory: the partner limit
@@ -97,6 +98,16 @@ export class TokenBucketLimiter {
 	get size(): number {
 		return this.buckets.size;
 	}
+}
+
+/**
+ * The key a partner request is counted under: partner and key mode, so test
+ * traffic (a load test, a leaked test key) has its own quota and can never
+ * use up the live one. Partner ids are `ptn_…`, so these never meet the
+ * driver route's `driver:…` keys.
+ */
+export function partnerLimitKey(partnerId: string, mode: KeyMode): string {
+	return `${partnerId}:${mode}`;
 }
 
 /** What the pipeline asks of a partner limit, whichever store counts. */

@@ -11,6 +11,7 @@ import type { NotificationsSettings } from "./notifications.settings";
 import type { OutageWarnings } from "./outage-warnings";
 import { SafetyNet } from "./safety-net";
 import { signedHeaders, webhookBody, type SigningSecret } from "./signing";
+import { KEY_MODES, type KeyMode } from "../../contracts/partners";
 import type { AttemptResult, WebhookClient } from "./webhook-client";
 import { WriteBatcher } from "./write-batcher";
 
@@ -40,8 +41,8 @@ export interface DeliveryLoopDeps {
 	instanceId: string;
 	logger: Logger;
 	warnings: OutageWarnings;
-	/** The partner's webhook signing secret(s) (partners.signingSecret; several during a rotation). */
-	fetchSigningSecret(partnerId: string): Promise<readonly SigningSecret[]>;
+	/** The partner's webhook signing secret(s) of one mode (partners.signingSecret; several during a rotation). */
+	fetchSigningSecret(partnerId: string, mode: KeyMode): Promise<readonly SigningSecret[]>;
 	/** Absent when the broker has metrics off. */
 	metrics?: DeliveryMetrics;
 }
@@ -60,6 +61,9 @@ const RECORD_BATCH = 256;
 const OBSERVE_EVERY_MS = 500;
 /** Location housekeeping at most this often; the claim applies the same rules, so nothing depends on it. */
 const SETTLE_EVERY_MS = 2_000;
+/** The secrets cache holds each (partner, mode) apart: one mode's secrets never sign the other's webhooks. */
+const secretCacheKey = (partnerId: string, mode: KeyMode): string => `${partnerId}\u0000${mode}`;
+
 /** A claim without a signing secret comes back this much later. */
 const NO_SECRET_DELAY_MS = 5_000;
 /** Cached signing secrets at most; the cache starts over past it. */
@@ -107,9 +111,9 @@ export class DeliveryLoop {
 		this.requestTick();
 	}
 
-	/** partners.changed: the next try of this partner fetches its secrets again. */
+	/** partners.changed: the next try of this partner fetches its secrets again (both modes). */
 	forgetSigningSecret(partnerId: string): void {
-		this.secrets.delete(partnerId);
+		for (const mode of KEY_MODES) this.secrets.delete(secretCacheKey(partnerId, mode));
 	}
 
 	/** Tries of this instance in flight now. */
@@ -271,16 +275,17 @@ export class DeliveryLoop {
 		const { repo, warnings } = this.deps;
 		let secret: readonly SigningSecret[];
 		try {
-			secret = await this.signingSecret(row.partner_id);
+			// The ride's mode picks the secrets: a test ride's webhook never verifies with the live secret.
+			secret = await this.signingSecret(row.partner_id, row.mode);
 		} catch (err) {
 			// Not a try: nothing was sent. Give the claim back and look again shortly.
-			warnings.warn(`secret:${row.partner_id}`, `No signing secret for ${row.partner_id} right now; delivery postponed`, err);
+			warnings.warn(`secret:${row.partner_id}`, `No ${row.mode} signing secret for ${row.partner_id} right now; delivery postponed`, err);
 			await repo.release(row.event_id, leaseToken, NO_SECRET_DELAY_MS).catch(() => undefined);
 			return;
 		}
-		const body = webhookBody(row.payload);
+		const body = webhookBody(row.payload, row.mode);
 		const startedAt = Date.now();
-		const headers = signedHeaders(secret, row.event_id, body, startedAt);
+		const headers = signedHeaders(secret, row.event_id, body, startedAt, row.mode);
 		const result = await this.deps.client.send(row.webhook_url, { ...headers }, body, this.stopAbort.signal);
 		if (this.stopAbort.signal.aborted && result.outcome !== "delivered") {
 			// Cut short by a stop past its grace period: not the partner's fault, not a try.
@@ -294,13 +299,14 @@ export class DeliveryLoop {
 		await this.record(row, leaseToken, result, startedAt);
 	}
 
-	private async signingSecret(partnerId: string): Promise<readonly SigningSecret[]> {
+	private async signingSecret(partnerId: string, mode: KeyMode): Promise<readonly SigningSecret[]> {
 		const now = Date.now();
-		const cached = this.secrets.get(partnerId);
+		const key = secretCacheKey(partnerId, mode);
+		const cached = this.secrets.get(key);
 		if (cached && cached.expires > now) return cached.secret;
-		const secret = await this.deps.fetchSigningSecret(partnerId);
+		const secret = await this.deps.fetchSigningSecret(partnerId, mode);
 		if (this.secrets.size > MAX_CACHED_SECRETS) this.secrets.clear();
-		this.secrets.set(partnerId, { secret, expires: now + this.deps.settings.secretCacheMs });
+		this.secrets.set(key, { secret, expires: now + this.deps.settings.secretCacheMs });
 		return secret;
 	}
 

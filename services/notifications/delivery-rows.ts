@@ -1,4 +1,5 @@
 import type { DeliveryState, RideEventKind } from "../../contracts/notifications";
+import type { KeyMode } from "../../contracts/partners";
 
 /** The rows and arguments of notifications.repo.ts's statements, typed. */
 
@@ -7,6 +8,8 @@ export interface ClaimedRow {
 	event_id: string;
 	order_id: string;
 	partner_id: string;
+	/** The ride's mode: which of the partner's secrets signs, and the payload's and `Ride-Mode`'s value. */
+	mode: KeyMode;
 	kind: RideEventKind;
 	/** host:port of the webhook URL (per-host cap, circuit breaker). */
 	host: string;

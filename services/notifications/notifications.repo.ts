@@ -32,8 +32,8 @@ const WEBHOOK_HOST_SQL = "lower(COALESCE(substring(e.webhook_url from '^[A-Za-z]
 /** The columns an ingest writes, from ride event `e`; $n is the location lifetime ms. */
 function ingestColumns(n: number): string {
 	return `
-INSERT INTO webhook_deliveries (event_id, order_id, partner_id, kind, sequence, event_position, occurred_at, event_created_at, state, finished_at, host)
-SELECT e.id, e.order_id, e.partner_id, e.kind, e.sequence, e.position, e.occurred_at, e.created_at,
+INSERT INTO webhook_deliveries (event_id, order_id, partner_id, mode, kind, sequence, event_position, occurred_at, event_created_at, state, finished_at, host)
+SELECT e.id, e.order_id, e.partner_id, e.mode, e.kind, e.sequence, e.position, e.occurred_at, e.created_at,
        CASE WHEN e.kind = 'location' AND e.created_at < now() - ${locationTtl(n)} THEN 'expired' ELSE 'pending' END,
        CASE WHEN e.kind = 'location' AND e.created_at < now() - ${locationTtl(n)} THEN now() END,
        ${WEBHOOK_HOST_SQL}`;
@@ -141,7 +141,7 @@ RETURNING d.event_id, d.state`;
 /**
  * The claim: pick due events fairly and lease them to this instance,
  * committed before any HTTP call is made. It is the function
- * `webhook_claim_v3` (migrations/index.ts, 003, 004 and 005), called as one
+ * `webhook_claim_v4` (migrations/index.ts, 003, 004, 005 and 006), called as one
  * statement in its own transaction: when nothing is due and free for a kind
  * with free slots it answers at once (most calls: the tick after each
  * finished try); else it takes the claim lock (pg_advisory_xact_lock, one
@@ -151,16 +151,19 @@ RETURNING d.event_id, d.state`;
  * trip and no planning per call; the statement inline was four round trips
  * and re-planned every time (3-14 ms of planning, the bulk of a tick).
  *
- *  - fairness: the (partner, host) pairs with pending events of the kind are
- *    walked through the index (a loose index scan: one probe per pair, never
- *    the backlog). Each pair gets at most its partner's and its own free
- *    room (the caps minus the leases in flight of that kind, counted over
- *    every instance); a pair whose breaker is open gets nothing, a half-open
- *    one a single probe. The host share and the breaker are per (partner,
- *    host): on a receiver shared by several partners, one partner's failing
- *    or slow path never pauses or fills it for another. The picks are ranked within each partner and taken
- *    round-robin (every partner's first, then every partner's second, …), so
- *    a partner with a deep or slow backlog never holds all the slots;
+ *  - fairness: the (partner, mode, host) triples with pending events of the
+ *    kind are walked through the index (a loose index scan: one probe per
+ *    triple, never the backlog). Each gets at most its (partner, mode)'s and
+ *    its (partner, host)'s free room (the caps minus the leases in flight of
+ *    that kind, counted over every instance); a (partner, host) whose breaker
+ *    is open gets nothing, a half-open one a single probe. The host share and
+ *    the breaker are per (partner, host): on a receiver shared by several
+ *    partners, one partner's failing or slow path never pauses or fills it for
+ *    another. The picks are ranked within each (partner, mode) and taken
+ *    round-robin (every one's first, then every one's second, …), so a
+ *    partner with a deep or slow backlog never holds all the slots, and a
+ *    partner's test deliveries never take its live ones' slots (a test load
+ *    test, a hanging test endpoint);
  *  - due: pending, next try time reached, not leased (or the lease expired:
  *    that instance died, so its events come back);
  *  - order: no earlier status event of the same ride is still undelivered,
@@ -176,10 +179,10 @@ RETURNING d.event_id, d.state`;
  *    READ COMMITTED re-checks the lease on the locked row.
  *
  * $1 status slots free, $2 location slots free, $3 lease token, $4 lease
- * owner, $5 lease ms, $6 location lifetime ms, $7 per-partner cap, $8
- * per-host cap (both per kind).
+ * owner, $5 lease ms, $6 location lifetime ms, $7 per-(partner, mode) cap,
+ * $8 per-host cap (both per kind).
  */
-export const CLAIM_SQL = "SELECT * FROM webhook_claim_v3($1::int, $2::int, $3::uuid, $4::text, $5::double precision, $6::double precision, $7::int, $8::int)";
+export const CLAIM_SQL = "SELECT * FROM webhook_claim_v4($1::int, $2::int, $3::uuid, $4::text, $5::double precision, $6::double precision, $7::int, $8::int)";
 
 /**
  * The circuit breaker of one partner's deliveries to one host

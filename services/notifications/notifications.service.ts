@@ -213,8 +213,8 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 			logger: this.logger,
 			warnings: this.warnings,
 			metrics: this.metrics,
-			fetchSigningSecret: async (partnerId) => {
-				const answer = await this.broker.call<PartnerSigning, SigningSecretParams>("partners.signingSecret", { partnerId });
+			fetchSigningSecret: async (partnerId, mode) => {
+				const answer = await this.broker.call<PartnerSigning, SigningSecretParams>("partners.signingSecret", { partnerId, mode });
 				return answer.webhookSecrets;
 			},
 		});

@@ -1,4 +1,5 @@
 import { createHmac, createSecretKey, type KeyObject } from "node:crypto";
+import type { KeyMode } from "../../contracts/partners";
 
 /**
  * Standard Webhooks signing (https://www.standardwebhooks.com): the partner's
@@ -11,6 +12,11 @@ import { createHmac, createSecretKey, type KeyObject } from "node:crypto";
  * secret valid at the time of the try signs, and `webhook-signature` carries
  * the signatures space-separated (the spec allows several; a verifier accepts
  * the message when any one matches its secret).
+ *
+ * Every (partner, mode) has its own secrets (partners migration 004): a test
+ * ride's webhooks are signed with the partner's test secrets only, so they
+ * never verify with its live secret. The body says the mode (`mode`, signed)
+ * and so does the `Ride-Mode` header (for routing before verifying).
  */
 
 /** One of a partner's signing secrets; `validUntil` (ISO 8601) is absent or null for the current one. */
@@ -23,6 +29,8 @@ export interface WebhookHeaders {
 	"webhook-id": string;
 	"webhook-timestamp": string;
 	"webhook-signature": string;
+	/** The ride's mode, `test` or `live` (API.md, "Webhooks"); the signed body's `mode` is the same. */
+	"ride-mode": KeyMode;
 }
 
 export function secretKey(secret: string): Buffer {
@@ -67,11 +75,13 @@ export function secretsValidAt(secrets: readonly SigningSecret[], nowMs: number)
 
 /**
  * Headers of one try: `webhook-id` stays the event id across tries, the
- * timestamp is this try's; one signature per secret valid now.
+ * timestamp is this try's; one signature per secret valid now (the secrets
+ * of the ride's mode), and the mode.
  */
-export function signedHeaders(secrets: readonly SigningSecret[], eventId: string, body: Buffer, nowMs: number): WebhookHeaders {
+export function signedHeaders(secrets: readonly SigningSecret[], eventId: string, body: Buffer, nowMs: number, mode: KeyMode): WebhookHeaders {
 	const timestamp = Math.floor(nowMs / 1000);
 	return {
+		"ride-mode": mode,
 		"webhook-id": eventId,
 		"webhook-timestamp": String(timestamp),
 		"webhook-signature": secretsValidAt(secrets, nowMs)
@@ -81,10 +91,15 @@ export function signedHeaders(secrets: readonly SigningSecret[], eventId: string
 }
 
 /** Contract field order first (API.md, "Webhooks"); jsonb does not keep key order, so we restore it. */
-const BODY_ORDER = ["eventId", "orderId", "status", "sequence", "occurredAt", "driver", "location", "eta", "metadata"];
+const BODY_ORDER = ["eventId", "orderId", "status", "sequence", "occurredAt", "mode", "driver", "location", "eta", "metadata"];
 
-/** The exact bytes of a webhook body, from the stored payload. */
-export function webhookBody(payload: Record<string, unknown>): Buffer {
+/**
+ * The exact bytes of a webhook body, from the stored payload and the ride's
+ * mode (payloads stored before they carried it get it here; a stored one is
+ * the same value, the ride's).
+ */
+export function webhookBody(payload: Record<string, unknown>, mode: KeyMode): Buffer {
+	payload = { ...payload, mode };
 	const ordered: Record<string, unknown> = {};
 	for (const key of BODY_ORDER) if (key in payload) ordered[key] = payload[key];
 	for (const key of Object.keys(payload)) if (!(key in ordered)) ordered[key] = payload[key];

@@ -97,6 +97,7 @@ async function placeOrder(deps: CreateOrderDeps, ctx: Context<CreateOrderParams,
 	// The rider is written only once the request is known to be good: a refused order changes nothing.
 	const rider = await callService<Rider>(ctx, deps.logger, "riders.upsert", {
 		partnerId,
+		mode,
 		name: p.user.name,
 		phone: p.user.phone,
 		...(p.user.email !== undefined ? { email: p.user.email } : {}),

@@ -127,11 +127,11 @@ export function toInternalOrder(row: OrderRow): InternalOrder {
 /**
  * The webhook body of one event, built from the order row as the same
  * transaction left it: `driver` once one is assigned, the latest `location`,
- * `eta` when known, and always the partner's `metadata`.
+ * `eta` when known, and always the ride's `mode` and the partner's `metadata`.
  */
 export function buildEventPayload(input: {
 	eventId: string;
-	row: Pick<OrderRow, "id" | "driver" | "driver_location" | "eta" | "metadata">;
+	row: Pick<OrderRow, "id" | "driver" | "driver_location" | "eta" | "metadata" | "mode">;
 	status: RideEventPayload["status"];
 	sequence: number;
 	occurredAt: Date | string;
@@ -143,6 +143,7 @@ export function buildEventPayload(input: {
 		status: input.status,
 		sequence: input.sequence,
 		occurredAt: iso(input.occurredAt),
+		mode: row.mode === "live" ? "live" : "test",
 		metadata: row.metadata ?? null,
 	};
 	const driver = driverView(row);
@@ -178,7 +179,7 @@ export function deliveryStatesById(answer: unknown): Map<string, Partial<EventDe
 
 /** One `ride_events` row as /ride/events lists it; an event notifications does not know yet is pending. */
 export function toRideEventView(
-	row: { id: string; sequence: number; status: WebhookStatus; occurred_at: Date | string; payload: RideEventPayload },
+	row: { id: string; sequence: number; status: WebhookStatus; occurred_at: Date | string; payload: RideEventPayload; mode?: KeyMode },
 	state: Partial<EventDelivery> | undefined,
 ): RideEventView {
 	return {
@@ -186,7 +187,8 @@ export function toRideEventView(
 		sequence: row.sequence,
 		status: row.status,
 		occurredAt: iso(row.occurred_at),
-		payload: row.payload,
+		// Events stored before payloads carried the mode get it from their row (orders migration 004).
+		payload: withMode(row.payload, row.mode),
 		delivery: {
 			state: state?.state ?? "pending",
 			attempts: state?.attempts ?? 0,
@@ -194,6 +196,12 @@ export function toRideEventView(
 			lastError: state?.lastError ?? null,
 		},
 	};
+}
+
+/** The payload with its ride's `mode`: stored payloads from before modes lack it, their ride_events row has it. */
+export function withMode(payload: RideEventPayload, mode: KeyMode | undefined): RideEventPayload {
+	if (payload.mode !== undefined || mode === undefined) return payload;
+	return { ...payload, mode };
 }
 
 /** The widest delivery state a view can carry (longest state and error names, largest numbers). */

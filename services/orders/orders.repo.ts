@@ -70,6 +70,7 @@ export interface RideEventRow {
 	status: WebhookStatus;
 	occurred_at: Date;
 	payload: RideEventPayload;
+	mode: KeyMode;
 }
 
 /** Whose orders a partner call may see: its partner's, of its key's mode. */
@@ -337,9 +338,9 @@ export class OrdersRepo {
 		const eventId = newId("evt");
 		const payload = buildEventPayload({ eventId, row, status, sequence: row.version, occurredAt: row.updated_at });
 		await this.db.run(
-			`INSERT INTO ride_events (id, order_id, partner_id, sequence, kind, status, webhook_url, payload, occurred_at)
-			 VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9)`,
-			[eventId, row.id, row.partner_id, row.version, kind, status, row.webhook_url, JSON.stringify(payload), row.updated_at],
+			`INSERT INTO ride_events (id, order_id, partner_id, sequence, kind, status, webhook_url, payload, occurred_at, mode)
+			 VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10)`,
+			[eventId, row.id, row.partner_id, row.version, kind, status, row.webhook_url, JSON.stringify(payload), row.updated_at, row.mode],
 			transaction,
 		);
 		return eventId;
@@ -348,7 +349,7 @@ export class OrdersRepo {
 	/** Up to `limit` of the ride's webhook events after sequence `afterSequence`, in sequence order (the (order_id, sequence) key serves it). */
 	async listEvents(orderId: string, afterSequence: number, limit: number): Promise<RideEventRow[]> {
 		return this.db.rows<RideEventRow>(
-			"SELECT id, sequence, status, occurred_at, payload FROM ride_events WHERE order_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3",
+			"SELECT id, sequence, status, occurred_at, payload, mode FROM ride_events WHERE order_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3",
 			[orderId, afterSequence, limit],
 		);
 	}

@@ -1,26 +1,40 @@
 import { noAudit, type AuditHook } from "../../lib/audit";
 import type { Db } from "../../mixins/db.mixin";
-import type { ApiKeySummary, AuthenticatedPartner, KeyMode, PartnerSummary, WebhookSecretEntry } from "../../contracts/partners";
+import { KEY_MODES, type ApiKeySummary, type AuthenticatedPartner, type KeyMode, type PartnerSummary, type WebhookSecretEntry } from "../../contracts/partners";
 
 /**
  * Every statement of partners, on its tables `partners` (disabled_at: revoked
  * by an operator), `api_keys` (several per partner, stored only as their
  * SHA-256 hash, lib/secrets.ts: callers pass hashes) and `webhook_secrets`
- * (valid_until null: the current one; older ones sign until valid_until).
+ * (per (partner, mode); valid_until null: the current one; older ones sign
+ * until valid_until; `shared` ones from before modes, see migration 004).
  * Rows are never deleted: a revoked key or partner stays visible as revoked.
  */
 
 const INSERT_PARTNER_SQL = "INSERT INTO partners (id, name) VALUES ($1, $2)";
 const INSERT_KEY_SQL = `INSERT INTO api_keys (id, partner_id, key_hash, label, mode) VALUES ($1, $2, $3, $4, $5)
 				 ON CONFLICT (key_hash) DO NOTHING RETURNING id`;
-const INSERT_SECRET_SQL = "INSERT INTO webhook_secrets (partner_id, secret) VALUES ($1, $2)";
+const INSERT_SECRET_SQL = "INSERT INTO webhook_secrets (partner_id, secret, mode) VALUES ($1, $2, $3)";
 const BY_KEY_HASH_SQL = `SELECT p.id, p.name, k.mode FROM api_keys k JOIN partners p ON p.id = k.partner_id
 				 WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND p.disabled_at IS NULL`;
 const KEY_STATE_SQL = `SELECT k.partner_id, k.revoked_at, k.mode, p.disabled_at FROM api_keys k JOIN partners p ON p.id = k.partner_id WHERE k.key_hash = $1`;
 // At most one write per key per minute whatever the number of instances.
 const TOUCH_KEY_SQL = "UPDATE api_keys SET last_used_at = now() WHERE key_hash = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')";
-const SECRETS_SQL = `SELECT secret, valid_until FROM webhook_secrets WHERE partner_id = $1 AND (valid_until IS NULL OR valid_until > now())
-				 ORDER BY valid_until IS NOT NULL, valid_until DESC`;
+/**
+ * The secrets that sign mode $2's webhooks now, current first: the mode's own,
+ * and a `shared` secret from before modes: for live until rotated, for test
+ * until the transition ends ($3 days after the upgrade) or a test rotation
+ * ended it (test_until), whichever is first. That end is reported as its
+ * validUntil, so signers stop on time without knowing the rule.
+ */
+const SECRETS_SQL = `SELECT secret, valid_until FROM (
+				   SELECT secret, created_at,
+				          CASE WHEN mode = 'shared' AND $2 = 'test'
+				               THEN LEAST(COALESCE(valid_until, 'infinity'), modes_split_at + make_interval(days => $3::int), COALESCE(test_until, 'infinity'))
+				               ELSE valid_until END AS valid_until
+				   FROM webhook_secrets WHERE partner_id = $1 AND mode IN ($2, 'shared')) s
+				 WHERE valid_until IS NULL OR valid_until > now()
+				 ORDER BY valid_until IS NOT NULL, valid_until DESC, created_at DESC`;
 const LIST_SQL = "SELECT id, name, created_at, disabled_at FROM partners ORDER BY created_at";
 const PARTNER_SQL = "SELECT id, disabled_at FROM partners WHERE id = $1";
 const LOCK_PARTNER_SQL = "SELECT id, disabled_at FROM partners WHERE id = $1 FOR UPDATE";
@@ -30,10 +44,23 @@ const REVOKE_KEY_SQL = "UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND
 const KEY_PARTNER_SQL = "SELECT partner_id FROM api_keys WHERE id = $1";
 const REVOKE_PARTNER_SQL = "UPDATE partners SET disabled_at = now() WHERE id = $1 AND disabled_at IS NULL";
 const REVOKE_PARTNER_KEYS_SQL = "UPDATE api_keys SET revoked_at = now() WHERE partner_id = $1 AND revoked_at IS NULL RETURNING id";
-// The old current secret and any older one still in grace end at most `grace` from now.
+/**
+ * A rotation of mode $3: its current secret and any older one still in grace
+ * end at most `grace` ($2) from now. A live rotation ends the `shared` secret
+ * too (it was the live one); a test rotation only ends the shared secret's
+ * use for test webhooks (test_until), live ones keep it.
+ */
 const END_SECRETS_SQL = `UPDATE webhook_secrets SET valid_until = LEAST(COALESCE(valid_until, 'infinity'), now() + make_interval(secs => $2))
-				 WHERE partner_id = $1 AND (valid_until IS NULL OR valid_until > now()) RETURNING valid_until`;
-const SET_CURRENT_SECRET_SQL = "UPDATE webhook_secrets SET secret = $2 WHERE partner_id = $1 AND valid_until IS NULL AND secret <> $2 RETURNING partner_id";
+				 WHERE partner_id = $1 AND (mode = $3 OR (mode = 'shared' AND $3 = 'live')) AND (valid_until IS NULL OR valid_until > now())
+				 RETURNING valid_until`;
+const END_SHARED_FOR_TEST_SQL = `UPDATE webhook_secrets SET test_until = LEAST(COALESCE(test_until, 'infinity'), now() + make_interval(secs => $2))
+				 WHERE partner_id = $1 AND mode = 'shared' AND (valid_until IS NULL OR valid_until > now())
+				   AND modes_split_at + make_interval(days => $3::int) > now()
+				 RETURNING LEAST(test_until, valid_until, modes_split_at + make_interval(days => $3::int)) AS valid_until`;
+/** Bootstrap: the mode's current secret made equal to $2 (inserted when the mode has none). */
+const SET_CURRENT_SECRET_SQL = `INSERT INTO webhook_secrets (partner_id, secret, mode) VALUES ($1, $2, $3)
+				 ON CONFLICT (partner_id, mode) WHERE valid_until IS NULL DO UPDATE SET secret = EXCLUDED.secret WHERE webhook_secrets.secret <> EXCLUDED.secret
+				 RETURNING partner_id`;
 
 type Iso = Date | string;
 const iso = (d: Iso): string => new Date(d).toISOString();
@@ -77,7 +104,8 @@ export class PartnersRepo {
 			keyHash: string;
 			label: string;
 			mode: KeyMode;
-			webhookSecret: string;
+			/** Each mode's own signing secret. */
+			webhookSecrets: Record<KeyMode, string>;
 		},
 		audit: AuditHook<string> = noAudit,
 	): Promise<string | null> {
@@ -86,7 +114,7 @@ export class PartnersRepo {
 				await this.db.run(INSERT_PARTNER_SQL, [p.partnerId, p.name], t);
 				const [key] = await this.db.rows<{ id: string }>(INSERT_KEY_SQL, [p.keyId, p.partnerId, p.keyHash, p.label, p.mode], t);
 				if (!key) throw new KeyTaken();
-				await this.db.run(INSERT_SECRET_SQL, [p.partnerId, p.webhookSecret], t);
+				for (const mode of KEY_MODES) await this.db.run(INSERT_SECRET_SQL, [p.partnerId, p.webhookSecrets[mode], mode], t);
 				await audit(t, p.partnerId);
 				return p.partnerId;
 			});
@@ -118,9 +146,9 @@ export class PartnersRepo {
 		await this.db.run(TOUCH_KEY_SQL, [keyHash]);
 	}
 
-	/** The partner's secrets that sign now, current first; empty for an unknown partner. */
-	async signingSecrets(partnerId: string): Promise<WebhookSecretEntry[]> {
-		const rows = await this.db.rows<{ secret: string; valid_until: Iso | null }>(SECRETS_SQL, [partnerId]);
+	/** The secrets that sign the partner's webhooks of `mode` now, current first; empty for an unknown partner. */
+	async signingSecrets(partnerId: string, mode: KeyMode, transitionDays: number): Promise<WebhookSecretEntry[]> {
+		const rows = await this.db.rows<{ secret: string; valid_until: Iso | null }>(SECRETS_SQL, [partnerId, mode, transitionDays]);
 		return rows.map((r) => ({ secret: r.secret, validUntil: isoOrNull(r.valid_until) }));
 	}
 
@@ -199,19 +227,23 @@ export class PartnersRepo {
 		});
 	}
 
-	/** A new current secret; the previous ones end within `graceSeconds`. Null for an unknown partner. */
+	/** A new current secret of `mode`; the mode's previous ones end within `graceSeconds`. Null for an unknown partner. */
 	async rotateWebhookSecret(
 		partnerId: string,
+		mode: KeyMode,
 		webhookSecret: string,
 		graceSeconds: number,
+		transitionDays: number,
 		audit: AuditHook<{ previousValidUntil: string }> = noAudit,
 	): Promise<{ previousValidUntil: string } | null> {
 		return this.db.tx(async (t) => {
-			// Serialises rotations of one partner (one current secret, the partial unique index).
+			// Serialises rotations of one partner (one current secret per mode, the partial unique index).
 			const [partner] = await this.db.rows<{ id: string }>(LOCK_PARTNER_SQL, [partnerId], t);
 			if (!partner) return null;
-			const ended = await this.db.rows<{ valid_until: Iso }>(END_SECRETS_SQL, [partnerId, graceSeconds], t);
-			await this.db.run(INSERT_SECRET_SQL, [partnerId, webhookSecret], t);
+			const ended = await this.db.rows<{ valid_until: Iso }>(END_SECRETS_SQL, [partnerId, graceSeconds, mode], t);
+			if (mode === "test")
+				ended.push(...(await this.db.rows<{ valid_until: Iso }>(END_SHARED_FOR_TEST_SQL, [partnerId, graceSeconds, transitionDays], t)));
+			await this.db.run(INSERT_SECRET_SQL, [partnerId, webhookSecret, mode], t);
 			const latest = ended.map((r) => new Date(r.valid_until).getTime()).reduce((a, b) => Math.max(a, b), Date.now());
 			const rotated = { previousValidUntil: new Date(latest).toISOString() };
 			await audit(t, rotated);
@@ -219,9 +251,9 @@ export class PartnersRepo {
 		});
 	}
 
-	/** Bootstrap's BOOTSTRAP_WEBHOOK_SECRET: replaces the current secret in place (dev and tests, no grace). True when it changed. */
-	async setCurrentSecret(partnerId: string, webhookSecret: string): Promise<boolean> {
-		const rows = await this.db.rows<{ partner_id: string }>(SET_CURRENT_SECRET_SQL, [partnerId, webhookSecret]);
+	/** Bootstrap's BOOTSTRAP_WEBHOOK_SECRET: replaces the mode's current secret in place (dev and tests, no grace). True when it changed. */
+	async setCurrentSecret(partnerId: string, mode: KeyMode, webhookSecret: string): Promise<boolean> {
+		const rows = await this.db.rows<{ partner_id: string }>(SET_CURRENT_SECRET_SQL, [partnerId, webhookSecret, mode]);
 		return rows.length > 0;
 	}
 }

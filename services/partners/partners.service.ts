@@ -11,6 +11,7 @@ import {
 	createKeyParams,
 	createPartnerParams,
 	DEFAULT_KEY_MODE,
+	DEFAULT_SIGNING_MODE,
 	DEFAULT_WEBHOOK_SECRET_GRACE_SECONDS,
 	KEY_MODES,
 	keyPrefix,
@@ -59,7 +60,14 @@ import type { AuditPage } from "../../contracts/audit";
  */
 
 interface PartnersMethods {
-	insertPartner(name: string, apiKey: string, webhookSecret: string, mode: KeyMode, actor: Actor, detail?: Record<string, unknown>): Promise<string | null>;
+	insertPartner(
+		name: string,
+		apiKey: string,
+		webhookSecrets: Record<KeyMode, string>,
+		mode: KeyMode,
+		actor: Actor,
+		detail?: Record<string, unknown>,
+	): Promise<string | null>;
 	broadcastChange(partnerId: string, what: PartnersChangedEvent["what"]): Promise<void>;
 	revoked(outcome: RevokeOutcome, what: string): Promise<RevokedKeys>;
 	bootstrap(): Promise<void>;
@@ -79,6 +87,13 @@ const TOUCH_EVERY_MS = 60_000;
 
 function checkWebhookSecret(webhookSecret: string): void {
 	if (!isWebhookSecret(webhookSecret)) throw validationError("webhookSecret", `must be ${WEBHOOK_SECRET_RULE}`);
+}
+
+/** Each mode's signing secret of a new partner: `given` for `mode`, a generated one for the other. */
+function secretsFor(mode: KeyMode, given: string): Record<KeyMode, string> {
+	const secrets = { test: newWebhookSecret(), live: newWebhookSecret() };
+	secrets[mode] = given;
+	return secrets;
 }
 
 /** A new key of that mode: `rk_test_…` / `rk_live_…` + 256 random bits. */
@@ -113,14 +128,15 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 				const apiKey = keyFor(mode, ctx.params.apiKey);
 				const webhookSecret = ctx.params.webhookSecret ?? newWebhookSecret();
 				checkWebhookSecret(webhookSecret);
-				const partnerId = await this.insertPartner(ctx.params.name, apiKey, webhookSecret, mode, actor, {
+				const webhookSecrets = secretsFor(mode, webhookSecret);
+				const partnerId = await this.insertPartner(ctx.params.name, apiKey, webhookSecrets, mode, actor, {
 					apiKeyGiven: ctx.params.apiKey !== undefined,
 					webhookSecretGiven: ctx.params.webhookSecret !== undefined,
 				});
 				if (!partnerId) throw new ApiError("CONFLICT", "That API key is already in use");
 				// A miss for this key may be cached somewhere.
 				await this.broadcastChange(partnerId, "keys");
-				return { partnerId, apiKey, webhookSecret };
+				return { partnerId, apiKey, webhookSecret, webhookSecrets };
 			},
 		},
 
@@ -147,14 +163,17 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 			},
 		},
 
-		/** The partner's webhook signing secrets (notifications signs every delivery with each one still valid). */
+		/** The partner's webhook signing secrets of one mode (notifications signs every delivery of a ride of that mode with each one still valid). */
 		signingSecret: {
 			access: "internal",
 			params: signingSecretParams,
 			async handler(this: PartnersThis, ctx: Context<SigningSecretParams>): Promise<PartnerSigning> {
-				const secrets = await this.repo.signingSecrets(ctx.params.partnerId);
-				if (!secrets.some((s) => s.validUntil === null)) throw new ApiError("NOT_FOUND", "Unknown partner");
-				return { partnerId: ctx.params.partnerId, webhookSecrets: secrets };
+				const mode = ctx.params.mode ?? DEFAULT_SIGNING_MODE;
+				const secrets = await this.repo.signingSecrets(ctx.params.partnerId, mode, this.settings.sharedSecretTestTransitionDays);
+				// Empty: an unknown partner. (A partner an instance of the previous version created during a rollout
+				// has only a `shared` secret: for test it has an end but still signs until then.)
+				if (secrets.length === 0) throw new ApiError("NOT_FOUND", "Unknown partner");
+				return { partnerId: ctx.params.partnerId, mode, webhookSecrets: secrets };
 			},
 		},
 
@@ -231,35 +250,42 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 			},
 		},
 
-		/** Operators: a new signing secret; the old one keeps signing too until the grace period ends. */
+		/** Operators: a new signing secret of one mode; the mode's old one keeps signing too until the grace period ends. */
 		rotateWebhookSecret: {
 			access: "internal",
 			params: rotateWebhookSecretParams,
 			async handler(this: PartnersThis, ctx: Context<RotateWebhookSecretParams>): Promise<RotatedWebhookSecret> {
-				const { partnerId } = ctx.params;
+				const { partnerId, mode } = ctx.params;
 				const actor = actorOf(ctx);
 				const webhookSecret = ctx.params.webhookSecret ?? newWebhookSecret();
 				checkWebhookSecret(webhookSecret);
 				const grace = ctx.params.graceSeconds ?? DEFAULT_WEBHOOK_SECRET_GRACE_SECONDS;
-				const rotated = await this.repo.rotateWebhookSecret(partnerId, webhookSecret, grace, (t, r) =>
-					this.auditLog.record(
-						{
-							actor,
-							action: "partners.rotateWebhookSecret",
-							subject: partnerId,
-							detail: {
-								graceSeconds: grace,
-								previousValidUntil: r.previousValidUntil,
-								webhookSecretGiven: ctx.params.webhookSecret !== undefined,
+				const rotated = await this.repo.rotateWebhookSecret(
+					partnerId,
+					mode,
+					webhookSecret,
+					grace,
+					this.settings.sharedSecretTestTransitionDays,
+					(t, r) =>
+						this.auditLog.record(
+							{
+								actor,
+								action: "partners.rotateWebhookSecret",
+								subject: partnerId,
+								detail: {
+									mode,
+									graceSeconds: grace,
+									previousValidUntil: r.previousValidUntil,
+									webhookSecretGiven: ctx.params.webhookSecret !== undefined,
+								},
 							},
-						},
-						t,
-					),
+							t,
+						),
 				);
 				if (!rotated) throw new ApiError("NOT_FOUND", "Unknown partner");
 				await this.broadcastChange(partnerId, "webhookSecret");
-				this.logger.info(`Webhook secret of ${partnerId} rotated; the previous one signs until ${rotated.previousValidUntil}`);
-				return { partnerId, webhookSecret, previousValidUntil: rotated.previousValidUntil };
+				this.logger.info(`${mode} webhook secret of ${partnerId} rotated; the previous one signs until ${rotated.previousValidUntil}`);
+				return { partnerId, mode, webhookSecret, previousValidUntil: rotated.previousValidUntil };
 			},
 		},
 
@@ -296,14 +322,14 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 			this: PartnersThis,
 			name: string,
 			apiKey: string,
-			webhookSecret: string,
+			webhookSecrets: Record<KeyMode, string>,
 			mode: KeyMode,
 			actor: Actor,
 			detail: Record<string, unknown> = {},
 		): Promise<string | null> {
 			const keyId = newId("key");
 			return this.repo.insertPartner(
-				{ partnerId: newId("ptn"), name, keyId, keyHash: hashApiKey(apiKey), label: "initial", mode, webhookSecret },
+				{ partnerId: newId("ptn"), name, keyId, keyHash: hashApiKey(apiKey), label: "initial", mode, webhookSecrets },
 				(t, partnerId) =>
 					this.auditLog.record({ actor, action: "partners.create", subject: partnerId, target: keyId, detail: { name, mode, ...detail } }, t),
 			);
@@ -325,7 +351,8 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 
 		/**
 		 * BOOTSTRAP_PARTNER_KEY / BOOTSTRAP_WEBHOOK_SECRET (dev, compose, tests):
-		 * make sure that partner exists; an explicit secret is kept in step. A
+		 * make sure that partner exists; an explicit secret is kept in step as
+		 * the secret of the key's mode (BOOTSTRAP_PARTNER_MODE). A
 		 * key or partner an operator revoked stays revoked (a warning says so).
 		 */
 		async bootstrap(this: PartnersThis): Promise<void> {
@@ -337,7 +364,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 				return;
 			}
 			if (state) {
-				if (secret && (await this.repo.setCurrentSecret(state.partnerId, secret))) await this.broadcastChange(state.partnerId, "webhookSecret");
+				if (secret && (await this.repo.setCurrentSecret(state.partnerId, mode, secret))) await this.broadcastChange(state.partnerId, "webhookSecret");
 				if (await this.repo.setKeyMode(hashApiKey(key), mode)) {
 					this.logger.info(`BOOTSTRAP_PARTNER_KEY of ${state.partnerId} is now a ${mode} key (BOOTSTRAP_PARTNER_MODE)`);
 					await this.broadcastChange(state.partnerId, "keys");
@@ -345,7 +372,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 				this.logger.info(`Bootstrap partner ${state.partnerId} present (${mode} key)`);
 				return;
 			}
-			const created = await this.insertPartner("Bootstrap partner", key, secret ?? newWebhookSecret(), mode, {
+			const created = await this.insertPartner("Bootstrap partner", key, secretsFor(mode, secret ?? newWebhookSecret()), mode, {
 				operator: "bootstrap",
 				via: this.broker.nodeID,
 			});

@@ -1,4 +1,4 @@
-import { envBool, envEnum, envString, SettingError, type Env } from "../../lib/settings";
+import { envBool, envEnum, envNumber, envString, SettingError, type Env } from "../../lib/settings";
 import { isWebhookSecret } from "../../lib/secrets";
 import { AUTH_CACHE_BOUND_MS, GATEWAY_AUTH_CACHE_MS, KEY_MODES, type KeyMode } from "../../contracts/partners";
 
@@ -17,7 +17,16 @@ export interface PartnersSettings {
 	bootstrapWebhookSecret: string | undefined;
 	/** BOOTSTRAP_PARTNER_MODE: the bootstrap key's mode, `test` unless set to `live`. */
 	bootstrapPartnerMode: KeyMode;
+	/**
+	 * SHARED_SECRET_TEST_TRANSITION_DAYS: how long after the upgrade to
+	 * per-mode secrets (partners migration 004) a partner's secret from before
+	 * still signs its test webhooks too; afterwards only its test secret does.
+	 */
+	sharedSecretTestTransitionDays: number;
 }
+
+export const DEFAULT_SHARED_SECRET_TEST_TRANSITION_DAYS = 30;
+const MAX_TRANSITION_DAYS = 365;
 
 /** Fixed, not a setting: with the gateway's cache in front, a revoked key stops working within AUTH_CACHE_BOUND_MS everywhere even if partners.changed is lost. */
 export const AUTH_CACHE_MS = AUTH_CACHE_BOUND_MS - GATEWAY_AUTH_CACHE_MS;
@@ -49,5 +58,12 @@ export function readPartnersSettings(env: Env): PartnersSettings {
 		bootstrapPartnerMode: envEnum<KeyMode>(env, "BOOTSTRAP_PARTNER_MODE", KEY_MODES, "test"),
 		bootstrapPartnerKey,
 		bootstrapWebhookSecret,
+		sharedSecretTestTransitionDays: envNumber(
+			env,
+			"SHARED_SECRET_TEST_TRANSITION_DAYS",
+			DEFAULT_SHARED_SECRET_TEST_TRANSITION_DAYS,
+			(n) => Number.isInteger(n) && n >= 0 && n <= MAX_TRANSITION_DAYS,
+			`a whole number of days from 0 to ${MAX_TRANSITION_DAYS}`,
+		),
 	};
 }

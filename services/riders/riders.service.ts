@@ -1,24 +1,23 @@
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { DbMixin, type DbThis } from "../../mixins/db.mixin";
 import { ApiError } from "../../lib/errors";
-import { getRiderParams, upsertRiderParams, type GetRiderParams, type Rider, type UpsertRiderParams } from "../../contracts/riders";
+import { DEFAULT_RIDER_MODE, getRiderParams, upsertRiderParams, type GetRiderParams, type Rider, type UpsertRiderParams } from "../../contracts/riders";
 import { migrations } from "./migrations";
 import { normaliseEmail } from "./rider";
-import { RidersRepo, riderKey } from "./riders.repo";
+import { RidersRepo, riderKey, type RiderUpsert } from "./riders.repo";
 import { StatementBatcher } from "../../lib/statement-batcher";
 
 /**
- * Riders: the partner's end users, identified by (partner, phone). Only
+ * Riders: the partner's end users, identified by (partner, mode, phone): a
+ * test booking never overwrites the live rider of the same phone. Only
  * orders calls it (while creating an order), so both actions are internal.
  * It has no settings of its own.
  */
 
-type UpsertItem = { partnerId: string; phone: string; name: string; email: string | null };
-
 interface RidersLocal {
 	repo: RidersRepo;
 	/** Concurrent upserts (one per create-order) go to PostgreSQL together: one statement for many riders under load. */
-	upserts: StatementBatcher<UpsertItem, Rider>;
+	upserts: StatementBatcher<RiderUpsert, Rider>;
 }
 
 type RidersThis = Service & DbThis & RidersLocal;
@@ -34,7 +33,8 @@ const RidersService: ServiceSchema<ServiceSettingSchema, Record<string, never>, 
 			params: upsertRiderParams,
 			handler(this: RidersThis, ctx: Context<UpsertRiderParams>): Promise<Rider> {
 				const { partnerId, name, phone } = ctx.params;
-				return this.upserts.submit({ partnerId, phone, name, email: normaliseEmail(ctx.params.email) });
+				const mode = ctx.params.mode ?? DEFAULT_RIDER_MODE;
+				return this.upserts.submit({ partnerId, mode, phone, name, email: normaliseEmail(ctx.params.email) });
 			},
 		},
 
@@ -56,7 +56,7 @@ const RidersService: ServiceSchema<ServiceSettingSchema, Record<string, never>, 
 		// Up to 4 statements out at once (the pool is shared with the other services of the process).
 		this.upserts = new StatementBatcher(
 			(items) => this.repo.upsertMany(items),
-			(i) => riderKey(i.partnerId, i.phone),
+			(i) => riderKey(i.partnerId, i.mode, i.phone),
 			{ maxBatch: 100, maxInFlight: 4 },
 		);
 	},

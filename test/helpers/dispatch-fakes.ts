@@ -225,9 +225,11 @@ export function fakeMatchingRepo(): Fake<Methods<MatchingRepo>> {
 
 export function fakeTokensRepo(): Fake<Methods<DriverTokensRepo>> {
 	return fakeOf<DriverTokensRepo>({
-		insert: async () => undefined,
-		driverOf: async () => undefined,
+		insert: async () => null,
+		liveToken: async () => undefined,
+		revokeOne: async () => "missing" as const,
 		revokeAll: async () => 0,
+		workingCount: async () => 0,
 		list: async () => [],
 		wasOffered: async () => false,
 	});

@@ -25,6 +25,8 @@ export interface ReceivedWebhook {
 	/** The exact bytes received and the signature headers, to verify with another secret. */
 	raw: string;
 	headers: { "webhook-id": string; "webhook-timestamp": string; "webhook-signature": string };
+	/** The `Ride-Mode` header ("" when absent). */
+	rideMode: string;
 	path: string;
 	receivedAt: number;
 	/** What the endpoint answered (0 = not (yet) answered: in progress, hung, or the caller went away). */
@@ -103,6 +105,7 @@ export async function startPartnerEndpoint(secret: string): Promise<PartnerEndpo
 				body,
 				raw,
 				headers,
+				rideMode: String(req.headers["ride-mode"] ?? ""),
 				path: req.url ?? "/",
 				receivedAt: Date.now(),
 				answered: 0,
@@ -175,7 +178,10 @@ export { waitFor } from "./wait";
 export interface TestPartner {
 	partnerId: string;
 	apiKey: string;
+	/** The test secret (the first key is a test key). */
 	webhookSecret: string;
+	/** Each mode's own secret. */
+	webhookSecrets: { test: string; live: string };
 }
 
 export function createPartner(broker: ServiceBroker, name = "Webhook test partner"): Promise<TestPartner> {
@@ -188,8 +194,8 @@ export interface TestRide {
 	status: string;
 }
 
-/** A real ride through orders.create (as the gateway would call it for the partner). */
-export async function createRide(broker: ServiceBroker, partner: TestPartner, webhookURL: string): Promise<TestRide> {
+/** A real ride through orders.create (as the gateway would call it for the partner's key of `mode`, test unless told). */
+export async function createRide(broker: ServiceBroker, partner: TestPartner, webhookURL: string, mode: "test" | "live" = "test"): Promise<TestRide> {
 	return broker.call<TestRide, unknown>(
 		"orders.create",
 		{
@@ -200,7 +206,7 @@ export async function createRide(broker: ServiceBroker, partner: TestPartner, we
 			webhookURL,
 			metadata: { partnerRef: `ref-${randomInt(0, 1e9)}` },
 		},
-		{ meta: { partnerId: partner.partnerId } },
+		{ meta: { partnerId: partner.partnerId, mode } },
 	);
 }
 

@@ -1,6 +1,7 @@
 import type { Migration } from "../../../mixins/db.mixin";
 import { driverTokensMigration } from "./004-driver-tokens";
 import { presenceMigration } from "./005-presence";
+import { driverTokenExpiryMigration } from "./006-driver-token-expiry";
 import { auditMigration } from "./007-audit";
 import { retentionMigration } from "./008-retention";
 
@@ -143,6 +144,7 @@ export const migrations: Migration[] = [
 	// The driver API's tokens (004; 003 is dispatch's own).
 	driverTokensMigration,
 	presenceMigration,
+	driverTokenExpiryMigration,
 	auditMigration,
 	retentionMigration,
 ];

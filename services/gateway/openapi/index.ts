@@ -153,7 +153,7 @@ function describeApi(config: DocumentedLimits): string {
 	const kb = config.bodyLimitBytes % 1024 === 0 ? `${config.bodyLimitBytes / 1024} KB` : `${config.bodyLimitBytes} bytes`;
 	const rate =
 		config.rateLimitPerMinute > 0
-			? `${config.rateLimitPerMinute} requests per minute per partner with bursts of up to ${config.rateLimitBurst} (\`RATE_LIMIT_PER_MINUTE\`, \`RATE_LIMIT_BURST\`; defaults ${DEFAULT_RATE_LIMIT_PER_MINUTE} and the per-minute value)`
+			? `${config.rateLimitPerMinute} requests per minute per partner and mode (test and live keys counted apart) with bursts of up to ${config.rateLimitBurst} (\`RATE_LIMIT_PER_MINUTE\`, \`RATE_LIMIT_BURST\`; defaults ${DEFAULT_RATE_LIMIT_PER_MINUTE} and the per-minute value)`
 			: "off on this deployment (`RATE_LIMIT_PER_MINUTE=0`)";
 	return [
 		"Book and track rides for your customers. Everything is JSON over HTTP; every partner endpoint is `POST` under `/ride`. Field names are camelCase, times are ISO-8601 UTC, money is a number in major units of `currency` (at most 2 decimals), ids are opaque strings with a type prefix (`ord_`, `qt_`, `evt_`, `rdr_`, `drv_`).",
@@ -178,7 +178,7 @@ function describeApi(config: DocumentedLimits): string {
 		`- \`409 CONFLICT\` and \`409 IDEMPOTENCY_KEY_IN_USE\` come with \`Retry-After: ${SERVICE_RETRY_AFTER_SECONDS}\`.`,
 		"- `USER_HAVE_ACTIVE_RIDE`, `RIDE_CANCELLED` and `FEEDBACK_SUBMITTED` are success answers (HTTP 200), not errors.",
 		"## Webhooks",
-		"- Ride events are POSTed to the ride's `webhookURL` (see `webhooks` / the create-order callback): signed with Standard Webhooks headers `webhook-id` (= `eventId`), `webhook-timestamp` (unix seconds), `webhook-signature` (`v1,` + base64 HMAC-SHA256 over `id.timestamp.body` with your `whsec_` secret).",
+		"- Ride events are POSTed to the ride's `webhookURL` (see `webhooks` / the create-order callback): signed with Standard Webhooks headers `webhook-id` (= `eventId`), `webhook-timestamp` (unix seconds), `webhook-signature` (`v1,` + base64 HMAC-SHA256 over `id.timestamp.body` with your `whsec_` secret of the ride's mode), and `Ride-Mode` (`test` or `live`, as the body's `mode`). Each mode has its own secret: a test ride's webhook never verifies with the live secret.",
 		`- Answer any 2xx within ${seconds(WEBHOOK_TIMEOUT_MS)}. Anything else (3xx included, redirects are never followed) is retried with up to ${WEBHOOK_RETRY_JITTER * 100}% jitter ${retrySchedule()} after the first try; \`Retry-After\` on 429/503 is honoured. After the last try the event is \`failed\` (see \`/ride/events\`) and no longer holds back later events.`,
 		`- Delivery is at least once: de-duplicate on \`eventId\`. Status events of an order arrive in \`sequence\` order, and a \`location_updated\` never arrives after a later status event of the same ride. A \`location_updated\` event is only worth its newest value: a pending one is superseded by a newer one and dropped ${seconds(LOCATION_TTL_MS)} after it was made. While a ride is moving one goes out every ${seconds(DEFAULT_LOCATION_INTERVAL_MS)} (default).`,
 	].join("\n");
@@ -210,7 +210,14 @@ export function buildOpenApiDocument(config: DocumentedLimits): OpenApiDocument 
 					required: true,
 					schema: { type: "string" },
 					description:
-						"`v1,` + base64 HMAC-SHA256 over `webhook-id.webhook-timestamp.body` keyed with the partner's `whsec_` secret (base64 part decoded).",
+						"`v1,` + base64 HMAC-SHA256 over `webhook-id.webhook-timestamp.body` keyed with the partner's `whsec_` secret of the ride's mode (base64 part decoded).",
+				},
+				{
+					name: "Ride-Mode",
+					in: "header",
+					required: true,
+					schema: { type: "string", enum: ["test", "live"] },
+					description: "The ride's mode, as the body's `mode`: pick the secret to verify with by it (the header itself is not signed, the body is).",
 				},
 			],
 			requestBody: { required: true, content: { "application/json": { schema: ref("WebhookEvent") } } },

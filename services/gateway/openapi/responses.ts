@@ -1,6 +1,7 @@
 import { DEFAULT_QUOTE_TTL_SECONDS, DEFAULT_SEARCH_RADIUS_METRES, OTP_DIGITS } from "../../../contracts/constants";
 import { DELIVERY_STATES, LOCATION_TTL_MS, WEBHOOK_TIMEOUT_MS } from "../../../contracts/notifications";
 import { ACTIVE_STATUSES, EVENTS_PAGE_MAX_BYTES, RIDE_STATUSES, TERMINAL_STATUSES } from "../../../contracts/orders";
+import { KEY_MODES } from "../../../contracts/partners";
 import { ERROR_CODES_BY_STATUS } from "./error-responses";
 import { codeList, seconds } from "./format";
 import type { JsonSchema } from "./json-schema";
@@ -168,13 +169,19 @@ export function responseSchemas(): Record<string, JsonSchema> {
 			description:
 				"The body of every webhook. `sequence` increases by one per event of the order; status events arrive in order; the only gaps are superseded location events. " +
 				"`driver` is present from `accepted` on; `location` on `location_updated` (and the latest one on status events); `eta` is seconds to the pickup before `arrived` and to the drop after `started`.",
-			required: ["eventId", "orderId", "status", "sequence", "occurredAt", "metadata"],
+			required: ["eventId", "orderId", "status", "sequence", "occurredAt", "mode", "metadata"],
 			properties: {
 				eventId: { type: "string", pattern: "^evt_", description: "Also the `webhook-id` header. De-duplicate on it: delivery is at least once." },
 				orderId: { type: "string", pattern: "^ord_" },
 				status: ref("WebhookStatus"),
 				sequence: { type: "integer", minimum: 1 },
 				occurredAt: isoTime,
+				mode: {
+					type: "string",
+					enum: [...KEY_MODES],
+					description:
+						"The mode of the key that booked the ride (also the `Ride-Mode` header). Signed with that mode's secret only: refuse a body whose `mode` is not the one your endpoint serves.",
+				},
 				driver: ref("Driver"),
 				location: ref("DriverLocation"),
 				eta: { type: "integer", minimum: 0 },

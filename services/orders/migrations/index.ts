@@ -148,6 +148,44 @@ export const migrations: Migration[] = [
 	},
 	{
 		/**
+		 * The ride's mode on each ride event, so notifications signs a test
+		 * ride's webhooks with the test secret, says the mode in the payload
+		 * and the `Ride-Mode` header, and counts delivery slots per (partner,
+		 * mode) without reading orders. Events from before take their order's
+		 * mode. An instance of the previous version (during a rollout) inserts
+		 * events without it: the trigger fills it from the order, so no event
+		 * is ever signed for the wrong mode.
+		 */
+		name: "004-ride-event-modes",
+		async up(_qi, sequelize) {
+			await sequelize.transaction(async (transaction) => {
+				const run = (sql: string) => sequelize.query(sql, { transaction });
+				await run("ALTER TABLE ride_events ADD COLUMN mode text CHECK (mode IN ('test','live'))");
+				await run("UPDATE ride_events e SET mode = o.mode FROM orders o WHERE o.id = e.order_id");
+				await run(`
+					CREATE FUNCTION ride_events_fill_mode() RETURNS trigger LANGUAGE plpgsql AS $fn$
+					BEGIN
+						IF NEW.mode IS NULL THEN
+							SELECT o.mode INTO NEW.mode FROM orders o WHERE o.id = NEW.order_id;
+						END IF;
+						RETURN NEW;
+					END
+					$fn$`);
+				await run("CREATE TRIGGER ride_events_fill_mode BEFORE INSERT ON ride_events FOR EACH ROW EXECUTE FUNCTION ride_events_fill_mode()");
+				await run("ALTER TABLE ride_events ALTER COLUMN mode SET NOT NULL");
+			});
+		},
+		async down(_qi, sequelize) {
+			await sequelize.transaction(async (transaction) => {
+				const run = (sql: string) => sequelize.query(sql, { transaction });
+				await run("DROP TRIGGER IF EXISTS ride_events_fill_mode ON ride_events");
+				await run("DROP FUNCTION IF EXISTS ride_events_fill_mode()");
+				await run("ALTER TABLE ride_events DROP COLUMN IF EXISTS mode");
+			});
+		},
+	},
+	{
+		/**
 		 * Retention (services/orders/retention.repo.ts): the pass reads finished
 		 * rides oldest first through this partial index, so its cost follows what
 		 * it removes, never the size of `orders`; active rides are not in it.

@@ -1,4 +1,5 @@
 import type { Migration } from "../../../mixins/db.mixin";
+import { newWebhookSecret } from "../../../lib/secrets";
 import { AUDIT_TABLE_COLUMNS } from "../../../contracts/audit";
 
 export const migrations: Migration[] = [
@@ -81,6 +82,48 @@ export const migrations: Migration[] = [
 		},
 		async down(_qi, sequelize) {
 			await sequelize.query("ALTER TABLE api_keys DROP COLUMN IF EXISTS mode");
+		},
+	},
+	{
+		/**
+		 * A webhook signing secret per (partner, mode): a leaked test key must not
+		 * yield webhooks that verify at the partner's production endpoint.
+		 * Secrets from before become `shared` (modes_split_at: this upgrade):
+		 * they keep signing live webhooks until a live rotation, and test
+		 * webhooks until SHARED_SECRET_TEST_TRANSITION_DAYS after the upgrade or
+		 * a test rotation (test_until), whichever comes first, so no partner's
+		 * verification breaks on upgrade. Each partner gets its own test secret
+		 * now, signing test webhooks next to the shared one; an operator shows
+		 * it to the partner by rotating the test secret (docs/OPERATIONS.md).
+		 * The current secret is unique per (partner, mode).
+		 */
+		name: "004-webhook-secrets-per-mode",
+		async up(_qi, sequelize) {
+			await sequelize.transaction(async (transaction) => {
+				const run = (sql: string, bind?: unknown[]) => sequelize.query(sql, { transaction, ...(bind ? { bind } : {}) });
+				await run(`ALTER TABLE webhook_secrets
+					ADD COLUMN mode text NOT NULL DEFAULT 'shared' CHECK (mode IN ('test','live','shared')),
+					ADD COLUMN modes_split_at timestamptz NOT NULL DEFAULT now(),
+					ADD COLUMN test_until timestamptz`);
+				await run("DROP INDEX webhook_secrets_current");
+				await run("CREATE UNIQUE INDEX webhook_secrets_current ON webhook_secrets (partner_id, mode) WHERE valid_until IS NULL");
+				const [partners] = (await run("SELECT id FROM partners ORDER BY id")) as [Array<{ id: string }>, unknown];
+				for (const p of partners) {
+					await run("INSERT INTO webhook_secrets (partner_id, secret, mode) VALUES ($1, $2, 'test')", [p.id, newWebhookSecret()]);
+				}
+			});
+		},
+		async down(_qi, sequelize) {
+			await sequelize.transaction(async (transaction) => {
+				const run = (sql: string) => sequelize.query(sql, { transaction });
+				// Back to one secret per partner: the live (or shared) ones; test secrets go.
+				await run("DELETE FROM webhook_secrets WHERE mode = 'test'");
+				await run(`DELETE FROM webhook_secrets s WHERE s.mode = 'shared' AND s.valid_until IS NULL
+					AND EXISTS (SELECT 1 FROM webhook_secrets l WHERE l.partner_id = s.partner_id AND l.mode = 'live' AND l.valid_until IS NULL)`);
+				await run("DROP INDEX webhook_secrets_current");
+				await run("CREATE UNIQUE INDEX webhook_secrets_current ON webhook_secrets (partner_id) WHERE valid_until IS NULL");
+				await run("ALTER TABLE webhook_secrets DROP COLUMN mode, DROP COLUMN modes_split_at, DROP COLUMN test_until");
+			});
 		},
 	},
 	{

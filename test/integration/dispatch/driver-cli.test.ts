@@ -78,3 +78,38 @@ it("create prints driverId and a token once; the token drives /driver (rate-limi
 	expect(usage.code).toBe(2);
 	expect(usage.stdout).toBe("");
 });
+
+it("create --expires-in gives a token a lifetime; revoke --token and --prefix revoke one token each, at once on the running gateway", async () => {
+	const cli = (args: string[]) => runScript("bin/driver.ts", args, { DATABASE_URL: db.url, TRANSPORTER: TEST_NATS_URL, NAMESPACE: namespace });
+	const create = ["create", "--name", "Asha P", "--phone", "+919800000778", "--vehicle", "KA01AB5678", "--service-type", "cab"];
+	const issued = Date.now();
+	const short = await cli([...create, "--expires-in", "30d"]);
+	expect(short.code).toBe(0);
+	const a = JSON.parse(short.stdout) as DriverTokenCreated;
+	expect(Date.parse(a.expiresAt!) - issued).toBeGreaterThan(29 * 86_400_000);
+	expect(a.tokenPrefix).toBe(a.token.slice(0, 12));
+	const b = JSON.parse((await cli(create)).stdout) as DriverTokenCreated;
+	expect(b.driverId).toBe(a.driverId);
+	expect(b.expiresAt).toBeNull();
+	expect((await offers(a.token)).status).toBe(200);
+	expect((await offers(b.token)).status).toBe(200);
+
+	const one = await cli(["revoke", "--token", a.tokenId]);
+	expect(one.code).toBe(0);
+	expect(one.stderr).not.toMatch(/Could not announce/);
+	expect(JSON.parse(one.stdout)).toEqual({ tokenId: a.tokenId, driverId: a.driverId, revoked: true, remainingTokens: 1 });
+	expect((await offers(a.token)).status).toBe(401);
+	expect((await offers(b.token)).status).toBe(200);
+
+	const list = JSON.parse((await cli(["list"])).stdout) as DriverTokenView[];
+	expect(list.find((t) => t.tokenId === a.tokenId)).toMatchObject({ status: "revoked", expiresAt: a.expiresAt, tokenPrefix: a.tokenPrefix });
+	expect(list.find((t) => t.tokenId === b.tokenId)).toMatchObject({ status: "active", expiresAt: null });
+
+	const last = await cli(["revoke", "--prefix", b.tokenPrefix]);
+	expect(JSON.parse(last.stdout)).toMatchObject({ tokenId: b.tokenId, remainingTokens: 0 });
+	expect((await offers(b.token)).status).toBe(401);
+
+	const tooLong = await cli([...create, "--expires-in", "400d"]);
+	expect(tooLong.code).toBe(2);
+	expect(tooLong.stderr).toMatch(/--expires-in/);
+});

@@ -29,7 +29,7 @@ it("npm run migrate applies every service's migrations and exits 0, and again fi
 	expect(first.stderr).not.toMatch(/failed/);
 	expect(first.code).toBe(0);
 	expect(first.stdout).toMatch(
-		/^partners: applied partners\/001-partners, partners\/002-api-keys-and-webhook-secrets, partners\/003-api-key-modes, partners\/005-audit$/m,
+		/^partners: applied partners\/001-partners, partners\/002-api-keys-and-webhook-secrets, partners\/003-api-key-modes, partners\/004-webhook-secrets-per-mode, partners\/005-audit$/m,
 	);
 	const client = await connect(db.url);
 	try {
@@ -54,7 +54,12 @@ it("npm run partner -- create prints one JSON object whose key then works over H
 	const lines = created.stdout.trim().split("\n");
 	expect(lines).toHaveLength(1);
 	const partner = JSON.parse(lines[0]) as Record<string, string>;
-	expect(Object.keys(partner).sort()).toEqual(["apiKey", "partnerId", "webhookSecret"]);
+	expect(Object.keys(partner).sort()).toEqual(["apiKey", "partnerId", "webhookSecret", "webhookSecrets"]);
+	// A secret per mode; webhookSecret is the first key's mode's (test).
+	const secrets = partner.webhookSecrets as unknown as { test: string; live: string };
+	expect(secrets.test).toBe(partner.webhookSecret);
+	expect(secrets.live).toMatch(/^whsec_/);
+	expect(secrets.live).not.toBe(secrets.test);
 	expect(partner.partnerId).toMatch(/^ptn_/);
 	// Test mode by default, visible in the key.
 	expect(partner.apiKey).toMatch(/^rk_test_[A-Za-z0-9_-]{43}$/);
@@ -166,16 +171,16 @@ it("rotate-key, list-keys, revoke-key and rotate-webhook-secret; with TRANSPORTE
 		expect((await call(partner.apiKey)).status).toBe(401);
 		expect((await call(fresh.apiKey)).status).not.toBe(401);
 
-		const rotated = (await json(["rotate-webhook-secret", "--partner", partner.partnerId, "--grace", "1h"], onBus)) as {
+		const rotated = (await json(["rotate-webhook-secret", "--partner", partner.partnerId, "--mode", "test", "--grace", "1h"], onBus)) as {
 			webhookSecret: string;
 			previousValidUntil: string;
 		};
 		expect(rotated.webhookSecret).toMatch(/^whsec_/);
 		expect(Date.parse(rotated.previousValidUntil)).toBeGreaterThan(Date.now() + 3_000_000);
-		const signing = await running.broker.call<{ webhookSecrets: Array<{ secret: string; validUntil: string | null }> }, { partnerId: string }>(
-			"partners.signingSecret",
-			{ partnerId: partner.partnerId },
-		);
+		const signing = await running.broker.call<
+			{ webhookSecrets: Array<{ secret: string; validUntil: string | null }> },
+			{ partnerId: string; mode: string }
+		>("partners.signingSecret", { partnerId: partner.partnerId, mode: "test" });
 		expect(signing.webhookSecrets.map((s) => s.validUntil === null)).toEqual([true, false]);
 		expect(signing.webhookSecrets[0].secret).toBe(rotated.webhookSecret);
 

@@ -37,8 +37,9 @@ const verifies = (secret: string, hook: ReceivedWebhook): boolean => {
 };
 
 const rotate = (graceSeconds: number) =>
-	bed.node.broker.call<RotatedWebhookSecret, { partnerId: string; graceSeconds: number }>("partners.rotateWebhookSecret", {
+	bed.node.broker.call<RotatedWebhookSecret, { partnerId: string; mode: string; graceSeconds: number }>("partners.rotateWebhookSecret", {
 		partnerId: bed.partner.partnerId,
+		mode: "test",
 		graceSeconds,
 	});
 
@@ -71,8 +72,13 @@ it("refuses a malformed secret or an unknown partner, changing nothing", async (
 	const count = async () =>
 		(await bed.pg.query("SELECT count(*)::int AS n FROM webhook_secrets WHERE partner_id = $1", [bed.partner.partnerId])).rows[0].n as number;
 	const before = await count();
-	await expect(call({ partnerId: bed.partner.partnerId, webhookSecret: "whsec_short" })).rejects.toMatchObject({ code: 400, type: "VALIDATION_ERROR" });
-	await expect(call({ partnerId: "ptn_nobody" })).rejects.toMatchObject({ code: 404 });
-	await expect(call({ partnerId: bed.partner.partnerId, graceSeconds: -1 })).rejects.toMatchObject({ code: 422 });
+	await expect(call({ partnerId: bed.partner.partnerId, mode: "test", webhookSecret: "whsec_short" })).rejects.toMatchObject({
+		code: 400,
+		type: "VALIDATION_ERROR",
+	});
+	await expect(call({ partnerId: "ptn_nobody", mode: "test" })).rejects.toMatchObject({ code: 404 });
+	await expect(call({ partnerId: bed.partner.partnerId, mode: "test", graceSeconds: -1 })).rejects.toMatchObject({ code: 422 });
+	await expect(call({ partnerId: bed.partner.partnerId })).rejects.toMatchObject({ code: 422 });
+	await expect(call({ partnerId: bed.partner.partnerId, mode: "both" })).rejects.toMatchObject({ code: 422 });
 	expect(await count()).toBe(before);
 });

@@ -12,8 +12,9 @@ import type { ServiceName } from "../../../services";
  * holds a test key and a live key; over real HTTP through the gateway, on the
  * real partners, riders, pricing and orders services and PostgreSQL, neither
  * key sees or touches the other's orders, quotes do not cross modes, sandbox
- * controls and the rider OTP helper are refused for live rides, and a rider
- * may hold one active ride per mode.
+ * controls and the rider OTP helper are refused for live rides, a rider
+ * may hold one active ride per mode, and a test booking never changes the
+ * stored details of the live rider with the same phone.
  */
 
 const SERVICES: ServiceName[] = ["partners", "riders", "pricing", "orders", "gateway"];
@@ -98,10 +99,40 @@ it("the same rider holds one active test ride and one active live ride; a second
 		[l.body.orderId, "live"],
 		[t.body.orderId, "test"],
 	]);
-	expect(rows[0].rider_id).toBe(rows[1].rider_id);
+	// One rider row per mode: the test booking did not reuse (or rewrite) the live rider.
+	expect(rows[0].rider_id).not.toBe(rows[1].rider_id);
 	// Services see the mode (dispatch matches test rides with simulated drivers, live rides with real ones).
 	expect(await node.broker.call("orders.get", { orderId: l.body.orderId })).toMatchObject({ mode: "live", partnerId });
 	expect(await node.broker.call("orders.get", { orderId: t.body.orderId })).toMatchObject({ mode: "test", partnerId });
+});
+
+it("a test booking with a live rider's phone never changes the live rider's stored name or email", async () => {
+	const phone = randomPhone("+9198");
+	const live = await liveApi.post<{ orderId: string }>("/ride/create-order", {
+		...orderBody(phone),
+		user: { name: "Asha Rao", phone, email: "asha@example.com" },
+	});
+	expect(live.status).toBe(201);
+	const before = await pg.query("SELECT id, name, email, updated_at FROM riders WHERE partner_id = $1 AND phone = $2 AND mode = 'live'", [partnerId, phone]);
+	expect(before.rows).toHaveLength(1);
+
+	// A leaked test key (or a load test) books with the same phone and other details.
+	const test = await testApi.post<{ orderId: string }>("/ride/create-order", {
+		...orderBody(phone),
+		user: { name: "Mallory", phone, email: "mallory@attacker.example" },
+	});
+	expect(test.status).toBe(201);
+
+	const after = await pg.query("SELECT id, name, email, updated_at FROM riders WHERE partner_id = $1 AND phone = $2 AND mode = 'live'", [partnerId, phone]);
+	expect(after.rows).toEqual(before.rows);
+	expect(after.rows[0]).toMatchObject({ name: "Asha Rao", email: "asha@example.com" });
+	const { rows } = await pg.query("SELECT o.mode, r.name FROM orders o JOIN riders r ON r.id = o.rider_id WHERE o.id = ANY($1) ORDER BY o.mode", [
+		[live.body.orderId, test.body.orderId],
+	]);
+	expect(rows).toEqual([
+		{ mode: "live", name: "Asha Rao" },
+		{ mode: "test", name: "Mallory" },
+	]);
 });
 
 it("neither key sees or touches the other's orders: status, events, cancel and feedback answer 404 ORDER_NOT_FOUND", async () => {

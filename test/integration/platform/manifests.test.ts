@@ -36,7 +36,13 @@ function runNode(args: string[], env: Record<string, string | undefined> = {}): 
 
 const hasDockerCompose = spawnSync("docker-compose", ["version", "--short"], { encoding: "utf8" }).status === 0;
 const hasKubectl = spawnSync("kubectl", ["version", "--client"], { encoding: "utf8" }).status === 0;
-const COMPOSE_ENV = { POSTGRES_PASSWORD: "test-only-placeholder", NATS_PASSWORD: "test-only-nats-placeholder", REDIS_PASSWORD: "test-only-redis-placeholder" };
+const COMPOSE_ENV: Record<string, string> = {
+	POSTGRES_PASSWORD: "test-only-placeholder",
+	REDIS_PASSWORD: "test-only-redis-placeholder",
+	...Object.fromEntries(
+		["GATEWAY", "PRICING", "RIDERS", "ORDERS", "DISPATCH", "NOTIFICATIONS", "FLEET", "OPERATOR"].map((u) => [`NATS_PASSWORD_${u}`, `test-only-nats-${u}`]),
+	),
+};
 
 let tmp: string;
 beforeAll(() => {
@@ -113,7 +119,7 @@ describe("Kubernetes manifests", () => {
 		);
 	});
 
-	test("the bus and the database are closed: NATS requires the Secret's password, and NetworkPolicies let only the platform's pods reach NATS and PostgreSQL", () => {
+	test("the bus and the database are closed: NATS over TLS with a user per service, and each pod reads its own Secret with only what it uses", () => {
 		const load = (f: string) =>
 			parseAllDocuments(readFileSync(join(ROOT, "k8s", f), "utf8"))
 				.map((d) => d.toJS())
@@ -122,55 +128,217 @@ describe("Kubernetes manifests", () => {
 		expect(kustomization.resources).toContain("network-policy.yaml");
 		const generator = kustomization.configMapGenerator.find((g: { name: string }) => g.name === "nats-config");
 		expect(generator.files).toEqual(["nats-server.conf=infra/nats-server.conf"]);
-		expect(readFileSync(join(ROOT, "k8s/infra/nats-server.conf"), "utf8")).toMatch(/authorization\s*\{\s*user:\s*ride\s+password:\s*\$NATS_PASSWORD\s*\}/);
+		// The generated conf (test/unit/platform/bus-permissions.test.ts checks it is current): TLS and a user per service.
+		const conf = readFileSync(join(ROOT, "k8s/infra/nats-server.conf"), "utf8");
+		expect(conf).toMatch(/^tls \{\n {2}cert_file: "\/etc\/nats-tls\/tls.crt"\n {2}key_file: "\/etc\/nats-tls\/tls.key"/m);
 
 		const nats = load("infra/nats.yaml").find((d) => d.kind === "StatefulSet");
 		const container = nats.spec.template.spec.containers[0];
 		expect(container.args.slice(0, 2)).toEqual(["-c", "/etc/nats/nats-server.conf"]);
-		expect(container.env).toContainEqual({ name: "NATS_PASSWORD", valueFrom: { secretKeyRef: { name: "ride-secrets", key: "NATS_PASSWORD" } } });
+		// Every user's password, from that user's own Secret: the one its pods log in with.
+		const users = ["gateway", "pricing", "riders", "orders", "dispatch", "notifications", "fleet", "operator"];
+		expect(container.env).toEqual(
+			users.map((u) => ({ name: `NATS_PASSWORD_${u.toUpperCase()}`, valueFrom: { secretKeyRef: { name: `ride-${u}`, key: "NATS_PASSWORD" } } })),
+		);
+		for (const u of users) expect(conf).toContain(`user: ${u}\n      password: $NATS_PASSWORD_${u.toUpperCase()}\n`);
 		expect(nats.spec.template.spec.volumes).toContainEqual({ name: "config", configMap: { name: "nats-config" } });
 		expect(container.volumeMounts).toContainEqual({ name: "config", mountPath: "/etc/nats", readOnly: true });
-		// Every service gets the login: NATS_USER from the ConfigMap, NATS_PASSWORD from the Secret they all read.
-		expect(load("configmap.yaml")[0].data.NATS_USER).toBe("ride");
-		expect(load("secret.example.yaml").find((d) => d.metadata.name === "ride-secrets").stringData.NATS_PASSWORD).toBe("REPLACE_ME");
-		const platformPods = [
-			"gateway.yaml",
-			"pricing.yaml",
-			"riders.yaml",
-			"orders.yaml",
-			"dispatch.yaml",
-			"notifications.yaml",
-			"sandbox/fleet.yaml",
-			"migrate-job.yaml",
-		]
-			.flatMap(load)
-			.filter((d) => d.kind === "Deployment" || d.kind === "Job");
-		expect(platformPods).toHaveLength(8);
-		for (const w of platformPods) {
-			expect([w.metadata.name, w.spec.template.metadata.labels["app.kubernetes.io/part-of"]]).toEqual([w.metadata.name, "ride-platform"]);
-			expect(w.spec.template.spec.containers[0].envFrom).toContainEqual({ secretRef: { name: "ride-secrets" } });
-		}
+		// The certificate from the `nats-tls` Secret, where the conf reads it.
+		expect(nats.spec.template.spec.volumes).toContainEqual({ name: "tls", secret: { secretName: "nats-tls", defaultMode: 0o440 } });
+		expect(container.volumeMounts).toContainEqual({ name: "tls", mountPath: "/etc/nats-tls", readOnly: true });
+		const config = load("configmap.yaml")[0].data;
+		// No shared bus login: each Deployment names its own user.
+		expect(config.NATS_USER).toBeUndefined();
+		// The services' roles cannot change the schema: the migrate Job does.
+		expect(config.MIGRATE_ON_START).toBe("false");
 
-		const policies = load("network-policy.yaml");
-		expect(policies.every((p) => p.kind === "NetworkPolicy" && p.apiVersion === "networking.k8s.io/v1")).toBe(true);
-		const policyFor = (name: string) => policies.find((p) => p.spec.podSelector.matchLabels["app.kubernetes.io/name"] === name);
-		for (const [name, ports] of [
-			["nats", [4222, 8222]],
-			["postgres", [5432]],
-		] as const) {
-			const policy = policyFor(name);
-			expect(policy.spec.policyTypes).toEqual(["Ingress"]);
-			// One rule: from pods labelled as the platform's, on the server's ports only.
-			expect(policy.spec.ingress).toEqual([
-				{
-					from: [{ podSelector: { matchLabels: { "app.kubernetes.io/part-of": "ride-platform" } } }],
-					ports: ports.map((port) => ({ protocol: "TCP", port })),
-				},
-			]);
-			// It selects the real server pods.
-			const server = load(`infra/${name}.yaml`).find((d) => d.kind === "StatefulSet");
-			expect(server.spec.template.metadata.labels["app.kubernetes.io/name"]).toBe(name);
+		// One Secret per pod, holding only what it reads.
+		const secrets = Object.fromEntries(load("secret.example.yaml").map((d) => [d.metadata.name, d.stringData as Record<string, string>]));
+		const keysOf = (name: string) => Object.keys(secrets[name] ?? {}).sort();
+		expect(keysOf("ride-gateway")).toEqual(["DATABASE_URL", "NATS_PASSWORD", "REDIS_URL"]);
+		for (const s of ["pricing", "riders", "orders", "dispatch", "notifications"])
+			expect([s, keysOf(`ride-${s}`)]).toEqual([s, ["DATABASE_URL", "NATS_PASSWORD"]]);
+		expect(keysOf("ride-fleet")).toEqual(["NATS_PASSWORD"]);
+		expect(keysOf("ride-migrate")).toEqual(["DATABASE_ADMIN_URL"]);
+		expect(keysOf("ride-operator")).toEqual(["NATS_PASSWORD"]);
+		expect(keysOf("nats-tls")).toEqual(["tls.crt", "tls.key"]);
+		expect(load("secret.example.yaml").find((d) => d.metadata.name === "nats-ca")).toMatchObject({ kind: "ConfigMap", data: { "ca.crt": "REPLACE_ME" } });
+		expect(keysOf("ride-redis")).toEqual(["REDIS_PASSWORD"]);
+		// Each service's own role, none of them the admin, none shared (the gateway pod runs partners).
+		const admin = new URL(secrets["ride-migrate"].DATABASE_ADMIN_URL).username;
+		const roles = ["gateway", "pricing", "riders", "orders", "dispatch", "notifications"].map((s) => new URL(secrets[`ride-${s}`].DATABASE_URL).username);
+		expect(roles).toEqual(["ride_partners", "ride_pricing", "ride_riders", "ride_orders", "ride_dispatch", "ride_notifications"]);
+		expect(roles).not.toContain(admin);
+
+		const workloads: Array<[string, string]> = [
+			["gateway.yaml", "ride-gateway"],
+			["pricing.yaml", "ride-pricing"],
+			["riders.yaml", "ride-riders"],
+			["orders.yaml", "ride-orders"],
+			["dispatch.yaml", "ride-dispatch"],
+			["notifications.yaml", "ride-notifications"],
+			["sandbox/fleet.yaml", "ride-fleet"],
+			["migrate-job.yaml", "ride-migrate"],
+		];
+		for (const [file, secret] of workloads) {
+			const w = load(file).find((d) => d.kind === "Deployment" || d.kind === "Job");
+			const c = w.spec.template.spec.containers[0];
+			expect([file, w.spec.template.metadata.labels["app.kubernetes.io/part-of"]]).toEqual([file, "ride-platform"]);
+			const secretRefs = (c.envFrom ?? [])
+				.filter((r: { secretRef?: unknown }) => r.secretRef)
+				.map((r: { secretRef: { name: string } }) => r.secretRef.name);
+			expect([file, secretRefs]).toEqual([file, [secret]]);
+			const keyRefs = (c.env ?? []).filter((e: { valueFrom?: { secretKeyRef?: unknown } }) => e.valueFrom?.secretKeyRef);
+			if (file !== "migrate-job.yaml") expect([file, keyRefs]).toEqual([file, []]);
+			if (file === "migrate-job.yaml") continue; // it never uses the bus
+			// Its own bus user, and the NATS server's certificate checked against the mounted CA.
+			const env = Object.fromEntries((c.env ?? []).map((e: { name: string; value?: string }) => [e.name, e.value]));
+			expect([file, env.NATS_USER]).toEqual([file, secret.replace("ride-", "")]);
+			expect([file, env.NATS_TLS_CA]).toEqual([file, "/etc/nats-ca/ca.crt"]);
+			expect([file, c.volumeMounts]).toEqual([file, expect.arrayContaining([{ name: "nats-ca", mountPath: "/etc/nats-ca", readOnly: true }])]);
+			expect([file, w.spec.template.spec.volumes]).toEqual([file, expect.arrayContaining([{ name: "nats-ca", configMap: { name: "nats-ca" } }])]);
 		}
+		// The Job: each service's DATABASE_URL by key, as <SERVICE>_DATABASE_URL, from that service's Secret.
+		const job = load("migrate-job.yaml")[0].spec.template.spec.containers[0];
+		const byName = Object.fromEntries(job.env.map((e: { name: string; valueFrom: { secretKeyRef: unknown } }) => [e.name, e.valueFrom.secretKeyRef]));
+		expect(byName).toEqual({
+			PARTNERS_DATABASE_URL: { name: "ride-gateway", key: "DATABASE_URL" },
+			PRICING_DATABASE_URL: { name: "ride-pricing", key: "DATABASE_URL" },
+			RIDERS_DATABASE_URL: { name: "ride-riders", key: "DATABASE_URL" },
+			ORDERS_DATABASE_URL: { name: "ride-orders", key: "DATABASE_URL" },
+			DISPATCH_DATABASE_URL: { name: "ride-dispatch", key: "DATABASE_URL" },
+			NOTIFICATIONS_DATABASE_URL: { name: "ride-notifications", key: "DATABASE_URL" },
+		});
+	});
+
+	test.each([
+		[
+			"a default-deny NetworkPolicy",
+			"network-policy.yaml",
+			(t: string) =>
+				t
+					.replace("  name: default-deny", "  name: default-open")
+					.replace('  policyTypes: ["Ingress", "Egress"]\n---', '  policyTypes: ["Ingress"]\n---'),
+			/no default-deny NetworkPolicy/,
+		],
+		[
+			"no service account token (infra too)",
+			"infra/postgres.yaml",
+			(t: string) => t.replace("      automountServiceAccountToken: false\n", ""),
+			/StatefulSet\/postgres: must not mount a service account token/,
+		],
+		[
+			"a securityContext on every container (infra too)",
+			"infra/nats.yaml",
+			(t: string) =>
+				t.replace(
+					/ {10}securityContext:\n {12}allowPrivilegeEscalation: false\n {12}readOnlyRootFilesystem: true\n {12}capabilities:\n {14}drop: \["ALL"\]\n/,
+					"",
+				),
+			/container nats: securityContext: must set allowPrivilegeEscalation: false[\s\S]*container nats: securityContext: must set readOnlyRootFilesystem: true[\s\S]*container nats: securityContext: must drop ALL capabilities/,
+		],
+		[
+			"seccomp RuntimeDefault (the sandbox fleet too)",
+			"sandbox/fleet.yaml",
+			(t: string) => t.replace("        seccompProfile:\n          type: RuntimeDefault\n", ""),
+			/Deployment\/ride-fleet container fleet: securityContext: seccompProfile must be RuntimeDefault/,
+		],
+		[
+			"non-root (the migrate Job too)",
+			"migrate-job.yaml",
+			(t: string) => t.replace("        runAsNonRoot: true\n", ""),
+			/Job\/ride-migrate container migrate: securityContext: must set runAsNonRoot: true/,
+		],
+		[
+			"notifications never reaches 10.0.0.0/8",
+			"network-policy.yaml",
+			(t: string) => t.replace("              - 10.0.0.0/8\n", ""),
+			/forbidden flow is allowed: ride-notifications → 10\.1\.2\.3:443\/TCP[\s\S]*ride-notifications → 10\.96\.0\.1:443/,
+		],
+		[
+			"no app pod reaches NATS monitoring (8222)",
+			"network-policy.yaml",
+			(t: string) =>
+				t.replaceAll(
+					"        - protocol: TCP\n          port: 4222\n",
+					"        - protocol: TCP\n          port: 4222\n        - protocol: TCP\n          port: 8222\n",
+				),
+			/forbidden flow is allowed: ride-gateway → nats:8222\/TCP/,
+		],
+		[
+			"only the gateway reaches Redis",
+			"network-policy.yaml",
+			(t: string) =>
+				t
+					.replace("  name: gateway-to-redis", "  name: all-to-redis")
+					.replace(/(name: all-to-redis[\s\S]*?podSelector:)\n {4}matchLabels:\n {6}app.kubernetes.io\/name: ride-gateway/, "$1 {}")
+					.replace(
+						/(name: redis-from-gateway[\s\S]*?- from:\n {8}- podSelector:)\n {12}matchLabels:\n {14}app.kubernetes.io\/name: ride-gateway/,
+						"$1 {}",
+					),
+			/forbidden flow is allowed: ride-pricing → redis:6379/,
+		],
+		[
+			"the fleet never reaches PostgreSQL",
+			"network-policy.yaml",
+			(t: string) => t.replaceAll("ride-notifications, ride-migrate]", "ride-notifications, ride-migrate, ride-fleet]"),
+			/forbidden flow is allowed: ride-fleet → postgres:5432/,
+		],
+		[
+			"a needed flow stays open (DNS)",
+			"network-policy.yaml",
+			(t: string) => t.replace("  name: dns-egress", "  name: dns-egress-typo").replace("k8s-app: kube-dns", "k8s-app: kube-dnss"),
+			/needed flow is denied: ride-orders → kube-dns:53\/UDP/,
+		],
+	])("the validator enforces %s: a broken copy fails", async (label, file, edit, message) => {
+		const dir = brokenK8sCopy(label.replace(/\W+/g, "-"), file, edit);
+		const r = await runNode(["scripts/validate-manifests.mjs", dir]);
+		expect(r.out).toMatch(message);
+		expect(r.code).toBe(1);
+	});
+
+	test("the NetworkPolicy evaluator follows Kubernetes' rules (unselected pods open, both ends must allow, selectors AND, ipBlock except, named ports)", async () => {
+		const script = `
+			import { allowed } from "./scripts/network-policies.mts";
+			const ns = { a: { "kubernetes.io/metadata.name": "a" }, b: { "kubernetes.io/metadata.name": "b" } };
+			const pod = (name, namespace, labels, ip, ports) => ({ name, namespace, labels, ip, ports });
+			const web = pod("web", "a", { app: "web" }, "10.0.0.1", [{ name: "http", containerPort: 8080 }]);
+			const db = pod("db", "a", { app: "db" }, "10.0.0.2");
+			const bWeb = pod("bweb", "b", { app: "web" }, "10.0.1.1");
+			const deny = { metadata: { name: "deny", namespace: "a" }, spec: { podSelector: {}, policyTypes: ["Ingress", "Egress"] } };
+			const dbIn = { metadata: { name: "db-in", namespace: "a" }, spec: { podSelector: { matchLabels: { app: "db" } }, ingress: [{ from: [{ podSelector: { matchLabels: { app: "web" } } }], ports: [{ port: 5432 }] }] } };
+			const webOut = { metadata: { name: "web-out", namespace: "a" }, spec: { podSelector: { matchExpressions: [{ key: "app", operator: "In", values: ["web"] }] }, policyTypes: ["Egress"], egress: [{ to: [{ podSelector: { matchLabels: { app: "db" } } }, { ipBlock: { cidr: "0.0.0.0/0", except: ["10.0.0.0/8"] } }] }] } };
+			const webIn = { metadata: { name: "web-in", namespace: "a" }, spec: { podSelector: { matchLabels: { app: "web" } }, ingress: [{ from: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "b" } }, podSelector: { matchLabels: { app: "web" } } }], ports: [{ port: "http" }] }] } };
+			const ext = { name: "x", ip: "93.184.216.34" };
+			console.log(JSON.stringify({
+				open: allowed([], ns, web, db, 5432),
+				denied: allowed([deny], ns, web, db, 5432),
+				onlyIngress: allowed([deny, dbIn], ns, web, db, 5432),
+				both: allowed([deny, dbIn, webOut], ns, web, db, 5432),
+				wrongPort: allowed([deny, dbIn, webOut], ns, web, db, 5433),
+				internet: allowed([deny, webOut], ns, web, ext, 443),
+				exceptBlocks: allowed([deny, webOut], ns, web, { name: "p", ip: "10.9.9.9" }, 443),
+				namedPort: allowed([dbIn, webIn], ns, bWeb, web, 8080),
+				namedPortOther: allowed([dbIn, webIn], ns, bWeb, web, 9090),
+				sameNamespaceNotSelected: allowed([webIn], ns, pod("w2", "a", { app: "web" }, "10.0.0.3"), web, 8080),
+			}));
+		`;
+		const r = await runNode(["--input-type=module", "-e", script]);
+		expect([r.code, JSON.parse(r.out)]).toEqual([
+			0,
+			{
+				open: true,
+				denied: false,
+				onlyIngress: false,
+				both: true,
+				wrongPort: false,
+				internet: true,
+				exceptBlocks: false,
+				namedPort: true,
+				namedPortOther: false,
+				sameNamespaceNotSelected: false,
+			},
+		]);
 	});
 
 	test("live mode by default: FLEET_MODE=live and no fleet in the default set; the sandbox component adds the fleet and sets simulated", async () => {
@@ -209,7 +377,7 @@ describe("Kubernetes manifests", () => {
 		const dir = brokenK8sCopy("netpol", "network-policy.yaml", (t) => t.replace("port: 5432", "port: [5432]"));
 		const r = await runNode(["scripts/validate-manifests.mjs", dir]);
 		expect(r.code).toBe(1);
-		expect(r.out).toMatch(/NetworkPolicy\/postgres-from-platform-only: schema/);
+		expect(r.out).toMatch(/NetworkPolicy\/postgres-clients: schema/);
 	});
 
 	test("the validator fails on a schema error (replicas is not an integer)", async () => {
@@ -265,14 +433,14 @@ describe("Redis for the gateways' shared limits (Kubernetes and Compose)", () =>
 	test("Kubernetes: a Redis that needs the Secret's password, REDIS_URL in the Secret every gateway reads, and a NetworkPolicy that lets only the gateway in", () => {
 		const redis = k8sRedis();
 		const c = redis.spec.template.spec.containers[0];
-		expect(c.env).toContainEqual({ name: "REDIS_PASSWORD", valueFrom: { secretKeyRef: { name: "ride-secrets", key: "REDIS_PASSWORD" } } });
+		expect(c.env).toContainEqual({ name: "REDIS_PASSWORD", valueFrom: { secretKeyRef: { name: "ride-redis", key: "REDIS_PASSWORD" } } });
 		expect(c.command.join(" ")).toMatch(/requirepass/);
 		// The limits' keys expire; nothing is written to disk.
 		expect(c.command.join(" ")).toMatch(/--save '' --appendonly no/);
 		const service = loadK8s("infra/redis.yaml").find((d) => d.kind === "Service");
 		expect(service.spec.selector).toEqual({ "app.kubernetes.io/name": "redis" });
-		const secret = loadK8s("secret.example.yaml").find((d) => d.metadata.name === "ride-secrets").stringData;
-		expect(secret.REDIS_PASSWORD).toBe("REPLACE_ME");
+		const secret = loadK8s("secret.example.yaml").find((d) => d.metadata.name === "ride-gateway").stringData;
+		expect(loadK8s("secret.example.yaml").find((d) => d.metadata.name === "ride-redis").stringData.REDIS_PASSWORD).toBe("REPLACE_ME");
 		expect(new URL(secret.REDIS_URL)).toMatchObject({
 			protocol: "redis:",
 			password: "REPLACE_ME",
@@ -280,8 +448,8 @@ describe("Redis for the gateways' shared limits (Kubernetes and Compose)", () =>
 			port: "6379",
 		});
 		const gateway = loadK8s("gateway.yaml").find((d) => d.kind === "Deployment");
-		expect(gateway.spec.template.spec.containers[0].envFrom).toContainEqual({ secretRef: { name: "ride-secrets" } });
-		const policy = loadK8s("network-policy.yaml").find((p) => p.spec.podSelector.matchLabels["app.kubernetes.io/name"] === "redis");
+		expect(gateway.spec.template.spec.containers[0].envFrom).toContainEqual({ secretRef: { name: "ride-gateway" } });
+		const policy = loadK8s("network-policy.yaml").find((p) => p.spec.podSelector.matchLabels?.["app.kubernetes.io/name"] === "redis");
 		expect(policy.spec.policyTypes).toEqual(["Ingress"]);
 		expect(policy.spec.ingress).toHaveLength(1);
 		expect(policy.spec.ingress[0].ports).toEqual([{ protocol: "TCP", port: 6379 }]);
@@ -387,14 +555,21 @@ describe("docker-compose.yml", () => {
 			expect(s.depends_on.migrate.condition).toBe("service_completed_successfully");
 			expect(s.healthcheck.test).toEqual(["CMD", "node", "dist/bin/healthcheck.js", "ready"]);
 		}
-		// The bus requires a login: nats-server reads its password from its environment, the services log in with it.
+		// A bus user per service: nats-server reads every password from its environment (the generated
+		// k8s/infra/nats-compose.conf), each service logs in with its own.
 		expect(services.nats.command.slice(0, 2)).toEqual(["-c", "/etc/nats/ride.conf"]);
-		expect(services.nats.volumes).toContain("./k8s/infra/nats-server.conf:/etc/nats/ride.conf:ro");
-		expect(services.nats.environment.NATS_PASSWORD).toMatch(/^\$\{NATS_PASSWORD:\?/);
-		for (const name of [...Object.keys(expected), "migrate"]) {
-			expect([name, services[name].environment.NATS_USER]).toEqual([name, "ride"]);
-			expect([name, services[name].environment.NATS_PASSWORD]).toEqual([name, expect.stringMatching(/^\$\{NATS_PASSWORD:\?/)]);
+		expect(services.nats.volumes).toContain("./k8s/infra/nats-compose.conf:/etc/nats/ride.conf:ro");
+		for (const user of ["gateway", "pricing", "riders", "orders", "dispatch", "notifications", "fleet", "operator"])
+			expect(services.nats.environment[`NATS_PASSWORD_${user.toUpperCase()}`]).toMatch(new RegExp(`^\\$\\{NATS_PASSWORD_${user.toUpperCase()}:\\?`));
+		for (const name of Object.keys(expected)) {
+			expect([name, services[name].environment.NATS_USER]).toEqual([name, name]);
+			expect([name, services[name].environment.NATS_PASSWORD]).toEqual([
+				name,
+				`\${NATS_PASSWORD_${name.toUpperCase()}:?set NATS_PASSWORD_${name.toUpperCase()} in .env}`,
+			]);
 		}
+		// The migrate container never uses the bus.
+		expect(services.migrate.environment.NATS_USER).toBeUndefined();
 		// No secret values in the file: the password comes from the environment or .env.
 		expect(readFileSync(join(ROOT, "docker-compose.yml"), "utf8")).not.toMatch(/^\s*POSTGRES_PASSWORD:\s*[^$\s]/m);
 	});
@@ -421,9 +596,9 @@ describe("docker-compose.yml", () => {
 		const r = await runNode(["scripts/validate-compose.mjs", "docker-compose.yml", "--builtin-only"], { POSTGRES_PASSWORD: "" });
 		expect(r.code).toBe(1);
 		expect(r.out).toMatch(/required variable POSTGRES_PASSWORD is not set/);
-		const noNats = await runNode(["scripts/validate-compose.mjs", "docker-compose.yml", "--builtin-only"], { ...COMPOSE_ENV, NATS_PASSWORD: "" });
+		const noNats = await runNode(["scripts/validate-compose.mjs", "docker-compose.yml", "--builtin-only"], { ...COMPOSE_ENV, NATS_PASSWORD_ORDERS: "" });
 		expect(noNats.code).toBe(1);
-		expect(noNats.out).toMatch(/services\.nats\.environment\.NATS_PASSWORD: required variable NATS_PASSWORD is not set/);
+		expect(noNats.out).toMatch(/services\.nats\.environment\.NATS_PASSWORD_ORDERS: required variable NATS_PASSWORD_ORDERS is not set/);
 	});
 
 	test("the built-in check fails on a broken compose file", async () => {
@@ -445,7 +620,7 @@ describe("docker-compose.yml", () => {
 		writeFileSync(
 			file,
 			readFileSync(join(ROOT, "docker-compose.yml"), "utf8").replace(
-				"    volumes:\n      - nats-data:/data\n      - ./k8s/infra/nats-server.conf:/etc/nats/ride.conf:ro",
+				"    volumes:\n      - nats-data:/data\n      - ./k8s/infra/nats-compose.conf:/etc/nats/ride.conf:ro",
 				"    volumes: nats-data",
 			),
 		);

@@ -5,19 +5,22 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { ServiceBroker } from "moleculer";
 import { buildBrokerConfig } from "../../../moleculer.config";
+import { ALL_BUS_USERS } from "../../../contracts/bus";
+import { passwordVariable } from "../../../lib/bus-permissions";
 import { freePort } from "../../helpers/http";
 import { uniqueNamespace } from "../../helpers/node";
 import { spawnNode, startServiceProcess, type ServiceProcess } from "../../helpers/processes";
 import { waitFor } from "../../helpers/wait";
 
 /**
- * The bus is a trust boundary: a real nats-server, started here with an
- * authorization block the way compose and k8s run it (the password read from
- * its environment), and real server processes. A node with the credentials
- * (password from a mounted file, as a Secret gives it) joins and answers a
- * call from another broker; nodes with a wrong password or none are refused
- * by the server and never start. No process prints the password, and the
- * broker options any bus member can read (`$node.options`) do not hold it.
+ * The bus is a trust boundary: a real nats-server, started here with the
+ * users Compose runs it with (k8s/infra/nats-compose.conf, each password read
+ * from its environment), and real server processes. A gateway node with its
+ * credentials (password from a mounted file, as a Secret gives it) joins and
+ * answers the operator's call; nodes with a wrong password or none are
+ * refused by the server and never start. No process prints the password, and
+ * the broker options any bus member can read (`$node.options`) do not hold it.
+ * (Each user's permissions: nats-permissions.test.ts; TLS: nats-tls.test.ts.)
  */
 
 const NATS_SERVER = "/usr/sbin/nats-server";
@@ -27,16 +30,19 @@ const hasNatsServer = existsSync(NATS_SERVER);
 let dir: string;
 let nats: ChildProcess | undefined;
 let natsUrl: string;
-const password = `pw-${randomBytes(12).toString("hex")}`;
+const passwords: Record<string, string> = Object.fromEntries(ALL_BUS_USERS.map((u) => [u, `pw-${u}-${randomBytes(12).toString("hex")}`]));
+const password = passwords.gateway;
 const namespace = uniqueNamespace("natsauth");
 const started: ServiceProcess[] = [];
 
 async function startNatsServer(): Promise<void> {
 	const port = await freePort();
-	// The configuration compose mounts and k8s generates its ConfigMap from: the password comes from the server's environment.
-	const conf = resolve(__dirname, "../../../k8s/infra/nats-server.conf");
+	// The configuration compose mounts: every password comes from the server's environment.
+	const conf = resolve(__dirname, "../../../k8s/infra/nats-compose.conf");
+	const env: Record<string, string> = { ...(process.env as Record<string, string>) };
+	for (const user of ALL_BUS_USERS) env[passwordVariable(user)] = passwords[user];
 	nats = spawn(NATS_SERVER, ["-c", conf, "-a", "127.0.0.1", "-p", String(port)], {
-		env: { ...process.env, NATS_PASSWORD: password },
+		env,
 		stdio: ["ignore", "pipe", "pipe"],
 	});
 	let out = "";
@@ -83,8 +89,12 @@ afterAll(async () => {
 		writeFileSync(passwordFile, `${password}\n`, { mode: 0o600 });
 
 		// Started together: the refused ones have the time the good one takes to start.
-		const good = startServiceProcess("with-credentials", nodeEnv("node-good", { NATS_USER: "ride", NATS_PASSWORD_FILE: passwordFile }));
-		const wrong = spawnNode("wrong-password", [...TSX, "bin/server.ts"], nodeEnv("node-wrong", { NATS_USER: "ride", NATS_PASSWORD: "not-the-password" }));
+		const good = startServiceProcess("with-credentials", nodeEnv("node-good", { NATS_USER: "gateway", NATS_PASSWORD_FILE: passwordFile }));
+		const wrong = spawnNode(
+			"wrong-password",
+			[...TSX, "bin/server.ts"],
+			nodeEnv("node-wrong", { NATS_USER: "gateway", NATS_PASSWORD: "not-the-password" }),
+		);
 		const none = spawnNode("no-credentials", [...TSX, "bin/server.ts"], nodeEnv("node-none", {}));
 		started.push(wrong, none);
 		started.push(await good);
@@ -94,27 +104,27 @@ afterAll(async () => {
 		await none.waitFor(/Authorization Violation/i, 30_000);
 
 		// A second broker with the credentials calls across the bus.
-		const broker = new ServiceBroker({
-			...buildBrokerConfig({
+		const broker = new ServiceBroker(
+			buildBrokerConfig({
 				TRANSPORTER: natsUrl,
 				NAMESPACE: namespace,
-				NATS_USER: "ride",
-				NATS_PASSWORD: password,
+				NATS_USER: "operator",
+				NATS_PASSWORD: passwords.operator,
+				NODE_ID: "caller",
 				METRICS_PORT: "0",
 				LOGLEVEL: "warn",
 			}),
-			nodeID: "caller",
-		});
+		);
 		await broker.start();
 		try {
-			await waitFor("node-good in the registry", () => broker.registry.nodes.get("node-good")?.available === true);
-			const health = await broker.call<{ cpu?: unknown }, Record<string, never>>("$node.health", {}, { nodeID: "node-good" });
+			await waitFor("gateway.node-good in the registry", () => broker.registry.nodes.get("gateway.node-good")?.available === true);
+			const health = await broker.call<{ cpu?: unknown }, Record<string, never>>("$node.health", {}, { nodeID: "gateway.node-good" });
 			expect(health.cpu).toBeDefined();
 			// What any bus member can read of a node's options holds no password.
-			const options = await broker.call<unknown, Record<string, never>>("$node.options", {}, { nodeID: "node-good" });
+			const options = await broker.call<unknown, Record<string, never>>("$node.options", {}, { nodeID: "gateway.node-good" });
 			expect(JSON.stringify(options)).not.toContain(password);
 			// The refused nodes never joined.
-			expect(broker.registry.nodes.get("node-wrong")).toBeUndefined();
+			expect(broker.registry.nodes.get("gateway.node-wrong")).toBeUndefined();
 			expect(broker.registry.nodes.get("node-none")).toBeUndefined();
 		} finally {
 			await broker.stop();

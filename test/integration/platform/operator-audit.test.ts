@@ -42,7 +42,7 @@ it("partners: create, createKey, revokeKey and rotateWebhookSecret are recorded 
 	const key = await broker.call<CreatedKey, unknown>("partners.createKey", { partnerId: created.partnerId, label: "ci", mode: "test" }, as("bob"));
 	const rotated = await broker.call<RotatedWebhookSecret, unknown>(
 		"partners.rotateWebhookSecret",
-		{ partnerId: created.partnerId, graceSeconds: 60 },
+		{ partnerId: created.partnerId, mode: "test", graceSeconds: 60 },
 		as("alice"),
 	);
 	await broker.call("partners.revokeKey", { keyId: key.keyId }, as("carol"));
@@ -60,6 +60,8 @@ it("partners: create, createKey, revokeKey and rotateWebhookSecret are recorded 
 	expect(page.entries.every((e) => e.subject === created.partnerId && typeof e.at === "string")).toBe(true);
 	expect(page.entries[0]).toMatchObject({ via: broker.nodeID, detail: { partnerRevoked: true } });
 	expect(page.entries[3].detail).toMatchObject({ label: "ci", mode: "test" });
+	// Whose secret was rotated: the mode is recorded.
+	expect(page.entries[2].detail).toMatchObject({ mode: "test", graceSeconds: 60 });
 
 	const everything = await allRows("partners_audit");
 	for (const secret of [created.apiKey, created.webhookSecret, key.apiKey, rotated.webhookSecret]) expect(everything).not.toContain(secret);
@@ -94,7 +96,7 @@ it("the entry is in the change's transaction: when it cannot be written, the cha
 	}
 });
 
-it("dispatch: register, createDriverToken and revokeDriverTokens are recorded, never the token; simulated registrations are not", async () => {
+it("dispatch: register, createDriverToken, revokeDriverToken and revokeDriverTokens are recorded, never the token; simulated registrations are not", async () => {
 	const registered = await broker.call<{ driverId: string }, unknown>(
 		"dispatch.register",
 		{ name: "Asha", phone: "+919800000901", vehicleNumber: "KA01AA0001", serviceType: "cab" },
@@ -111,17 +113,51 @@ it("dispatch: register, createDriverToken and revokeDriverTokens are recorded, n
 		as("erin"),
 	);
 	expect(token.driverId).toBe(registered.driverId);
+	const second = await broker.call<DriverTokenCreated, unknown>(
+		"dispatch.createDriverToken",
+		{ name: "Asha", phone: "+919800000901", vehicleNumber: "KA01AA0001", serviceType: "cab" },
+		as("erin"),
+	);
+	// One token by prefix, then (already revoked) again by id: both recorded, the repeat as revoked: false.
+	await broker.call("dispatch.revokeDriverToken", { prefix: second.tokenPrefix }, as("gus"));
+	await broker.call("dispatch.revokeDriverToken", { tokenId: second.tokenId }, as("gus"));
 	await broker.call("dispatch.revokeDriverTokens", { driverId: token.driverId }, as("dana"));
 
 	const page = await broker.call<AuditPage, unknown>("dispatch.audit", {});
 	expect(page.entries.map((e) => [e.operator, e.action, e.subject, e.target])).toEqual([
 		["dana", "dispatch.revokeDriverTokens", token.driverId, null],
+		["gus", "dispatch.revokeDriverToken", token.driverId, second.tokenId],
+		["gus", "dispatch.revokeDriverToken", token.driverId, second.tokenId],
+		["erin", "dispatch.createDriverToken", token.driverId, second.tokenId],
 		["erin", "dispatch.createDriverToken", token.driverId, token.tokenId],
 		["dana", "dispatch.register", registered.driverId, null],
 	]);
 	expect(page.entries[0].detail).toEqual({ revoked: 1 });
-	expect(await allRows("dispatch_audit")).not.toContain(token.token);
+	expect(page.entries[1].detail).toEqual({ revoked: false });
+	expect(page.entries[2].detail).toEqual({ revoked: true });
+	const everything = await allRows("dispatch_audit");
+	for (const secret of [token.token, second.token]) expect(everything).not.toContain(secret);
 	expect((await broker.call<AuditPage, unknown>("dispatch.audit", { driverId: "drv_nobody" })).entries).toEqual([]);
+});
+
+it("revoking one driver token is audited in its own transaction: when the entry cannot be written, the token keeps working", async () => {
+	const token = await broker.call<DriverTokenCreated, unknown>(
+		"dispatch.createDriverToken",
+		{ name: "Bala", phone: "+919800000904", vehicleNumber: "KA01AA0004", serviceType: "cab" },
+		as("erin"),
+	);
+	await sql.query("ALTER TABLE dispatch_audit ADD CONSTRAINT audit_refuses CHECK (false) NOT VALID");
+	try {
+		const answer = await callAction(broker, "dispatch.revokeDriverToken", { tokenId: token.tokenId }, as("gus"));
+		expect(answer.status).toBe(500);
+		expect((await sql.query("SELECT revoked_at FROM driver_tokens WHERE id = $1", [token.tokenId])).rows[0].revoked_at).toBeNull();
+	} finally {
+		await sql.query("ALTER TABLE dispatch_audit DROP CONSTRAINT audit_refuses");
+	}
+	// Nothing matched: an error, and no entry.
+	const before = (await sql.query("SELECT count(*)::int AS n FROM dispatch_audit")).rows[0].n;
+	expect((await callAction(broker, "dispatch.revokeDriverToken", { tokenId: "dtk_nosuchtoken" }, as("gus"))).status).toBe(404);
+	expect((await sql.query("SELECT count(*)::int AS n FROM dispatch_audit")).rows[0].n).toBe(before);
 });
 
 it("the CLIs record --operator (else OPERATOR) and list the trail with `audit`", async () => {

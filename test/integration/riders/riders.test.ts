@@ -32,6 +32,7 @@ describe("riders.upsert", () => {
 		expect(first).toEqual({
 			riderId: expect.stringMatching(/^rdr_[0-9a-z]{20}$/),
 			partnerId: partnerA,
+			mode: "live",
 			name: "Asha Rao",
 			phone: "+919812345678",
 			email: "asha@example.com",
@@ -45,6 +46,18 @@ describe("riders.upsert", () => {
 		expect(second.createdAt).toBe(first.createdAt);
 		const third = await upsert({ partnerId: partnerA, name: "Asha R.", phone: "+919812345678", email: "asha@new.example" });
 		expect(third.email).toBe("asha@new.example");
+	});
+
+	it("keeps modes apart: a test upsert of a live rider's phone makes its own rider and leaves the live one as it was", async () => {
+		const phone = "+919812340001";
+		const live = await upsert({ partnerId: partnerA, mode: "live", name: "Live Rider", phone, email: "live@example.com" });
+		const test = await upsert({ partnerId: partnerA, mode: "test", name: "Load Test", phone, email: "load@example.com" });
+		expect(test.riderId).not.toBe(live.riderId);
+		expect(test.mode).toBe("test");
+		expect(await node.broker.call("riders.get", { riderId: live.riderId })).toEqual(live);
+		// Without a mode (a caller from before modes): the live row.
+		expect((await upsert({ partnerId: partnerA, name: "Live Rider", phone })).riderId).toBe(live.riderId);
+		await expectError(upsert({ partnerId: partnerA, mode: "staging", name: "X", phone }), "VALIDATION_ERROR");
 	});
 
 	it("keeps partners apart: one phone, two partners, two riders", async () => {

@@ -1,12 +1,13 @@
 import type { Context } from "moleculer";
 import type { DriverJob, DriverView, OfferCreatedEvent } from "../../../contracts/dispatch";
-import { DRIVER_TOKEN_PREFIX } from "../../../contracts/driver";
+import { DRIVER_TOKEN_LIFETIME_MAX_S, DRIVER_TOKEN_PREFIX, lifetimeSeconds } from "../../../contracts/driver";
 import { hashApiKey } from "../../../lib/secrets";
 import { toDriverView } from "../../../services/dispatch/dispatch-views";
 import { DriverApi } from "../../../services/dispatch/driver-api";
 import type { DriverMoves } from "../../../services/dispatch/driver-moves";
 import type { RideSteps } from "../../../services/dispatch/ride-steps";
 import { DriverTokens } from "../../../services/dispatch/driver-tokens";
+import type { LiveToken } from "../../../services/dispatch/driver-tokens.repo";
 import { OfferWaits } from "../../../services/dispatch/offer-waits";
 import { BLR, asTokensRepo, deferred, driverRow, fakeTokensRepo } from "../../helpers/dispatch-fakes";
 
@@ -186,25 +187,39 @@ describe("DriverApi", () => {
 	});
 });
 
+/** A working token of `driverId` as the repo reads it; `msLeft` null: until revoked. */
+function live(driverId: string, msLeft: number | null = null): LiveToken {
+	return { driver_id: driverId, ms_left: msLeft };
+}
+
 describe("DriverTokens", () => {
 	function setupTokens(registered: Partial<DriverView> = {}) {
 		const repo = fakeTokensRepo();
 		const register = jest.fn(async () => ({ ...toDriverView(driverRow()), ...registered }));
 		const announceChanged = jest.fn(async () => undefined);
 		const takeOffline = jest.fn(async () => undefined);
-		const tokens = new DriverTokens({ repo: asTokensRepo(repo), register, announceChanged, takeOffline, cacheMs: 5000, cacheMax: 1000 });
-		return { repo, register, announceChanged, takeOffline, tokens };
+		const clock = { now: 1_000_000 };
+		const tokens = new DriverTokens({
+			repo: asTokensRepo(repo),
+			register,
+			announceChanged,
+			takeOffline,
+			cacheMs: 5000,
+			cacheMax: 1000,
+			now: () => clock.now,
+		});
+		return { repo, register, announceChanged, takeOffline, tokens, clock };
 	}
 
 	describe("authenticate", () => {
 		it("resolves a token once and answers later ones from the cache", async () => {
 			const { tokens, repo } = setupTokens();
-			repo.driverOf.mockResolvedValue("drv_1");
+			repo.liveToken.mockResolvedValue(live("drv_1"));
 			await expect(tokens.authenticate(hashApiKey("rdt_secret"))).resolves.toEqual({ driverId: "drv_1" });
 			await expect(tokens.authenticate(hashApiKey("rdt_secret"))).resolves.toEqual({ driverId: "drv_1" });
-			expect(repo.driverOf).toHaveBeenCalledTimes(1);
+			expect(repo.liveToken).toHaveBeenCalledTimes(1);
 			// Only the hash reaches the database.
-			expect(repo.driverOf).toHaveBeenCalledWith(hashApiKey("rdt_secret"));
+			expect(repo.liveToken).toHaveBeenCalledWith(hashApiKey("rdt_secret"));
 		});
 
 		it("a token in use stays cached past cacheMs; one unused for cacheMs is read again", async () => {
@@ -218,43 +233,81 @@ describe("DriverTokens", () => {
 				cacheMs: 1_000,
 				cacheMax: 10,
 			});
-			repo.driverOf.mockResolvedValue("drv_1");
+			repo.liveToken.mockResolvedValue(live("drv_1"));
 			for (let i = 0; i < 9; i++) {
 				await tokens.authenticate(hashApiKey("rdt_busy"));
 				await new Promise((resolve) => setTimeout(resolve, 200));
 			}
-			expect(repo.driverOf).toHaveBeenCalledTimes(1);
+			expect(repo.liveToken).toHaveBeenCalledTimes(1);
 			await new Promise((resolve) => setTimeout(resolve, 1_200));
 			await tokens.authenticate(hashApiKey("rdt_busy"));
-			expect(repo.driverOf).toHaveBeenCalledTimes(2);
+			expect(repo.liveToken).toHaveBeenCalledTimes(2);
 		});
 
 		it("an unknown token is null, and cached as such", async () => {
 			const { tokens, repo } = setupTokens();
 			await expect(tokens.authenticate(hashApiKey("rdt_unknown"))).resolves.toBeNull();
 			await expect(tokens.authenticate(hashApiKey("rdt_unknown"))).resolves.toBeNull();
-			expect(repo.driverOf).toHaveBeenCalledTimes(1);
+			expect(repo.liveToken).toHaveBeenCalledTimes(1);
+		});
+
+		it("a flood of unknown tokens does not evict a known one: misses have their own bound", async () => {
+			const repo = fakeTokensRepo();
+			const tokens = new DriverTokens({
+				repo: asTokensRepo(repo),
+				register: jest.fn(),
+				announceChanged: jest.fn(),
+				takeOffline: jest.fn(),
+				cacheMs: 60_000,
+				cacheMax: 100,
+			});
+			const known = hashApiKey("rdt_known");
+			repo.liveToken.mockImplementation(async (hash: string) => (hash === known ? live("drv_1") : undefined));
+			await expect(tokens.authenticate(known)).resolves.toEqual({ driverId: "drv_1" });
+			// Ten times the cache's bound of tokens nobody holds, as a scanner would send.
+			for (let i = 0; i < 1_000; i++) await expect(tokens.authenticate(hashApiKey(`rdt_unknown_${i}`))).resolves.toBeNull();
+			repo.liveToken.mockClear();
+			await expect(tokens.authenticate(known)).resolves.toEqual({ driverId: "drv_1" });
+			expect(repo.liveToken).not.toHaveBeenCalled();
+		});
+
+		it("a token past its expiry is refused from the cache, without a lookup, and stays refused", async () => {
+			const { tokens, repo, clock } = setupTokens();
+			const hash = hashApiKey("rdt_short");
+			repo.liveToken.mockResolvedValue(live("drv_1", 3_000));
+			await expect(tokens.authenticate(hash)).resolves.toEqual({ driverId: "drv_1" });
+			// Used within the cache's time, each use restarting it: the token stays cached…
+			for (let i = 0; i < 2; i++) {
+				clock.now += 1_400;
+				await expect(tokens.authenticate(hash)).resolves.toEqual({ driverId: "drv_1" });
+			}
+			expect(repo.liveToken).toHaveBeenCalledTimes(1);
+			// …and the cache refuses it once its 3 s are over, though it still holds it.
+			clock.now += 200;
+			await expect(tokens.authenticate(hash)).resolves.toBeNull();
+			await expect(tokens.authenticate(hash)).resolves.toBeNull();
+			expect(repo.liveToken).toHaveBeenCalledTimes(1);
 		});
 
 		it("changed() clears the cache: the next authenticate reads again", async () => {
 			const { tokens, repo } = setupTokens();
-			repo.driverOf.mockResolvedValueOnce("drv_1").mockResolvedValueOnce(undefined);
+			repo.liveToken.mockResolvedValueOnce(live("drv_1")).mockResolvedValueOnce(undefined);
 			await tokens.authenticate(hashApiKey("rdt_secret"));
 			tokens.changed();
 			await expect(tokens.authenticate(hashApiKey("rdt_secret"))).resolves.toBeNull();
-			expect(repo.driverOf).toHaveBeenCalledTimes(2);
+			expect(repo.liveToken).toHaveBeenCalledTimes(2);
 		});
 
 		it("a revocation during a lookup keeps that lookup's stale answer out of the cache", async () => {
 			const { tokens, repo } = setupTokens();
-			const lookup = deferred<string | undefined>();
-			repo.driverOf.mockReturnValueOnce(lookup.promise).mockResolvedValueOnce(undefined);
+			const lookup = deferred<LiveToken | undefined>();
+			repo.liveToken.mockReturnValueOnce(lookup.promise).mockResolvedValueOnce(undefined);
 			const first = tokens.authenticate(hashApiKey("rdt_secret"));
 			tokens.changed();
-			lookup.resolve("drv_1");
+			lookup.resolve(live("drv_1"));
 			await first;
 			await expect(tokens.authenticate(hashApiKey("rdt_secret"))).resolves.toBeNull();
-			expect(repo.driverOf).toHaveBeenCalledTimes(2);
+			expect(repo.liveToken).toHaveBeenCalledTimes(2);
 		});
 	});
 
@@ -267,8 +320,26 @@ describe("DriverTokens", () => {
 			expect(created.driverId).toBe("drv_1");
 			expect(created.token.startsWith(DRIVER_TOKEN_PREFIX)).toBe(true);
 			expect(created.tokenId).toMatch(/^dtk_/);
+			expect(created.tokenPrefix).toBe(created.token.slice(0, 12));
+			expect(created.expiresAt).toBeNull();
 			// No audit hook given here (the action passes one; test/integration/platform/operator-audit.test.ts).
-			expect(repo.insert).toHaveBeenCalledWith(created.tokenId, "drv_1", hashApiKey(created.token), undefined);
+			expect(repo.insert).toHaveBeenCalledWith(created.tokenId, "drv_1", hashApiKey(created.token), created.tokenPrefix, null, undefined);
+		});
+
+		it("gives a token the lifetime asked for, and refuses one out of bounds with 400 before registering anybody", async () => {
+			const { tokens, repo, register } = setupTokens();
+			const params = { name: "Ravi K", phone: "+919800000001", vehicleNumber: "KA01AB1234", serviceType: "cab" as const };
+			const at = new Date("2026-02-01T10:00:00.000Z");
+			repo.insert.mockResolvedValue(at);
+			const created = await tokens.create({ ...params, expiresIn: "30d" });
+			expect(repo.insert).toHaveBeenCalledWith(created.tokenId, "drv_1", expect.any(String), created.tokenPrefix, 30 * 86_400, undefined);
+			expect(created.expiresAt).toBe(at.toISOString());
+			expect(register).toHaveBeenCalledWith({ ...params, mode: "live", simulated: false });
+			register.mockClear();
+			for (const expiresIn of ["366d", "0d", "30", "1y", "9999999m"]) {
+				await expect(tokens.create({ ...params, expiresIn })).rejects.toMatchObject({ code: 400, type: "VALIDATION_ERROR" });
+			}
+			expect(register).not.toHaveBeenCalled();
 		});
 
 		it("refuses a simulated driver's phone with 409, issuing no token", async () => {
@@ -288,13 +359,69 @@ describe("DriverTokens", () => {
 			expect(takeOffline).toHaveBeenCalledWith("drv_1");
 		});
 
-		it("list shows tokens without the token itself", async () => {
+		it("revokeOne tells every instance; the driver stays online while another token of it works", async () => {
+			const { tokens, repo, announceChanged, takeOffline } = setupTokens();
+			repo.revokeOne.mockResolvedValue({ id: "dtk_1", driver_id: "drv_1", revoked: true });
+			repo.workingCount.mockResolvedValue(1);
+			await expect(tokens.revokeOne({ tokenId: "dtk_1" })).resolves.toEqual({ tokenId: "dtk_1", driverId: "drv_1", revoked: true, remainingTokens: 1 });
+			expect(repo.revokeOne).toHaveBeenCalledWith({ id: "dtk_1" }, undefined);
+			expect(announceChanged).toHaveBeenCalledWith({ driverId: "drv_1" });
+			expect(takeOffline).not.toHaveBeenCalled();
+
+			// Its last token, by prefix: the driver goes offline.
+			repo.workingCount.mockResolvedValue(0);
+			await expect(tokens.revokeOne({ prefix: "rdt_abcdefgh" })).resolves.toMatchObject({ remainingTokens: 0 });
+			expect(repo.revokeOne).toHaveBeenLastCalledWith({ prefix: "rdt_abcdefgh" }, undefined);
+			expect(takeOffline).toHaveBeenCalledWith("drv_1");
+		});
+
+		it("revokeOne: an unknown token is 404, an ambiguous prefix or not exactly one name 400, nothing announced", async () => {
+			const { tokens, repo, announceChanged } = setupTokens();
+			await expect(tokens.revokeOne({ tokenId: "dtk_nope" })).rejects.toMatchObject({ code: 404, type: "NOT_FOUND" });
+			repo.revokeOne.mockResolvedValue("ambiguous");
+			await expect(tokens.revokeOne({ prefix: "rdt_abcdefgh" })).rejects.toMatchObject({ code: 400, type: "VALIDATION_ERROR" });
+			await expect(tokens.revokeOne({})).rejects.toMatchObject({ code: 400 });
+			await expect(tokens.revokeOne({ tokenId: "dtk_1", prefix: "rdt_abcdefgh" })).rejects.toMatchObject({ code: 400 });
+			expect(announceChanged).not.toHaveBeenCalled();
+		});
+
+		it("list shows tokens with their prefix, expiry and state, without the token itself", async () => {
 			const { tokens, repo } = setupTokens();
 			const at = new Date("2026-01-01T10:00:00.000Z");
-			repo.list.mockResolvedValue([{ id: "dtk_1", driver_id: "drv_1", driver_name: "Ravi K", created_at: at, revoked_at: null }]);
-			await expect(tokens.list()).resolves.toEqual([
-				{ tokenId: "dtk_1", driverId: "drv_1", driverName: "Ravi K", createdAt: at.toISOString(), revokedAt: null },
+			const until = new Date("2026-01-31T10:00:00.000Z");
+			repo.list.mockResolvedValue([
+				{
+					id: "dtk_1",
+					driver_id: "drv_1",
+					driver_name: "Ravi K",
+					token_prefix: "rdt_abcdefgh",
+					created_at: at,
+					expires_at: until,
+					revoked_at: null,
+					status: "expired",
+				},
 			]);
+			await expect(tokens.list()).resolves.toEqual([
+				{
+					tokenId: "dtk_1",
+					driverId: "drv_1",
+					driverName: "Ravi K",
+					tokenPrefix: "rdt_abcdefgh",
+					createdAt: at.toISOString(),
+					expiresAt: until.toISOString(),
+					revokedAt: null,
+					status: "expired",
+				},
+			]);
+		});
+
+		it("lifetimes: <n><s|m|h|d>, at least 1 s, at most 365 days", () => {
+			expect(lifetimeSeconds("30d")).toBe(30 * 86_400);
+			expect(lifetimeSeconds("12h")).toBe(43_200);
+			expect(lifetimeSeconds("90m")).toBe(5_400);
+			expect(lifetimeSeconds("1s")).toBe(1);
+			expect(lifetimeSeconds("365d")).toBe(DRIVER_TOKEN_LIFETIME_MAX_S);
+			for (const bad of ["366d", "0s", "-1d", "30", "d", "1.5h", "30 d", "1w", ""]) expect(lifetimeSeconds(bad)).toBeUndefined();
 		});
 	});
 });

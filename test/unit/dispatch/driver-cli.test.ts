@@ -19,8 +19,23 @@ describe("driver CLI arguments", () => {
 			parseArgs(["create", "--name", "R", "--phone", "+919800000001", "--vehicle", "KA01", "--service-type", "scooty", "--mode", "prod"]),
 		).toThrow(UsageError);
 	});
-	it("revoke needs --driver; list takes nothing; anything else is a usage error", () => {
+	it("create --expires-in passes a lifetime of <n><s|m|h|d> up to 365d; anything else is a usage error", () => {
+		const base = ["create", "--name", "R", "--phone", "+919800000001", "--vehicle", "KA01", "--service-type", "cab"];
+		expect(actionOf(parseArgs([...base, "--expires-in", "30d"])).params).toMatchObject({ expiresIn: "30d" });
+		expect(actionOf(parseArgs(base)).params).not.toHaveProperty("expiresIn");
+		for (const bad of ["30", "0d", "366d", "1w", "-1d", ""]) expect(() => parseArgs([...base, "--expires-in", bad])).toThrow(UsageError);
+	});
+	it("revoke takes exactly one of --driver (all its tokens), --token or --prefix (one token)", () => {
 		expect(actionOf(parseArgs(["revoke", "--driver", "drv_abc"]))).toEqual({ action: "dispatch.revokeDriverTokens", params: { driverId: "drv_abc" } });
+		expect(actionOf(parseArgs(["revoke", "--token", "dtk_abc"]))).toEqual({ action: "dispatch.revokeDriverToken", params: { tokenId: "dtk_abc" } });
+		expect(actionOf(parseArgs(["revoke", "--prefix", "rdt_abcdefgh"]))).toEqual({
+			action: "dispatch.revokeDriverToken",
+			params: { prefix: "rdt_abcdefgh" },
+		});
+		expect(() => parseArgs(["revoke", "--driver", "drv_abc", "--token", "dtk_abc"])).toThrow(UsageError);
+		expect(() => parseArgs(["revoke", "--token", " "])).toThrow(UsageError);
+	});
+	it("revoke needs a token or a driver; list takes nothing; anything else is a usage error", () => {
 		expect(() => parseArgs(["revoke"])).toThrow(UsageError);
 		expect(actionOf(parseArgs(["list"])).action).toBe("dispatch.listDriverTokens");
 		expect(() => parseArgs(["list", "--driver", "drv_abc"])).toThrow(UsageError);

@@ -98,6 +98,7 @@ describe("OpenAPI document", () => {
 			"status",
 			"sequence",
 			"occurredAt",
+			"mode",
 			"driver",
 			"location",
 			"eta",

@@ -26,6 +26,7 @@ function claimedRow(eventId: string, overrides: Partial<ClaimedRow> = {}): Claim
 		event_id: eventId,
 		order_id: "ord_1",
 		partner_id: "ptn_1",
+		mode: "test",
 		kind: "status",
 		host: "partner.example.com",
 		sequence: 1,
@@ -195,9 +196,9 @@ describe("DeliveryLoop: one try", () => {
 		});
 		expect(sent).toHaveLength(1);
 		expect(sent[0].url).toBe(row.webhook_url);
-		expect(sent[0].body).toEqual(webhookBody(row.payload));
+		expect(sent[0].body).toEqual(webhookBody(row.payload, "test"));
 		// What a partner verifies with its secret: the payload, under the event's id.
-		expect(new Webhook(SECRET).verify(sent[0].body.toString("utf8"), { ...sent[0].headers })).toEqual(row.payload);
+		expect(new Webhook(SECRET).verify(sent[0].body.toString("utf8"), { ...sent[0].headers })).toEqual({ ...row.payload, mode: "test" });
 		expect(sent[0].headers["webhook-id"]).toBe("evt_1");
 
 		const record = repo.records[0];

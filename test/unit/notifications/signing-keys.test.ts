@@ -12,7 +12,7 @@ describe("webhook signing keys (cached KeyObjects)", () => {
 
 	it("never signs one partner's webhook with another partner's key, however the calls interleave", async () => {
 		const secrets = Array.from({ length: 20 }, () => newWebhookSecret());
-		const body = webhookBody({ eventId: "evt_1", orderId: "ord_1", status: "accepted", sequence: 1, occurredAt: "2026-11-22T10:15:30.123Z" });
+		const body = webhookBody({ eventId: "evt_1", orderId: "ord_1", status: "accepted", sequence: 1, occurredAt: "2026-11-22T10:15:30.123Z" }, "test");
 		const ts = 1_790_000_000;
 		const results = await Promise.all(
 			Array.from({ length: 400 }, async (_, i) => {
@@ -31,7 +31,13 @@ describe("webhook signing keys (cached KeyObjects)", () => {
 		const [current, previous] = [newWebhookSecret(), newWebhookSecret()];
 		const body = Buffer.from('{"a":1}');
 		const now = Date.now();
-		const headers = signedHeaders([{ secret: current }, { secret: previous, validUntil: new Date(now + 60_000).toISOString() }], "evt_r", body, now);
+		const headers = signedHeaders(
+			[{ secret: current }, { secret: previous, validUntil: new Date(now + 60_000).toISOString() }],
+			"evt_r",
+			body,
+			now,
+			"test",
+		);
 		expect(() => new Webhook(current).verify(body.toString(), { ...headers })).not.toThrow();
 		expect(() => new Webhook(previous).verify(body.toString(), { ...headers })).not.toThrow();
 		expect(() => new Webhook(newWebhookSecret()).verify(body.toString(), { ...headers })).toThrow();

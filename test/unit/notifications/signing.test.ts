@@ -16,10 +16,10 @@ describe("webhook signing (Standard Webhooks)", () => {
 	};
 
 	it("is verified by the standardwebhooks package, as a partner would", () => {
-		const body = webhookBody(payload);
-		const headers = signedHeaders([{ secret }], "evt_abc", body, Date.now());
+		const body = webhookBody(payload, "test");
+		const headers = signedHeaders([{ secret }], "evt_abc", body, Date.now(), "test");
 		const verified = new Webhook(secret).verify(body.toString("utf8"), { ...headers }) as Record<string, unknown>;
-		expect(verified).toEqual(payload);
+		expect(verified).toEqual({ ...payload, mode: "test" });
 		expect(headers["webhook-id"]).toBe("evt_abc");
 		expect(headers["webhook-signature"]).toMatch(/^v1,[A-Za-z0-9+/]+=*$/);
 	});
@@ -31,17 +31,17 @@ describe("webhook signing (Standard Webhooks)", () => {
 	});
 
 	it("fails verification with another secret, a changed body, or another id", () => {
-		const body = webhookBody(payload);
-		const headers = signedHeaders([{ secret }], "evt_abc", body, Date.now());
+		const body = webhookBody(payload, "test");
+		const headers = signedHeaders([{ secret }], "evt_abc", body, Date.now(), "test");
 		expect(() => new Webhook(newWebhookSecret()).verify(body.toString(), { ...headers })).toThrow();
 		expect(() => new Webhook(secret).verify(body.toString().replace("accepted", "arrived"), { ...headers })).toThrow();
 		expect(() => new Webhook(secret).verify(body.toString(), { ...headers, "webhook-id": "evt_other" })).toThrow();
 	});
 
 	it("regenerates the timestamp per try while the id stays the event id", () => {
-		const body = webhookBody(payload);
-		const a = signedHeaders([{ secret }], "evt_abc", body, 1_790_000_000_000);
-		const b = signedHeaders([{ secret }], "evt_abc", body, 1_790_000_005_000);
+		const body = webhookBody(payload, "test");
+		const a = signedHeaders([{ secret }], "evt_abc", body, 1_790_000_000_000, "test");
+		const b = signedHeaders([{ secret }], "evt_abc", body, 1_790_000_005_000, "test");
 		expect(a["webhook-id"]).toBe(b["webhook-id"]);
 		expect(Number(b["webhook-timestamp"]) - Number(a["webhook-timestamp"])).toBe(5);
 		expect(a["webhook-signature"]).not.toBe(b["webhook-signature"]);
@@ -49,13 +49,13 @@ describe("webhook signing (Standard Webhooks)", () => {
 
 	it("during a rotation signs with every secret still valid: the standardwebhooks package verifies with either", () => {
 		const oldSecret = newWebhookSecret();
-		const body = webhookBody(payload);
+		const body = webhookBody(payload, "test");
 		const now = 1_790_000_000_000;
 		const secrets = [
 			{ secret, validUntil: null },
 			{ secret: oldSecret, validUntil: new Date(now + 60_000).toISOString() },
 		];
-		const headers = signedHeaders(secrets, "evt_abc", body, now);
+		const headers = signedHeaders(secrets, "evt_abc", body, now, "test");
 		const parts = headers["webhook-signature"].split(" ");
 		expect(parts).toHaveLength(2);
 		expect(parts[0]).toBe(signature(secret, "evt_abc", now / 1000, body));
@@ -63,8 +63,8 @@ describe("webhook signing (Standard Webhooks)", () => {
 		// The package checks the timestamp against its own clock: verify at `now`.
 		jest.useFakeTimers({ now });
 		try {
-			expect(new Webhook(secret).verify(body.toString(), { ...headers })).toEqual(payload);
-			expect(new Webhook(oldSecret).verify(body.toString(), { ...headers })).toEqual(payload);
+			expect(new Webhook(secret).verify(body.toString(), { ...headers })).toEqual({ ...payload, mode: "test" });
+			expect(new Webhook(oldSecret).verify(body.toString(), { ...headers })).toEqual({ ...payload, mode: "test" });
 			expect(() => new Webhook(newWebhookSecret()).verify(body.toString(), { ...headers })).toThrow();
 		} finally {
 			jest.useRealTimers();
@@ -73,20 +73,22 @@ describe("webhook signing (Standard Webhooks)", () => {
 
 	it("after the grace period signs with the new secret only", () => {
 		const oldSecret = newWebhookSecret();
-		const body = webhookBody(payload);
+		const body = webhookBody(payload, "test");
 		const now = 1_790_000_000_000;
 		const secrets = [
 			{ secret, validUntil: null },
 			{ secret: oldSecret, validUntil: new Date(now).toISOString() },
 		];
-		const headers = signedHeaders(secrets, "evt_abc", body, now);
+		const headers = signedHeaders(secrets, "evt_abc", body, now, "test");
 		expect(headers["webhook-signature"]).toBe(signature(secret, "evt_abc", now / 1000, body));
-		expect(() => signedHeaders([{ secret: oldSecret, validUntil: new Date(now).toISOString() }], "evt_abc", body, now)).toThrow(/No webhook secret/);
+		expect(() => signedHeaders([{ secret: oldSecret, validUntil: new Date(now).toISOString() }], "evt_abc", body, now, "test")).toThrow(
+			/No webhook secret/,
+		);
 	});
 
 	it("puts the body's fields in the contract's order (jsonb does not keep it)", () => {
-		const keys = Object.keys(JSON.parse(webhookBody({ ...payload, extra: 1 }).toString()));
-		expect(keys).toEqual(["eventId", "orderId", "status", "sequence", "occurredAt", "eta", "metadata", "extra"]);
+		const keys = Object.keys(JSON.parse(webhookBody({ ...payload, extra: 1 }, "test").toString()));
+		expect(keys).toEqual(["eventId", "orderId", "status", "sequence", "occurredAt", "mode", "eta", "metadata", "extra"]);
 	});
 });
 

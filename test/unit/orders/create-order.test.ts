@@ -21,6 +21,7 @@ const PARTNER = "ptn_1";
 const RIDER: Rider = {
 	riderId: "rdr_7",
 	partnerId: PARTNER,
+	mode: "test",
 	name: "Asha",
 	phone: "+919800000001",
 	email: null,
@@ -186,7 +187,7 @@ describe("createOrder: a new ride", () => {
 		// Pricing first, with points only; the rider only once the request is known to be good.
 		expect(log.calls).toEqual([
 			["pricing.quote", { serviceType: "cab", pickup: { lat: 12.9716, lng: 77.5946 }, drop: { lat: 12.9352, lng: 77.6245 } }],
-			["riders.upsert", { partnerId: PARTNER, name: "Asha", phone: "+919800000001", email: "asha@example.com" }],
+			["riders.upsert", { partnerId: PARTNER, mode: "test", name: "Asha", phone: "+919800000001", email: "asha@example.com" }],
 		]);
 		expect(log.insertNew).toHaveLength(1);
 		const order = log.insertNew[0];
@@ -237,7 +238,8 @@ describe("createOrder: a new ride", () => {
 		const { log, run } = setup();
 		await run(params({ user: { name: "Ravi", phone: "+919800000002" } }), { mode: "live" });
 		const upsert = log.calls.find(([a]) => a === "riders.upsert")![1];
-		expect(upsert).toEqual({ partnerId: PARTNER, name: "Ravi", phone: "+919800000002" });
+		// The live booking writes the live rider of that phone (riders are per mode).
+		expect(upsert).toEqual({ partnerId: PARTNER, mode: "live", name: "Ravi", phone: "+919800000002" });
 		expect(upsert).not.toHaveProperty("email");
 		expect(log.insertNew[0].mode).toBe("live");
 	});

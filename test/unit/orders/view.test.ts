@@ -136,11 +136,17 @@ describe("buildEventPayload", () => {
 			status: "accepted",
 			sequence: 1,
 			occurredAt: "2026-11-22T10:16:00.000Z",
+			mode: "test",
 			driver: { ...driver, location: { lat: 12.97, lng: 77.59, heading: 90 } },
 			location: { lat: 12.97, lng: 77.59, heading: 90 },
 			eta: 120,
 			metadata: { partnerRef: "booking-8812" },
 		});
+	});
+
+	it("carries the ride's mode (a live ride's webhooks say live)", () => {
+		const payload = buildEventPayload({ eventId: "evt_3", row: row({ mode: "live" }), status: "accepted", sequence: 1, occurredAt: new Date() });
+		expect(payload.mode).toBe("live");
 	});
 
 	it("leaves out driver, location and eta before a driver is assigned, but always carries metadata", () => {
@@ -157,9 +163,10 @@ describe("buildEventPayload", () => {
 			status: "no_driver_found",
 			sequence: 1,
 			occurredAt: "2026-11-22T10:20:00.000Z",
+			mode: "test",
 			metadata: null,
 		});
-		expect(Object.keys(payload)).toEqual(["eventId", "orderId", "status", "sequence", "occurredAt", "metadata"]);
+		expect(Object.keys(payload)).toEqual(["eventId", "orderId", "status", "sequence", "occurredAt", "mode", "metadata"]);
 	});
 
 	it("keeps eta 0 (arrived at the pickup) and builds location events", () => {

@@ -13,8 +13,10 @@ describe("npm run partner: arguments", () => {
 		[["rotate-key", "--partner", "ptn_a"]],
 		[["rotate-key", "--label", "x"]],
 		[["rotate-webhook-secret"]],
-		[["rotate-webhook-secret", "--partner", "ptn_a", "--grace", "soon"]],
-		[["rotate-webhook-secret", "--partner", "ptn_a", "--grace", "-5"]],
+		[["rotate-webhook-secret", "--partner", "ptn_a", "--mode", "live", "--grace", "soon"]],
+		[["rotate-webhook-secret", "--partner", "ptn_a", "--mode", "live", "--grace", "-5"]],
+		[["rotate-webhook-secret", "--partner", "ptn_a"]],
+		[["rotate-webhook-secret", "--partner", "ptn_a", "--mode", "both"]],
 		[["create", "--name", "Acme", "--mode", "prod"]],
 		[["rotate-key", "--partner", "ptn_a", "--label", "x", "--mode", "LIVE"]],
 		[["list", "--mode", "live"]],
@@ -36,7 +38,11 @@ describe("npm run partner: arguments", () => {
 			mode: "test",
 		});
 		expect(parseArgs(["revoke-key", "--partner", "ptn_a"]).options).toEqual({ partner: "ptn_a" });
-		expect(parseArgs(["rotate-webhook-secret", "--partner", "ptn_a", "--grace", "24h"]).options).toEqual({ partner: "ptn_a", grace: "24h" });
+		expect(parseArgs(["rotate-webhook-secret", "--partner", "ptn_a", "--mode", "test", "--grace", "24h"]).options).toEqual({
+			partner: "ptn_a",
+			mode: "test",
+			grace: "24h",
+		});
 	});
 
 	it("reads grace periods in seconds, minutes, hours or days", () => {

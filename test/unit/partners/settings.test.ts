@@ -10,7 +10,11 @@ describe("partners settings", () => {
 			bootstrapPartnerKey: undefined,
 			bootstrapWebhookSecret: undefined,
 			bootstrapPartnerMode: "test",
+			sharedSecretTestTransitionDays: 30,
 		});
+		expect(readPartnersSettings({ SHARED_SECRET_TEST_TRANSITION_DAYS: "0" }).sharedSecretTestTransitionDays).toBe(0);
+		expect(() => readPartnersSettings({ SHARED_SECRET_TEST_TRANSITION_DAYS: "1.5" })).toThrow(/SHARED_SECRET_TEST_TRANSITION_DAYS/);
+		expect(() => readPartnersSettings({ SHARED_SECRET_TEST_TRANSITION_DAYS: "-1" })).toThrow(/SHARED_SECRET_TEST_TRANSITION_DAYS/);
 		expect(readPartnersSettings({ BOOTSTRAP_PARTNER_MODE: "live" }).bootstrapPartnerMode).toBe("live");
 		expect(() => readPartnersSettings({ BOOTSTRAP_PARTNER_MODE: "prod" })).toThrow(/BOOTSTRAP_PARTNER_MODE/);
 		const secret = `whsec_${Buffer.alloc(24, 7).toString("base64")}`;

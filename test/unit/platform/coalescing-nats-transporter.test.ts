@@ -130,3 +130,52 @@ it("drops nothing and throws nothing without a client (not connected yet, or gon
 	await expect(t.send("a", Buffer.from("1"))).resolves.toBeUndefined();
 	await nextTurn();
 });
+
+describe("subjects and the bus user's permissions", () => {
+	/** A transporter as the broker would have initialised it: node `orders.pod-1` in namespace `ride`, logged in as `orders`. */
+	function busTransporter(allowPublish?: readonly string[]) {
+		const t = new CoalescingNatsTransporter({ url: "nats://127.0.0.1:4222" }, { user: "orders", allowPublish });
+		const client = recorder();
+		const serializer = { serialize: (p: unknown) => Buffer.from(JSON.stringify(p)) };
+		Object.assign(t, {
+			client,
+			logger: { warn: () => undefined },
+			prefix: "MOL-ride",
+			nodeID: "orders.pod-1",
+			broker: { serializer, PROTOCOL_VERSION: "5" },
+		});
+		return { t, client };
+	}
+	const packet = (type: string, target: string | null, payload: Record<string, unknown>) => ({ type, target, payload }) as never;
+
+	it("a call goes out on a subject that names its action; an event on one that names the event", async () => {
+		const { t, client } = busTransporter();
+		await t.publish(packet("REQ", "pricing.pod-2", { action: "pricing.quote", id: "r1" }));
+		await t.publish(packet("EVENT", "dispatch.pod-3", { event: "orders.created" }));
+		await t.publish(packet("HEARTBEAT", null, {}));
+		expect(client.published.map(([subject]) => subject)).toEqual([
+			"MOL-ride.REQ.pricing.pod-2.pricing.quote",
+			"MOL-ride.EVENT.dispatch.pod-3.orders.created",
+			"MOL-ride.HEARTBEATB.orders.pod-1",
+		]);
+		expect(JSON.parse(client.published[0][1])).toMatchObject({ sender: "orders.pod-1" });
+	});
+
+	it("a publish outside the user's permissions fails at once with BUS_PERMISSION_DENIED and sends nothing", async () => {
+		const { t, client } = busTransporter(["*.REQ.pricing.*.pricing.quote"]);
+		await expect(t.publish(packet("REQ", "orders.pod-9", { action: "orders.transition" }))).rejects.toMatchObject({
+			name: "BusPermissionError",
+			type: "BUS_PERMISSION_DENIED",
+			message: 'The bus user "orders" may not call orders.transition (contracts/bus.ts)',
+		});
+		await t.publish(packet("REQ", "pricing.pod-2", { action: "pricing.quote" }));
+		expect(client.published.map(([subject]) => subject)).toEqual(["MOL-ride.REQ.pricing.pod-2.pricing.quote"]);
+	});
+
+	it("`$` events stay in the process, but for the tracing spans", async () => {
+		const { t, client } = busTransporter();
+		await t.publish(packet("EVENT", "dispatch.pod-3", { event: "$node.connected" }));
+		await t.publish(packet("EVENT", "dispatch.pod-3", { event: "$tracing.spans" }));
+		expect(client.published.map(([subject]) => subject)).toEqual(["MOL-ride.EVENT.dispatch.pod-3.$tracing.spans"]);
+	});
+});

@@ -1,4 +1,4 @@
-import { readNatsOptions, type ReadFile } from "../../../lib/nats-settings";
+import { readBusUser, readNatsOptions, type ReadFile } from "../../../lib/nats-settings";
 import { Transporters } from "moleculer";
 import runnerConfig, { buildBrokerConfig } from "../../../moleculer.config";
 import { CoalescingNatsTransporter } from "../../../lib/coalescing-nats-transporter";
@@ -107,4 +107,14 @@ it("gives moleculer-runner a function: importing moleculer.config.ts builds no c
 		if (saved === undefined) delete process.env.TRANSPORTER;
 		else process.env.TRANSPORTER = saved;
 	}
+});
+
+describe("readBusUser", () => {
+	it("is the NATS user (from the setting or its file), one subject token, or undefined", () => {
+		expect(readBusUser({})).toBeUndefined();
+		expect(readBusUser({ NATS_USER: "orders" })).toBe("orders");
+		expect(readBusUser({ NATS_USER_FILE: "/run/u" }, () => "gateway\n")).toBe("gateway");
+		expect(() => readBusUser({ NATS_USER: "orders.evil" })).toThrow(/NATS_USER/);
+		expect(() => readBusUser({ NATS_USER: "a>b" })).toThrow(/NATS_USER/);
+	});
 });
