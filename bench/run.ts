@@ -6,7 +6,7 @@
  *
  *   --smoke   every path for a few seconds (CI): no assertion on speed, exit 1 only if a path crashed
  *   soak      also the memory/soak path (BENCH_SOAK_MS, default 10 min; BENCH_SOAK_DB=embedded|server for one database); or BENCH_SOAK=1
- *   names     only these paths: fare, orders, background, webhooks, fleet, soak
+ *   names     only these paths: fare, orders, background, webhooks, fleet, retention, soak
  *   BENCH_SECONDS  seconds per load measurement (default 10, smoke 1)
  *
  * The platform expects autovacuum on the server PostgreSQL: when it is off
@@ -24,6 +24,7 @@ import { background } from "./paths/background";
 import { webhooks } from "./paths/webhooks";
 import { soak } from "./paths/soak";
 import { fleet } from "./paths/fleet";
+import { retention } from "./paths/retention";
 
 const args = process.argv.slice(2);
 const smoke = args.includes("--smoke");
@@ -37,6 +38,7 @@ const paths: Array<{ name: string; label: string; run: (o: BenchOptions) => Prom
 	{ name: "background", label: "background work", run: background },
 	{ name: "webhooks", label: "webhooks", run: webhooks },
 	{ name: "fleet", label: "driver fleet", run: fleet },
+	{ name: "retention", label: "retention", run: retention },
 	{ name: "soak", label: "memory/soak", run: soak },
 ];
 

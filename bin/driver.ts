@@ -9,6 +9,11 @@ import { parseVerb, runOperatorCli, UsageError, type VerbCommand } from "./opera
  *   npm run driver -- revoke --driver drv_…     (every token of the driver)
  *   npm run driver -- revoke --token dtk_…      (one token; or --prefix rdt_…, as `list` shows it)
  *   npm run driver -- list
+ *   npm run driver -- audit [--driver drv_…] [--limit 100] [--before <id>]
+ *
+ * Every command takes `--operator <name>` (else OPERATOR, else USER): who
+ * runs it, recorded with every change in the audit trail (`dispatch_audit`;
+ * `audit` lists it, newest first, never a token).
  *
  * `create` registers the driver (the same phone again is the same driver)
  * and prints `{ "driverId", "token", "tokenId", "tokenPrefix", "expiresAt" }`:
@@ -34,12 +39,14 @@ import { parseVerb, runOperatorCli, UsageError, type VerbCommand } from "./opera
 const USAGE = `Usage:
   npm run driver -- create --name <name> --phone <+91…> --vehicle <number> --service-type <scooty|cab> [--mode <live|test>] [--expires-in <n><s|m|h|d>]
   npm run driver -- revoke (--driver <driverId> | --token <tokenId> | --prefix <tokenPrefix>)
-  npm run driver -- list`;
+  npm run driver -- list
+  npm run driver -- audit [--driver <driverId>] [--limit <n>] [--before <id>]
+Every command: [--operator <name>] (default: OPERATOR, else USER), recorded in the audit trail.`;
 
 export { UsageError };
 
-type Verb = "create" | "revoke" | "list";
-type OptionName = "name" | "phone" | "vehicle" | "service-type" | "mode" | "expires-in" | "driver" | "token" | "prefix";
+type Verb = "create" | "revoke" | "list" | "audit";
+type OptionName = "name" | "phone" | "vehicle" | "service-type" | "mode" | "expires-in" | "driver" | "token" | "prefix" | "limit" | "before";
 
 export type Command = VerbCommand<Verb, OptionName>;
 
@@ -48,6 +55,7 @@ const OPTIONS: Record<Verb, ParseArgsOptionsConfig> = {
 	create: { name: str, phone: str, vehicle: str, "service-type": str, mode: str, "expires-in": str },
 	revoke: { driver: str, token: str, prefix: str },
 	list: {},
+	audit: { driver: str, limit: str, before: str },
 };
 const REQUIRED: Partial<Record<Verb, readonly OptionName[]>> = { create: ["name", "phone", "vehicle", "service-type"] };
 
@@ -84,6 +92,11 @@ export function actionOf(c: Command): { action: string; params: Record<string, u
 			return { action: "dispatch.revokeDriverToken", params: o.token ? { tokenId: o.token } : { prefix: o.prefix } };
 		case "list":
 			return { action: "dispatch.listDriverTokens", params: {} };
+		case "audit":
+			return {
+				action: "dispatch.audit",
+				params: Object.fromEntries(Object.entries({ driverId: o.driver, limit: o.limit, before: o.before }).filter(([, v]) => v !== undefined)),
+			};
 	}
 }
 

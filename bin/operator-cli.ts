@@ -1,9 +1,11 @@
 import { randomBytes } from "node:crypto";
+import { userInfo } from "node:os";
 import { parseArgs as parseCliArgs, type ParseArgsOptionsConfig } from "node:util";
 import { ServiceBroker } from "moleculer";
 import { buildBrokerConfig, busNodeIdFor } from "../moleculer.config";
 import { startNode, type RunningNode } from "../runtime/node";
 import type { ServiceName } from "../services";
+import { OPERATOR_META, OPERATOR_PATTERN } from "../contracts/audit";
 
 /**
  * What `npm run partner` and `npm run driver` share: an operator command runs
@@ -50,6 +52,40 @@ export function parseVerb<V extends string, O extends string>(
 	return { verb: v, options: values };
 }
 
+/** The login name of this process's user, or "" when the system has none for it. */
+function loginName(): string {
+	try {
+		return userInfo().username;
+	} catch {
+		return "";
+	}
+}
+
+/**
+ * Who runs the command, for the audit trail (contracts/audit.ts): `--operator
+ * <name>` (any position), else `OPERATOR`, else `USER` (or the login name). Taken out of argv
+ * before the verb is parsed; none at all, or a malformed one, is a UsageError.
+ */
+export function operatorOf(argv: string[], env: Record<string, string | undefined>): { operator: string; argv: string[] } {
+	const rest: string[] = [];
+	let given: string | undefined;
+	for (let i = 0; i < argv.length; i++) {
+		const arg = argv[i];
+		if (arg === "--operator") {
+			given = argv[++i];
+			if (given === undefined) throw new UsageError("--operator needs a value");
+		} else if (arg.startsWith("--operator=")) {
+			given = arg.slice("--operator=".length);
+		} else {
+			rest.push(arg);
+		}
+	}
+	const operator = (given ?? (env.OPERATOR?.trim() || env.USER?.trim() || env.LOGNAME?.trim() || loginName())).trim();
+	if (!operator) throw new UsageError("Who runs this? Give --operator <name> or set OPERATOR (recorded in the audit trail)");
+	if (!OPERATOR_PATTERN.test(operator)) throw new UsageError("--operator must be 1..100 printable characters");
+	return { operator, argv: rest };
+}
+
 /** A broadcast to ask for after the change: `action` on a running instance of the service. */
 export interface Announcement {
 	action: string;
@@ -84,7 +120,7 @@ function logLevel(name: string): string {
 	return process.env[`${name.toUpperCase()}_CLI_LOGLEVEL`] || "warn";
 }
 
-async function announce(cli: OperatorCli<OperatorCommand>, announcement: Announcement): Promise<void> {
+async function announce(cli: OperatorCli<OperatorCommand>, announcement: Announcement, operator: string): Promise<void> {
 	if (!process.env.TRANSPORTER) {
 		process.stderr.write(`No TRANSPORTER: ${cli.ttlNote}\n`);
 		return;
@@ -98,7 +134,7 @@ async function announce(cli: OperatorCli<OperatorCommand>, announcement: Announc
 	try {
 		await broker.start();
 		await broker.waitForServices([cli.service], ANNOUNCE_WAIT_MS);
-		await broker.call(announcement.action, announcement.params);
+		await broker.call(announcement.action, announcement.params, { meta: { [OPERATOR_META]: operator } });
 	} catch (err) {
 		process.stderr.write(`Could not announce the change on the bus (${(err as Error)?.name ?? "error"}): ${cli.ttlNote}\n`);
 	} finally {
@@ -108,8 +144,11 @@ async function announce(cli: OperatorCli<OperatorCommand>, announcement: Announc
 
 export async function runOperatorCli<C extends OperatorCommand>(cli: OperatorCli<C>): Promise<void> {
 	let command: C;
+	let operator: string;
 	try {
-		command = cli.parse(process.argv.slice(2));
+		const who = operatorOf(process.argv.slice(2), process.env);
+		operator = who.operator;
+		command = cli.parse(who.argv);
 	} catch (err) {
 		if (err instanceof UsageError) fail(`${err.message}\n${cli.usage}`, 2);
 		throw err;
@@ -129,11 +168,11 @@ export async function runOperatorCli<C extends OperatorCommand>(cli: OperatorCli
 			env: { ...process.env, TRANSPORTER: "", METRICS_PORT: "0", HEALTH_PORT: "", LOGLEVEL: logLevel(cli.name), ...cli.env },
 		});
 		const { action, params } = cli.actionOf(command);
-		const answer = await node.broker.call(action, params);
+		const answer = await node.broker.call(action, params, { meta: { [OPERATOR_META]: operator } });
 		await node.stop();
 		node = undefined;
 		const announcement = cli.announcementOf(command, answer);
-		if (announcement) await announce(cli as unknown as OperatorCli<OperatorCommand>, announcement);
+		if (announcement) await announce(cli as unknown as OperatorCli<OperatorCommand>, announcement, operator);
 		await new Promise<void>((resolve) => process.stdout.write(`${JSON.stringify(answer)}\n`, () => resolve()));
 		process.exit(0);
 	} catch (err) {

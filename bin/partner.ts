@@ -12,6 +12,11 @@ import { parseVerb, runOperatorCli, UsageError, type VerbCommand } from "./opera
  *   npm run partner -- revoke-key --key key_…        (one key)
  *   npm run partner -- revoke-key --partner ptn_…    (the partner and every key of it)
  *   npm run partner -- rotate-webhook-secret --partner ptn_… --mode test|live [--grace 24h] [--webhook-secret whsec_…]
+ *   npm run partner -- audit [--partner ptn_…] [--limit 100] [--before <id>]
+ *
+ * Every command takes `--operator <name>` (else OPERATOR, else USER): who
+ * runs it, recorded with every change in the audit trail (`partners_audit`;
+ * `audit` lists it, newest first, never a key or secret value).
  *
  * Runs a broker with only the partners service, in this process and on no
  * transporter, against DATABASE_URL (or the embedded database in DATA_DIR
@@ -43,10 +48,12 @@ const USAGE = `Usage:
   npm run partner -- list-keys [--partner <partnerId>]
   npm run partner -- rotate-key --partner <partnerId> --label <label> [--mode test|live] [--api-key <key>]
   npm run partner -- revoke-key (--key <keyId> | --partner <partnerId>)
-  npm run partner -- rotate-webhook-secret --partner <partnerId> --mode test|live [--grace <n>[s|m|h|d]] [--webhook-secret <whsec_…>]`;
+  npm run partner -- rotate-webhook-secret --partner <partnerId> --mode test|live [--grace <n>[s|m|h|d]] [--webhook-secret <whsec_…>]
+  npm run partner -- audit [--partner <partnerId>] [--limit <n>] [--before <id>]
+Every command: [--operator <name>] (default: OPERATOR, else USER), recorded in the audit trail.`;
 
-type Verb = "create" | "list" | "list-keys" | "rotate-key" | "revoke-key" | "rotate-webhook-secret";
-type OptionName = "name" | "api-key" | "webhook-secret" | "partner" | "label" | "key" | "grace" | "mode";
+type Verb = "create" | "list" | "list-keys" | "rotate-key" | "revoke-key" | "rotate-webhook-secret" | "audit";
+type OptionName = "name" | "api-key" | "webhook-secret" | "partner" | "label" | "key" | "grace" | "mode" | "limit" | "before";
 
 type Command = VerbCommand<Verb, OptionName>;
 
@@ -60,6 +67,7 @@ const OPTIONS: Record<Verb, ParseArgsOptionsConfig> = {
 	"rotate-key": { partner: str, label: str, "api-key": str, mode: str },
 	"revoke-key": { key: str, partner: str },
 	"rotate-webhook-secret": { partner: str, mode: str, grace: str, "webhook-secret": str },
+	audit: { partner: str, limit: str, before: str },
 };
 const REQUIRED: Partial<Record<Verb, readonly OptionName[]>> = {
 	create: ["name"],
@@ -101,6 +109,8 @@ function actionOf(c: Command): { action: string; params: Record<string, unknown>
 			return { action: "partners.createKey", params: defined({ partnerId: o.partner, label: o.label, apiKey: o["api-key"], mode: o.mode }) };
 		case "revoke-key":
 			return { action: "partners.revokeKey", params: defined({ keyId: o.key, partnerId: o.partner }) };
+		case "audit":
+			return { action: "partners.audit", params: defined({ partnerId: o.partner, limit: o.limit, before: o.before }) };
 		case "rotate-webhook-secret":
 			return {
 				action: "partners.rotateWebhookSecret",

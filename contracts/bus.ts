@@ -76,7 +76,8 @@ export const BUS_USERS = {
 	},
 	orders: {
 		services: ["orders"],
-		calls: ["pricing.quote", "pricing.verifyQuote", "riders.upsert", "notifications.deliveryStates"],
+		// notifications.undeliveredOrders: the retention pass keeps a finished ride whose webhooks are still owed.
+		calls: ["pricing.quote", "pricing.verifyQuote", "riders.upsert", "notifications.deliveryStates", "notifications.undeliveredOrders"],
 		emits: [ORDER_EVENTS.created, ORDER_EVENTS.statusChanged, ORDER_EVENTS.rideEventRecorded, TRACING_SPANS_EVENT],
 		receives: [],
 	},

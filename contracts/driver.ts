@@ -8,6 +8,7 @@
  */
 import { latitudeRule, longitudeRule, orderIdRule, serviceTypeRule, driverIdRule, type DriverLocation, type ServiceType } from "./common";
 import { driverModeRule, type DriverMode } from "./dispatch";
+import { auditPageParams, type AuditPageParams } from "./audit";
 
 /** A position a driver app reports; unknown keys are refused like any other field. */
 export const driverAppLocationRule = {
@@ -158,6 +159,12 @@ export interface RevokedDriverToken {
 	revoked: boolean;
 	/** The driver's tokens still working; at 0 the driver was taken offline, as by revokeDriverTokens. */
 	remainingTokens: number;
+}
+
+/** `dispatch.audit`: the operator audit trail (contracts/audit.ts), newest first, overall or of one driver. */
+export const driverAuditParams = { driverId: { ...driverIdRule, optional: true }, ...auditPageParams } as const;
+export interface DriverAuditParams extends AuditPageParams {
+	driverId?: string;
 }
 
 /** dispatch.listDriverTokens */

@@ -67,6 +67,23 @@ export interface EventDeliveryState {
 /** By event id; unknown or not yet ingested ids are `pending` with no tries. */
 export type DeliveryStatesResult = Record<string, EventDeliveryState>;
 
+// ---- notifications.undeliveredOrders (orders' retention pass) ---------------------
+
+/**
+ * Which of these rides may not be removed yet: a ride with an event whose
+ * delivery is still pending, or an event notifications has not taken in yet.
+ * Delivered, failed (given up), superseded and expired events hold nothing.
+ */
+export const undeliveredOrdersParams = {
+	orderIds: { type: "array", items: { type: "string", min: 1, max: 100 }, max: 10_000 },
+} as const;
+export interface UndeliveredOrdersParams {
+	orderIds: string[];
+}
+export interface UndeliveredOrdersResult {
+	orderIds: string[];
+}
+
 // ---- notifications.replay (operators) ----------------------------------------------
 
 export const replayParams = {

@@ -1,3 +1,5 @@
+import { auditPageParams, type AuditPageParams } from "./audit";
+
 /**
  * The partners service's contract: the params of its actions (all internal:
  * the gateway, notifications and operators call them), the types they
@@ -268,4 +270,13 @@ export interface RotatedWebhookSecret {
 	webhookSecret: string;
 	/** ISO 8601: the old secret stops signing then. */
 	previousValidUntil: string;
+}
+
+/** `partners.audit`: the operator audit trail (contracts/audit.ts), newest first, overall or of one partner. */
+export const partnerAuditParams = {
+	partnerId: { type: "string", min: 1, max: 100, optional: true },
+	...auditPageParams,
+} as const;
+export interface PartnerAuditParams extends AuditPageParams {
+	partnerId?: string;
 }

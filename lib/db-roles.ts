@@ -21,11 +21,12 @@ export interface ServiceDbRole {
 }
 
 export const DB_ROLES = {
-	partners: { tables: ["partners", "api_keys", "webhook_secrets"], functions: [], reads: [] },
+	partners: { tables: ["partners", "api_keys", "webhook_secrets", "partners_audit"], functions: [], reads: [] },
 	pricing: { tables: ["pricing_secrets"], functions: [], reads: [] },
 	riders: { tables: ["riders"], functions: [], reads: [] },
+	// ride_events_fill_mode: the trigger that gives a ride event its order's mode (orders migration 004).
 	orders: { tables: ["orders", "ride_events", "feedback", "idempotency_keys"], functions: ["ride_events_fill_mode"], reads: [] },
-	dispatch: { tables: ["drivers", "dispatch_rides", "dispatch_offers", "driver_tokens"], functions: [], reads: [] },
+	dispatch: { tables: ["drivers", "dispatch_rides", "dispatch_offers", "driver_tokens", "dispatch_audit"], functions: [], reads: [] },
 	notifications: {
 		tables: ["webhook_deliveries", "webhook_attempts", "webhook_hosts", "webhook_ingest_cursor", "webhook_partner_hosts"],
 		functions: ["webhook_claim_v1", "webhook_claim_v2", "webhook_claim_v3", "webhook_claim_v4"],

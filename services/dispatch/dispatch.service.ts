@@ -24,6 +24,9 @@ import { DriverTokens } from "./driver-tokens";
 import { KnownCredentials } from "../../lib/known-credentials";
 import { OfferWaits } from "./offer-waits";
 import { OrdersClient } from "./orders-client";
+import { DispatchRetentionRepo } from "./retention.repo";
+import { RetentionPass } from "../../lib/retention";
+import { actorOf, AuditLog } from "../../lib/audit";
 
 /**
  * Dispatch: the drivers, their offers, matching rides to the nearest
@@ -60,6 +63,7 @@ interface DispatchLocal extends DriverApiHost {
 	timers: NodeJS.Timeout[];
 	stopping: boolean;
 	refreshRunning: Promise<unknown> | null;
+	retention: RetentionPass<undefined>;
 }
 
 type This = Service<DispatchSettings> & DispatchLocal & DbThis;
@@ -77,7 +81,12 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 			access: "internal",
 			params: contract.registerParams,
 			handler(this: This, ctx: Context<contract.RegisterParams>): Promise<contract.DriverView> {
-				return this.moves.register(ctx.params);
+				// An operator's registration is audited; the simulated fleet's are not (they are not operator actions).
+				if (ctx.params.simulated) return this.moves.register(ctx.params);
+				const actor = actorOf(ctx);
+				return this.moves.register(ctx.params, (t, row) =>
+					this.auditLog.record({ actor, action: "dispatch.register", subject: row.id, detail: { mode: row.mode, serviceType: row.service_type } }, t),
+				);
 			},
 		},
 
@@ -280,6 +289,14 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 			},
 		},
 
+		/** Operators: one retention pass now (DISPATCH_RETENTION_DAYS). REPL: `call dispatch.runRetention` */
+		runRetention: {
+			access: "internal",
+			async handler(this: This): Promise<{ removed: number }> {
+				return { removed: await this.retention.run() };
+			},
+		},
+
 		/** Operators and tests: run one matching/expiry/location pass, one sweep and one index refresh now. REPL: `call dispatch.runOnce` */
 		runOnce: {
 			access: "internal",
@@ -380,6 +397,14 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 			cacheMs: settings.tokenCacheMs,
 			cacheMax: settings.driverCacheMax,
 		});
+		this.auditLog = new AuditLog(this.db, "dispatch_audit");
+		const retentionRepo = new DispatchRetentionRepo(this.db);
+		this.retention = new RetentionPass<undefined>({
+			name: "offers and closed rides",
+			settings,
+			logger: this.logger,
+			removeBatch: async (days, limit) => ({ ...(await retentionRepo.removeBatch(days, limit)), next: undefined }),
+		});
 		this.timers = [];
 		this.stopping = false;
 		this.refreshRunning = null;
@@ -398,6 +423,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 			this.timers.push(timer);
 		};
 		every(settings.tickMs, () => matcher.tick());
+		this.retention.start();
 		every(settings.positionFlushMs, () => this.presence.flush());
 		every(settings.presenceSweepMs, () => this.presence.sweepSilent());
 		// Jitter the sweep per instance so several instances do not sweep in lockstep.
@@ -437,6 +463,7 @@ const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, Di
 		for (const timer of this.timers) clearTimeout(timer);
 		this.timers = [];
 		this.offerWaits.endAll();
+		await this.retention.stop();
 		// Positions recorded since the last flush reach PostgreSQL before the pool closes.
 		await this.presence.flush().catch((err: unknown) => trouble(this, `Last positions: ${shortError(err)}`));
 		// Let running passes finish before the pool closes (the DB mixin's stopped runs after this).

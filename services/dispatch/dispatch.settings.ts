@@ -1,6 +1,7 @@
 import { envNumber, envPositive, type Env } from "../../lib/settings";
 import { readKnownCredentialsSettings, type KnownCredentialsSettings } from "../../lib/known-credentials";
 import { readTravelSettings, type TravelSettings } from "../../lib/travel-settings";
+import { readRetentionSettings, type RetentionSettings } from "../../lib/retention";
 import type { FleetMode } from "../../contracts/dispatch";
 import { DEFAULT_LOCATION_INTERVAL_MS, DEFAULT_SEARCH_RADIUS_METRES } from "../../contracts/constants";
 
@@ -11,7 +12,7 @@ import { DEFAULT_LOCATION_INTERVAL_MS, DEFAULT_SEARCH_RADIUS_METRES } from "../.
  * fleet; the rest are dispatch's own knobs, all optional with sane defaults.
  * An invalid value refuses start-up with a message naming the setting.
  */
-export interface DispatchSettings extends TravelSettings {
+export interface DispatchSettings extends TravelSettings, RetentionSettings {
 	/** H3 resolution of the nearest-driver index (8 ≈ 460 m hexagon edges). */
 	h3Resolution: number;
 	/** Drivers farther than this (straight line) from the pickup are never offered the ride. */
@@ -113,5 +114,7 @@ export function readDispatchSettings(env: Env): DispatchSettings {
 		tokenCacheMs: atLeast(env, "DRIVER_TOKEN_CACHE_MS", 60_000, 0),
 		driverCacheMax: intWithin(env, "DRIVER_CACHE_MAX", 200_000, 100, 100_000_000),
 		knownTokens: readKnownCredentialsSettings(env),
+		// Offers and closed rides: DISPATCH_RETENTION_DAYS and the shared RETENTION_* (lib/retention.ts).
+		...readRetentionSettings(env, "DISPATCH_RETENTION_DAYS"),
 	};
 }

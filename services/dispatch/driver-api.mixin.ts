@@ -6,6 +6,8 @@ import type { DriverApi } from "./driver-api";
 import type { DriverTokens } from "./driver-tokens";
 import type { KnownCredentials } from "../../lib/known-credentials";
 import type { OfferWaits } from "./offer-waits";
+import { actorOf, type AuditLog } from "../../lib/audit";
+import type { AuditPage } from "../../contracts/audit";
 
 /**
  * The driver API as a Moleculer mixin of dispatch: the driver-facing actions
@@ -21,6 +23,8 @@ export interface DriverApiHost {
 	/** Digest prefixes of every live driver token (lib/known-credentials.ts). */
 	knownTokens: KnownCredentials;
 	offerWaits: OfferWaits;
+	/** The operator audit trail (`dispatch_audit`). */
+	auditLog: AuditLog;
 }
 
 type This = Service & DriverApiHost;
@@ -127,7 +131,15 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 			access: "internal",
 			params: driverApi.createDriverTokenParams,
 			handler(this: This, ctx: Context<driverApi.CreateDriverTokenParams>): Promise<driverApi.DriverTokenCreated> {
-				return this.driverTokens.create(ctx.params);
+				const actor = actorOf(ctx);
+				return this.driverTokens.create(
+					ctx.params,
+					(driverId) => (t, tokenId) =>
+						this.auditLog.record(
+							{ actor, action: "dispatch.createDriverToken", subject: driverId, target: tokenId, detail: { mode: ctx.params.mode ?? "live" } },
+							t,
+						),
+				);
 			},
 		},
 		/** Revokes every token of a driver, on every instance at once. REPL: `call dispatch.revokeDriverTokens --driverId drv_…` */
@@ -135,7 +147,10 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 			access: "internal",
 			params: driverApi.revokeDriverTokensParams,
 			handler(this: This, ctx: Context<driverApi.RevokeDriverTokensParams>): Promise<{ driverId: string; revoked: number }> {
-				return this.driverTokens.revokeAll(ctx.params.driverId);
+				const actor = actorOf(ctx);
+				return this.driverTokens.revokeAll(ctx.params.driverId, (t, revoked) =>
+					this.auditLog.record({ actor, action: "dispatch.revokeDriverTokens", subject: ctx.params.driverId, detail: { revoked } }, t),
+				);
 			},
 		},
 		/**
@@ -146,7 +161,13 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 			access: "internal",
 			params: driverApi.revokeDriverTokenParams,
 			handler(this: This, ctx: Context<driverApi.RevokeDriverTokenParams>): Promise<driverApi.RevokedDriverToken> {
-				return this.driverTokens.revokeOne(ctx.params);
+				const actor = actorOf(ctx);
+				return this.driverTokens.revokeOne(ctx.params, (t, r) =>
+					this.auditLog.record(
+						{ actor, action: "dispatch.revokeDriverToken", subject: r.driver_id, target: r.id, detail: { revoked: r.revoked } },
+						t,
+					),
+				);
 			},
 		},
 		/** The CLI revoked tokens of a driver in its own process: every instance forgets them; the driver goes offline unless a token of it still works. */
@@ -166,6 +187,14 @@ const driverApiSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string
 				await this.knownTokens.refresh();
 				await this.broker.broadcast(driverApi.DRIVER_TOKEN_EVENTS.created, { driverId: ctx.params.driverId });
 				return { ok: true };
+			},
+		},
+		/** Operators: the audit trail of drivers registered and tokens created or revoked, newest first. `npm run driver -- audit`; REPL: `call dispatch.audit` */
+		audit: {
+			access: "internal",
+			params: driverApi.driverAuditParams,
+			handler(this: This, ctx: Context<driverApi.DriverAuditParams>): Promise<AuditPage> {
+				return this.auditLog.page(ctx.params.driverId, ctx.params.limit, ctx.params.before);
 			},
 		},
 		/** Tokens, newest first (never the token itself). REPL: `call dispatch.listDriverTokens` */

@@ -1,6 +1,7 @@
 import type { DriverJob, DriverView, OfflineReason, RegisterParams, ReportedLocation } from "../../contracts/dispatch";
 import { ApiError } from "../../lib/errors";
 import { newId } from "../../lib/ids";
+import type { AuditHook } from "../../lib/audit";
 import { dropOf, pickupOf, rideJob, toDriverView } from "./dispatch-views";
 import type { DispatchRepo } from "./dispatch.repo";
 import type { DriverIndex } from "./driver-index";
@@ -35,9 +36,10 @@ export class DriverMoves {
 	}
 
 	/** Idempotent by phone: a known phone answers that driver unchanged. A driver is `live` unless registered as `test` (the simulated fleet, test driver apps). */
-	async register(p: RegisterParams): Promise<DriverView> {
+	/** `audit`: an operator's registration records the new driver in the audit trail (the simulated fleet's do not). */
+	async register(p: RegisterParams, audit?: AuditHook<DriverRow>): Promise<DriverView> {
 		const drivers = this.deps.repo.drivers;
-		const inserted = await drivers.insertDriver(newId("drv"), { ...p, mode: p.mode ?? (p.simulated ? "test" : "live") });
+		const inserted = await drivers.insertDriver(newId("drv"), { ...p, mode: p.mode ?? (p.simulated ? "test" : "live") }, audit);
 		if (inserted) return toDriverView(inserted);
 		const existing = await drivers.driverByPhone(p.phone);
 		if (!existing) throw conflict("Driver registration raced; try again");

@@ -1,4 +1,5 @@
 import type { Db } from "../../mixins/db.mixin";
+import { noAudit, type AuditHook } from "../../lib/audit";
 
 /**
  * The driver API's SQL: `driver_tokens` (only SHA-256 hashes of tokens) and
@@ -23,6 +24,13 @@ export interface LiveToken {
 	ms_left: number | null;
 }
 
+/** One token revoked: its id, its driver, and whether this call revoked it (false: it already was). */
+export interface RevokedOne {
+	id: string;
+	driver_id: string;
+	revoked: boolean;
+}
+
 /** One token named by id or by prefix, as found before revoking it. */
 export type TokenLookup = { id: string } | { prefix: string };
 
@@ -32,15 +40,29 @@ const WORKS = "revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
 export class DriverTokensRepo {
 	constructor(private readonly db: Db) {}
 
-	/** A new token; `lifetimeS` null for one that lasts until revoked. Its expiry by the database's clock. */
-	async insert(id: string, driverId: string, tokenHash: string, tokenPrefix: string, lifetimeS: number | null): Promise<Date | null> {
-		const rows = await this.db.rows<{ expires_at: Date | null }>(
-			`INSERT INTO driver_tokens (id, driver_id, token_hash, token_prefix, expires_at)
-			 VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5::int))
-			 RETURNING expires_at`,
-			[id, driverId, tokenHash, tokenPrefix, lifetimeS],
-		);
-		return rows[0].expires_at;
+	/**
+	 * A new token and its audit entry, in one transaction; `lifetimeS` null for
+	 * one that lasts until revoked. Its expiry by the database's clock.
+	 */
+	async insert(
+		id: string,
+		driverId: string,
+		tokenHash: string,
+		tokenPrefix: string,
+		lifetimeS: number | null,
+		audit: AuditHook<string> = noAudit,
+	): Promise<Date | null> {
+		return this.db.tx(async (t) => {
+			const rows = await this.db.rows<{ expires_at: Date | null }>(
+				`INSERT INTO driver_tokens (id, driver_id, token_hash, token_prefix, expires_at)
+				 VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5::int))
+				 RETURNING expires_at`,
+				[id, driverId, tokenHash, tokenPrefix, lifetimeS],
+				t,
+			);
+			await audit(t, id);
+			return rows[0].expires_at;
+		});
 	}
 
 	/** The driver of a working token (unrevoked, unexpired), with the time it has left: a cache must not keep it past that. */
@@ -59,15 +81,25 @@ export class DriverTokensRepo {
 	 * "ambiguous" when two share the prefix (48 random bits: not expected,
 	 * but then the operator names it by id); `revoked` false when it already was.
 	 */
-	async revokeOne(by: TokenLookup): Promise<"missing" | "ambiguous" | { id: string; driver_id: string; revoked: boolean }> {
-		const found = await this.db.rows<{ id: string; driver_id: string }>(
-			`SELECT id, driver_id FROM driver_tokens WHERE ${"id" in by ? "id" : "token_prefix"} = $1 LIMIT 2`,
-			["id" in by ? by.id : by.prefix],
-		);
-		if (found.length === 0) return "missing";
-		if (found.length > 1) return "ambiguous";
-		const revoked = await this.db.rows("UPDATE driver_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING id", [found[0].id]);
-		return { ...found[0], revoked: revoked.length > 0 };
+	async revokeOne(by: TokenLookup, audit: AuditHook<RevokedOne> = noAudit): Promise<"missing" | "ambiguous" | RevokedOne> {
+		return this.db.tx(async (t) => {
+			const found = await this.db.rows<{ id: string; driver_id: string }>(
+				`SELECT id, driver_id FROM driver_tokens WHERE ${"id" in by ? "id" : "token_prefix"} = $1 LIMIT 2`,
+				["id" in by ? by.id : by.prefix],
+				t,
+			);
+			if (found.length === 0) return "missing";
+			if (found.length > 1) return "ambiguous";
+			const revoked = await this.db.rows(
+				"UPDATE driver_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING id",
+				[found[0].id],
+				t,
+			);
+			// Recorded in the revocation's transaction, a repeat (already revoked) too, as revokeAll records 0.
+			const result = { ...found[0], revoked: revoked.length > 0 };
+			await audit(t, result);
+			return result;
+		});
 	}
 
 	/** Live tokens after `afterId` in id order, as digest prefixes: the known-tokens set's full read (lib/known-credentials.ts). */
@@ -97,12 +129,18 @@ export class DriverTokensRepo {
 	}
 
 	/** Revokes every live token of the driver; the number revoked. */
-	async revokeAll(driverId: string): Promise<number> {
-		return (
-			await this.db.rows<{ id: string }>("UPDATE driver_tokens SET revoked_at = now() WHERE driver_id = $1 AND revoked_at IS NULL RETURNING id", [
-				driverId,
-			])
-		).length;
+	async revokeAll(driverId: string, audit: AuditHook<number> = noAudit): Promise<number> {
+		return this.db.tx(async (t) => {
+			const revoked = (
+				await this.db.rows<{ id: string }>(
+					"UPDATE driver_tokens SET revoked_at = now() WHERE driver_id = $1 AND revoked_at IS NULL RETURNING id",
+					[driverId],
+					t,
+				)
+			).length;
+			await audit(t, revoked);
+			return revoked;
+		});
 	}
 
 	/** How many of the driver's tokens still work: at 0 it has no access left. */

@@ -5,8 +5,9 @@ import { AuthCache } from "../../lib/auth-cache";
 import { ApiError, validationError } from "../../lib/errors";
 import { newId } from "../../lib/ids";
 import { hashApiKey } from "../../lib/secrets";
-import type { DriverTokensRepo } from "./driver-tokens.repo";
+import type { DriverTokensRepo, RevokedOne } from "./driver-tokens.repo";
 import type { KnownCredentials } from "../../lib/known-credentials";
+import type { AuditHook } from "../../lib/audit";
 
 /**
  * Driver API tokens: created by an operator, stored as SHA-256 hashes,
@@ -62,8 +63,12 @@ export class DriverTokens {
 		this.cache = new AuthCache(deps.cacheMs, deps.cacheMax, deps.cacheMax, deps.now, { hitsStayWhileUsed: true });
 	}
 
-	/** Registers the driver (idempotent by phone) and issues a token, shown once; `expiresIn` (`30d`) gives it a lifetime. */
-	async create(p: driverApi.CreateDriverTokenParams): Promise<driverApi.DriverTokenCreated> {
+	/**
+	 * Registers the driver (idempotent by phone) and issues a token, shown
+	 * once; `expiresIn` (`30d`) gives it a lifetime. `audit` records the token
+	 * (by id) in the audit trail, in the token's transaction.
+	 */
+	async create(p: driverApi.CreateDriverTokenParams, audit?: (driverId: string) => AuditHook<string>): Promise<driverApi.DriverTokenCreated> {
 		const lifetimeS = p.expiresIn === undefined ? null : driverApi.lifetimeSeconds(p.expiresIn);
 		if (lifetimeS === undefined) {
 			throw validationError("expiresIn", `expiresIn must be <n><s|m|h|d>, at most ${driverApi.DRIVER_TOKEN_LIFETIME_MAX_S / 86_400}d (e.g. 30d)`);
@@ -75,15 +80,15 @@ export class DriverTokens {
 		const tokenId = `dtk_${newId("key").slice(4)}`;
 		const hash = hashApiKey(token);
 		const tokenPrefix = token.slice(0, driverApi.DRIVER_TOKEN_SHOWN_CHARS);
-		const expiresAt = await this.deps.repo.insert(tokenId, driver.driverId, hash, tokenPrefix, lifetimeS);
+		const expiresAt = await this.deps.repo.insert(tokenId, driver.driverId, hash, tokenPrefix, lifetimeS, audit?.(driver.driverId));
 		this.deps.known.add(hash);
 		await this.deps.announceCreated({ driverId: driver.driverId });
 		return { driverId: driver.driverId, token, tokenId, tokenPrefix, expiresAt: expiresAt ? new Date(expiresAt).toISOString() : null };
 	}
 
 	/** Revokes every token of a driver, on every instance at once, and takes the driver offline. */
-	async revokeAll(driverId: string): Promise<{ driverId: string; revoked: number }> {
-		const revoked = await this.deps.repo.revokeAll(driverId);
+	async revokeAll(driverId: string, audit?: AuditHook<number>): Promise<{ driverId: string; revoked: number }> {
+		const revoked = await this.deps.repo.revokeAll(driverId, audit);
 		await this.announceRevoked(driverId);
 		return { driverId, revoked };
 	}
@@ -92,11 +97,12 @@ export class DriverTokens {
 	 * Revokes one token (by id or prefix), on every instance at once. The
 	 * driver keeps its other tokens; with none left working it goes offline,
 	 * as after revokeAll. Announced even when it already was revoked: a
-	 * repeat is how an operator makes sure after a lost announcement.
+	 * repeat is how an operator makes sure after a lost announcement. `audit`
+	 * records it in the revocation's transaction (not when nothing matched).
 	 */
-	async revokeOne(p: driverApi.RevokeDriverTokenParams): Promise<driverApi.RevokedDriverToken> {
+	async revokeOne(p: driverApi.RevokeDriverTokenParams, audit?: AuditHook<RevokedOne>): Promise<driverApi.RevokedDriverToken> {
 		if ((p.tokenId === undefined) === (p.prefix === undefined)) throw validationError("tokenId", "Name the token by exactly one of tokenId or prefix");
-		const outcome = await this.deps.repo.revokeOne(p.tokenId !== undefined ? { id: p.tokenId } : { prefix: p.prefix! });
+		const outcome = await this.deps.repo.revokeOne(p.tokenId !== undefined ? { id: p.tokenId } : { prefix: p.prefix! }, audit);
 		if (outcome === "missing") throw new ApiError("NOT_FOUND", "Unknown driver token");
 		if (outcome === "ambiguous") throw validationError("prefix", "Several tokens have that prefix: name the token by tokenId");
 		const remainingTokens = await this.announceRevoked(outcome.driver_id);

@@ -3,6 +3,7 @@ import type { ServiceType } from "../../contracts/common";
 import type { DriverMode, DriverStatus, ListDriversParams, OfflineReason } from "../../contracts/dispatch";
 import type { Point } from "../../contracts/common";
 import type { Db } from "../../mixins/db.mixin";
+import type { AuditHook } from "../../lib/audit";
 
 /**
  * Dispatch's SQL on `drivers`: registration, position and status, the
@@ -54,13 +55,24 @@ export class DriversRepo {
 	async insertDriver(
 		id: string,
 		p: { name: string; phone: string; vehicleNumber: string; serviceType: ServiceType; simulated?: boolean; mode: DriverMode },
+		audit?: AuditHook<DriverRow>,
 	): Promise<DriverRow | undefined> {
-		const rows = await this.db.rows<DriverRow>(
-			`INSERT INTO drivers (id, name, phone, vehicle_number, service_type, simulated, mode)
-			 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (phone) DO NOTHING RETURNING *`,
-			[id, p.name, p.phone, p.vehicleNumber, p.serviceType, p.simulated ?? false, p.mode],
-		);
-		return rows[0];
+		const insert = async (t?: Transaction) =>
+			(
+				await this.db.rows<DriverRow>(
+					`INSERT INTO drivers (id, name, phone, vehicle_number, service_type, simulated, mode)
+					 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (phone) DO NOTHING RETURNING *`,
+					[id, p.name, p.phone, p.vehicleNumber, p.serviceType, p.simulated ?? false, p.mode],
+					t,
+				)
+			)[0];
+		if (!audit) return insert();
+		// An operator's registration and its audit entry commit together (a new driver only).
+		return this.db.tx(async (t) => {
+			const row = await insert(t);
+			if (row) await audit(t, row);
+			return row;
+		});
 	}
 
 	async driverByPhone(phone: string): Promise<DriverRow | undefined> {

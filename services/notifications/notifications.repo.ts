@@ -80,11 +80,19 @@ ORDER BY e.position
 ON CONFLICT (event_id) DO NOTHING
 RETURNING event_id`;
 
-/** Largest ingested position now, and (start-up seed) the largest one ingested more than $1 ms ago. */
+/**
+ * Largest ingested position now, and (start-up seed) the largest one
+ * ingested more than $1 ms ago, or the safety net's cursor when that is
+ * larger: everything at or below the cursor was swept once and for all. The
+ * cursor is what keeps a restart from re-reading (and re-sending) old ride
+ * events whose delivery rows retention has removed (retention.repo.ts).
+ */
 const MAX_POSITION_SQL = "SELECT COALESCE(max(event_position), 0) AS max_position FROM webhook_deliveries";
 const SEED_POSITION_SQL = `
-SELECT COALESCE(max(event_position), 0) AS max_position FROM webhook_deliveries
-WHERE ingested_at < now() - make_interval(secs => $1::double precision / 1000)`;
+SELECT GREATEST(
+  (SELECT COALESCE(max(event_position), 0) FROM webhook_deliveries
+   WHERE ingested_at < now() - make_interval(secs => $1::double precision / 1000)),
+  (SELECT COALESCE(max(position), 0) FROM webhook_ingest_cursor WHERE name = 'safety_net')) AS max_position`;
 
 /**
  * Safety net (safety-net.ts): one look at where the database is, and one
@@ -280,17 +288,23 @@ UPDATE webhook_deliveries SET lease_token = NULL, lease_owner = NULL, lease_unti
 WHERE lease_owner = $1 AND state = 'pending'
 RETURNING event_id`;
 
-/** Operators: send a status event again from the start of the schedule. */
+/**
+ * Operators: send a status event again from the start of the schedule. Only
+ * while orders still keeps the ride event (retention may have removed it:
+ * there is nothing left to send).
+ */
 const REPLAY_SQL = `
 UPDATE webhook_deliveries SET state = 'pending', round_attempts = 0, first_attempt_at = NULL,
   next_attempt_at = now(), finished_at = NULL
 WHERE event_id = $1 AND kind = 'status' AND state <> 'pending'
+  AND EXISTS (SELECT 1 FROM ride_events e WHERE e.id = webhook_deliveries.event_id)
 RETURNING event_id`;
 
 const REPLAY_FAILED_SQL = `
 UPDATE webhook_deliveries SET state = 'pending', round_attempts = 0, first_attempt_at = NULL,
   next_attempt_at = now(), finished_at = NULL
 WHERE partner_id = $1 AND state = 'failed' AND kind = 'status' AND occurred_at >= $2::timestamptz
+  AND EXISTS (SELECT 1 FROM ride_events e WHERE e.id = webhook_deliveries.event_id)
 RETURNING event_id`;
 
 /** The delivery of one event, whatever its state. */

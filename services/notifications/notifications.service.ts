@@ -3,6 +3,7 @@ import type { Context, Service, ServiceSchema } from "moleculer";
 import {
 	DELIVERY_STATES,
 	deliveryStatesParams,
+	undeliveredOrdersParams,
 	replayFailedParams,
 	replayParams,
 	type DeliveryState,
@@ -13,6 +14,8 @@ import {
 	type ReplayParams,
 	type ReplayResult,
 	type StatsResult,
+	type UndeliveredOrdersParams,
+	type UndeliveredOrdersResult,
 } from "../../contracts/notifications";
 import type { RideEventRecordedEvent } from "../../contracts/orders";
 import type { PartnerSigning, PartnersChangedEvent, SigningSecretParams } from "../../contracts/partners";
@@ -22,6 +25,8 @@ import { DeliveryLoop } from "./delivery-loop";
 import { DeliveryMetrics } from "./delivery-metrics";
 import { migrations } from "./migrations";
 import { NotificationsRepo } from "./notifications.repo";
+import { NotificationsRetentionRepo } from "./retention.repo";
+import { RetentionPass } from "../../lib/retention";
 import { readNotificationsSettings, type NotificationsSettings } from "./notifications.settings";
 import { OutageWarnings } from "./outage-warnings";
 import { createWebhookClient, type WebhookClient } from "./webhook-client";
@@ -48,6 +53,8 @@ interface NotificationsLocal {
 	warnings: OutageWarnings;
 	metrics?: DeliveryMetrics;
 	gaugeTimer?: NodeJS.Timeout;
+	retentionRepo: NotificationsRetentionRepo;
+	retention: RetentionPass<undefined>;
 }
 
 type NotificationsMethods = Record<string, never>;
@@ -78,6 +85,26 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 					};
 				}
 				return result;
+			},
+		},
+
+		/**
+		 * Orders' retention pass: which of these rides still have an event to
+		 * deliver (pending, or not taken in yet). Those are kept.
+		 */
+		undeliveredOrders: {
+			access: "internal",
+			params: undeliveredOrdersParams,
+			async handler(this: NotificationsThis, ctx: Context<UndeliveredOrdersParams>): Promise<UndeliveredOrdersResult> {
+				return { orderIds: await this.retentionRepo.undeliveredOrders([...new Set(ctx.params.orderIds)]) };
+			},
+		},
+
+		/** Operators: one retention pass now (WEBHOOK_RETENTION_DAYS). REPL: `call notifications.runRetention` */
+		runRetention: {
+			access: "internal",
+			async handler(this: NotificationsThis): Promise<{ removed: number }> {
+				return { removed: await this.retention.run() };
 			},
 		},
 
@@ -160,6 +187,16 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 		useServiceSettings(this, readNotificationsSettings);
 		this.instanceId = `${this.broker.nodeID}/${randomUUID().slice(0, 8)}`;
 		this.repo = new NotificationsRepo(this.db);
+		this.retentionRepo = new NotificationsRetentionRepo(this.db);
+		this.retention = new RetentionPass({
+			name: "webhook deliveries",
+			settings: this.settings,
+			logger: this.logger,
+			removeBatch: async (days, limit) => {
+				const removed = await this.retentionRepo.removeFinished(days, limit);
+				return { removed, scanned: removed, next: undefined };
+			},
+		});
 		this.client = createWebhookClient({
 			allowPrivate: this.settings.allowPrivate,
 			ports: this.settings.ports,
@@ -184,6 +221,7 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 	},
 
 	async started(this: NotificationsThis) {
+		this.retention.start();
 		const metrics = this.metrics;
 		if (metrics) {
 			this.gaugeTimer = setInterval(() => {
@@ -207,6 +245,7 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 	/** Runs before the DB mixin closes the pool: the loop drains its tries and gives back its claims first. */
 	async stopped(this: NotificationsThis) {
 		if (this.gaugeTimer) clearInterval(this.gaugeTimer);
+		await this.retention.stop();
 		await this.loop.stop();
 		this.client.close();
 	},

@@ -1,5 +1,6 @@
 import { DEFAULT_RETRY_SCHEDULE_MS, LOCATION_TTL_MS, WEBHOOK_TIMEOUT_MS } from "../../contracts/notifications";
 import { envInt, envPositive, readSettings, type Env } from "../../lib/settings";
+import { readRetentionSettings, type RetentionSettings } from "../../lib/retention";
 
 /**
  * Webhook delivery configuration from the environment. Pure: pass any env
@@ -9,7 +10,8 @@ import { envInt, envPositive, readSettings, type Env } from "../../lib/settings"
  * `WEBHOOK_RETRY_SCHEDULE_MS`) come from lib/settings.
  */
 
-export interface NotificationsSettings {
+/** Retention: `WEBHOOK_RETENTION_DAYS` and the shared `RETENTION_*` settings (lib/retention.ts). */
+export interface NotificationsSettings extends RetentionSettings {
 	/** Poll interval; broker hints make it faster, never required. */
 	pollMs: number;
 	/** Status-event tries in flight per instance. */
@@ -77,5 +79,6 @@ export function readNotificationsSettings(env: Env): NotificationsSettings {
 		locationTtlMs: envPositive(env, "WEBHOOK_LOCATION_TTL_MS", LOCATION_TTL_MS),
 		allowPrivate: shared.webhookAllowPrivate,
 		ports: shared.webhookPorts,
+		...readRetentionSettings(env, "WEBHOOK_RETENTION_DAYS"),
 	};
 }

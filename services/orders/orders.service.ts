@@ -59,6 +59,9 @@ import { decodeActiveCursor, decodeEventsCursor, encodeActiveCursor, encodeEvent
 import { otpTryAllowed } from "./otp";
 import { modeOf, otpReadable } from "./modes";
 import { serviceEnv, useServiceSettings } from "../../lib/settings";
+import { RetentionPass } from "../../lib/retention";
+import { OrdersRetentionRepo, type FinishedKey } from "./retention.repo";
+import { removeFinishedOrders } from "./retention";
 
 /**
  * Orders: the rides, their state machine (ride-state.ts) and the
@@ -74,6 +77,7 @@ interface OrdersLocal {
 	keys: IdempotencyRepo;
 	webhookPolicy: WebhookUrlPolicy;
 	cleanupTimer?: NodeJS.Timeout;
+	retention: RetentionPass<FinishedKey>;
 }
 
 interface OrdersMethods {
@@ -315,6 +319,14 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			},
 		},
 
+		/** Operators: one retention pass now (ORDERS_RETENTION_DAYS). REPL: `call orders.runRetention` */
+		runRetention: {
+			access: "internal",
+			async handler(this: OrdersThis): Promise<{ removed: number }> {
+				return { removed: await this.retention.run() };
+			},
+		},
+
 		/**
 		 * Operators: the driver of an `arrived` ride used up its OTP tries
 		 * (starting it answers 409 OTP_LOCKED); after checking with the rider,
@@ -410,6 +422,23 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		// The DB mixin's created() ran first: the pool is there.
 		this.orders = new OrdersRepo(this.db);
 		this.keys = new IdempotencyRepo(this.db, this.settings.idempotencyRunningTimeoutMs);
+		const retentionRepo = new OrdersRetentionRepo(this.db);
+		this.retention = new RetentionPass<FinishedKey>({
+			name: "finished rides",
+			settings: this.settings,
+			logger: this.logger,
+			removeBatch: (days, limit, after) =>
+				removeFinishedOrders(
+					{
+						repo: retentionRepo,
+						undeliveredOrders: async (orderIds) =>
+							(await this.broker.call<{ orderIds: string[] }, { orderIds: string[] }>("notifications.undeliveredOrders", { orderIds })).orderIds,
+					},
+					days,
+					limit,
+					after,
+				),
+		});
 		// Up to 4 statements out at once: the pool is shared with the process's other services.
 		this.newOrders = new StatementBatcher(
 			(orders) => this.orders.insertOrders(orders),
@@ -423,10 +452,12 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			this.keys.deleteExpired().catch((err: unknown) => this.logger.warn("Idempotency key cleanup failed", (err as Error)?.message));
 		}, this.settings.idempotencyCleanupMs);
 		this.cleanupTimer.unref();
+		this.retention.start();
 	},
 
 	async stopped(this: OrdersThis) {
 		if (this.cleanupTimer) clearInterval(this.cleanupTimer);
+		await this.retention.stop();
 	},
 };
 

@@ -1,4 +1,5 @@
 import { envNumber, envPositive, readSettings, type Env } from "../../lib/settings";
+import { readRetentionSettings, type RetentionSettings } from "../../lib/retention";
 import { DEFAULT_RUNNING_TIMEOUT_MS } from "./idempotency";
 import { DEFAULT_OTP_MAX_TRIES } from "./otp";
 
@@ -8,7 +9,8 @@ import { DEFAULT_OTP_MAX_TRIES } from "./otp";
  * (lib/settings); each default is defined once, here or in the rule file
  * that explains it.
  */
-export interface OrdersSettings {
+/** Retention: `ORDERS_RETENTION_DAYS` and the shared `RETENTION_*` settings (lib/retention.ts). */
+export interface OrdersSettings extends RetentionSettings {
 	/** A running Idempotency-Key claim older than this is from a dead call and may be taken over (`IDEMPOTENCY_RUNNING_TIMEOUT_MS`). */
 	idempotencyRunningTimeoutMs: number;
 	/** How often finished keys older than 24 h are deleted. */
@@ -35,5 +37,6 @@ export function readOrdersSettings(env: Env): OrdersSettings {
 		webhookPorts: runtime.webhookPorts,
 		fleetMode: runtime.fleetMode,
 		otpMaxTries: envNumber(env, "OTP_MAX_TRIES", DEFAULT_OTP_MAX_TRIES, (n) => Number.isInteger(n) && n >= 1 && n <= 20, "an integer 1..20"),
+		...readRetentionSettings(env, "ORDERS_RETENTION_DAYS"),
 	};
 }

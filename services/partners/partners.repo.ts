@@ -1,3 +1,4 @@
+import { noAudit, type AuditHook } from "../../lib/audit";
 import type { Db } from "../../mixins/db.mixin";
 import { KEY_MODES, type ApiKeySummary, type AuthenticatedPartner, type KeyMode, type PartnerSummary, type WebhookSecretEntry } from "../../contracts/partners";
 
@@ -99,22 +100,26 @@ export class PartnersRepo {
 	constructor(private readonly db: Db) {}
 
 	/** The new partner's id, or null when that API key is already taken (nothing is written then). */
-	async insertPartner(p: {
-		partnerId: string;
-		name: string;
-		keyId: string;
-		keyHash: string;
-		label: string;
-		mode: KeyMode;
-		/** Each mode's own signing secret. */
-		webhookSecrets: Record<KeyMode, string>;
-	}): Promise<string | null> {
+	async insertPartner(
+		p: {
+			partnerId: string;
+			name: string;
+			keyId: string;
+			keyHash: string;
+			label: string;
+			mode: KeyMode;
+			/** Each mode's own signing secret. */
+			webhookSecrets: Record<KeyMode, string>;
+		},
+		audit: AuditHook<string> = noAudit,
+	): Promise<string | null> {
 		try {
 			return await this.db.tx(async (t) => {
 				await this.db.run(INSERT_PARTNER_SQL, [p.partnerId, p.name], t);
 				const [key] = await this.db.rows<{ id: string }>(INSERT_KEY_SQL, [p.keyId, p.partnerId, p.keyHash, p.label, p.mode], t);
 				if (!key) throw new KeyTaken();
 				for (const mode of KEY_MODES) await this.db.run(INSERT_SECRET_SQL, [p.partnerId, p.webhookSecrets[mode], mode], t);
+				await audit(t, p.partnerId);
 				return p.partnerId;
 			});
 		} catch (err) {
@@ -184,33 +189,53 @@ export class PartnersRepo {
 	}
 
 	/** One more key for an active partner: "created", or why not. */
-	async insertKey(partnerId: string, keyId: string, keyHash: string, label: string, mode: KeyMode): Promise<"created" | "missing" | "revoked" | "taken"> {
+	async insertKey(
+		partnerId: string,
+		keyId: string,
+		keyHash: string,
+		label: string,
+		mode: KeyMode,
+		audit: AuditHook<string> = noAudit,
+	): Promise<"created" | "missing" | "revoked" | "taken"> {
 		return this.db.tx(async (t) => {
 			// Locked, so a concurrent revocation of the partner cannot miss this key.
 			const [partner] = await this.db.rows<{ disabled_at: Date | null }>(LOCK_PARTNER_SQL, [partnerId], t);
 			if (!partner) return "missing";
 			if (partner.disabled_at) return "revoked";
 			const [key] = await this.db.rows<{ id: string }>(INSERT_KEY_SQL, [keyId, partnerId, keyHash, label, mode], t);
-			return key ? "created" : "taken";
+			if (!key) return "taken";
+			await audit(t, keyId);
+			return "created";
 		});
 	}
 
-	async revokeKey(keyId: string): Promise<RevokeOutcome> {
-		const [owner] = await this.db.rows<{ partner_id: string }>(KEY_PARTNER_SQL, [keyId]);
-		if (!owner) return { found: false };
-		const revoked = await this.db.rows<{ id: string }>(REVOKE_KEY_SQL, [keyId]);
-		const state = await this.partnerState(owner.partner_id);
-		return { found: true, partnerId: owner.partner_id, revokedKeyIds: revoked.map((r) => r.id), partnerRevoked: state === "revoked" };
+	async revokeKey(keyId: string, audit: AuditHook<RevokeOutcome> = noAudit): Promise<RevokeOutcome> {
+		return this.db.tx(async (t) => {
+			const [owner] = await this.db.rows<{ partner_id: string }>(KEY_PARTNER_SQL, [keyId], t);
+			if (!owner) return { found: false } as const;
+			const revoked = await this.db.rows<{ id: string }>(REVOKE_KEY_SQL, [keyId], t);
+			const [partner] = await this.db.rows<{ disabled_at: Date | null }>(PARTNER_SQL, [owner.partner_id], t);
+			const outcome: RevokeOutcome = {
+				found: true,
+				partnerId: owner.partner_id,
+				revokedKeyIds: revoked.map((r) => r.id),
+				partnerRevoked: Boolean(partner?.disabled_at),
+			};
+			await audit(t, outcome);
+			return outcome;
+		});
 	}
 
 	/** The partner and every key of it. */
-	async revokePartner(partnerId: string): Promise<RevokeOutcome> {
+	async revokePartner(partnerId: string, audit: AuditHook<RevokeOutcome> = noAudit): Promise<RevokeOutcome> {
 		return this.db.tx(async (t) => {
 			const [partner] = await this.db.rows<{ id: string }>(LOCK_PARTNER_SQL, [partnerId], t);
 			if (!partner) return { found: false } as const;
 			await this.db.run(REVOKE_PARTNER_SQL, [partnerId], t);
 			const keys = await this.db.rows<{ id: string }>(REVOKE_PARTNER_KEYS_SQL, [partnerId], t);
-			return { found: true, partnerId, revokedKeyIds: keys.map((k) => k.id), partnerRevoked: true } as const;
+			const outcome: RevokeOutcome = { found: true, partnerId, revokedKeyIds: keys.map((k) => k.id), partnerRevoked: true };
+			await audit(t, outcome);
+			return outcome;
 		});
 	}
 
@@ -221,6 +246,7 @@ export class PartnersRepo {
 		webhookSecret: string,
 		graceSeconds: number,
 		transitionDays: number,
+		audit: AuditHook<{ previousValidUntil: string }> = noAudit,
 	): Promise<{ previousValidUntil: string } | null> {
 		return this.db.tx(async (t) => {
 			// Serialises rotations of one partner (one current secret per mode, the partial unique index).
@@ -231,7 +257,9 @@ export class PartnersRepo {
 				ended.push(...(await this.db.rows<{ valid_until: Iso }>(END_SHARED_FOR_TEST_SQL, [partnerId, graceSeconds, transitionDays], t)));
 			await this.db.run(INSERT_SECRET_SQL, [partnerId, webhookSecret, mode], t);
 			const latest = ended.map((r) => new Date(r.valid_until).getTime()).reduce((a, b) => Math.max(a, b), Date.now());
-			return { previousValidUntil: new Date(latest).toISOString() };
+			const rotated = { previousValidUntil: new Date(latest).toISOString() };
+			await audit(t, rotated);
+			return rotated;
 		});
 	}
 

@@ -1,4 +1,5 @@
 import type { Context, Service, ServiceSchema } from "moleculer";
+import type { Transaction } from "sequelize";
 import { DbMixin, type DbThis } from "../../mixins/db.mixin";
 import { ApiError, validationError } from "../../lib/errors";
 import { newId } from "../../lib/ids";
@@ -16,6 +17,8 @@ import {
 	revokeKeyParams,
 	rotateWebhookSecretParams,
 	signingSecretParams,
+	partnerAuditParams,
+	type PartnerAuditParams,
 	type ApiKeySummary,
 	type AuthenticateParams,
 	type AuthenticatedPartner,
@@ -41,6 +44,8 @@ import { migrations } from "./migrations";
 import { keyFor } from "./key-rules";
 import { KnownCredentials } from "../../lib/known-credentials";
 import { useServiceSettings } from "../../lib/settings";
+import { actorOf, AuditLog, type Actor } from "../../lib/audit";
+import type { AuditPage } from "../../contracts/audit";
 
 /**
  * Partners: who may call the API (several API keys per partner, each
@@ -54,7 +59,14 @@ import { useServiceSettings } from "../../lib/settings";
  */
 
 interface PartnersMethods {
-	insertPartner(name: string, apiKey: string, webhookSecrets: Record<KeyMode, string>, mode: KeyMode): Promise<string | null>;
+	insertPartner(
+		name: string,
+		apiKey: string,
+		webhookSecrets: Record<KeyMode, string>,
+		mode: KeyMode,
+		actor: Actor,
+		detail?: Record<string, unknown>,
+	): Promise<string | null>;
 	broadcastChange(partnerId: string, what: PartnersChangedEvent["what"]): Promise<void>;
 	revoked(outcome: RevokeOutcome, what: string): Promise<RevokedKeys>;
 	bootstrap(): Promise<void>;
@@ -64,6 +76,7 @@ interface PartnersLocal {
 	repo: PartnersRepo;
 	/** Digest prefixes of every live key, for the gateway's throttled addresses (`onlyKnown`). */
 	knownKeys: KnownCredentials;
+	auditLog: AuditLog;
 	authCache: AuthCache<AuthenticatedPartner>;
 	touches: OncePer;
 }
@@ -109,12 +122,16 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 			access: "internal",
 			params: createPartnerParams,
 			async handler(this: PartnersThis, ctx: Context<CreatePartnerParams>): Promise<CreatedPartner> {
+				const actor = actorOf(ctx);
 				const mode = ctx.params.mode ?? DEFAULT_KEY_MODE;
 				const apiKey = keyFor(mode, ctx.params.apiKey);
 				const webhookSecret = ctx.params.webhookSecret ?? newWebhookSecret();
 				checkWebhookSecret(webhookSecret);
 				const webhookSecrets = secretsFor(mode, webhookSecret);
-				const partnerId = await this.insertPartner(ctx.params.name, apiKey, webhookSecrets, mode);
+				const partnerId = await this.insertPartner(ctx.params.name, apiKey, webhookSecrets, mode, actor, {
+					apiKeyGiven: ctx.params.apiKey !== undefined,
+					webhookSecretGiven: ctx.params.webhookSecret !== undefined,
+				});
 				if (!partnerId) throw new ApiError("CONFLICT", "That API key is already in use");
 				this.knownKeys.add(hashApiKey(apiKey));
 				// A miss for this key may be cached somewhere.
@@ -191,10 +208,22 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 			params: createKeyParams,
 			async handler(this: PartnersThis, ctx: Context<CreateKeyParams>): Promise<CreatedKey> {
 				const { partnerId, label } = ctx.params;
+				const actor = actorOf(ctx);
 				const mode = ctx.params.mode ?? DEFAULT_KEY_MODE;
 				const apiKey = keyFor(mode, ctx.params.apiKey);
 				const keyId = newId("key");
-				const outcome = await this.repo.insertKey(partnerId, keyId, hashApiKey(apiKey), label, mode);
+				const outcome = await this.repo.insertKey(partnerId, keyId, hashApiKey(apiKey), label, mode, (t) =>
+					this.auditLog.record(
+						{
+							actor,
+							action: "partners.createKey",
+							subject: partnerId,
+							target: keyId,
+							detail: { label, mode, apiKeyGiven: ctx.params.apiKey !== undefined },
+						},
+						t,
+					),
+				);
 				if (outcome === "missing") throw new ApiError("NOT_FOUND", "Unknown partner");
 				if (outcome === "revoked") throw new ApiError("CONFLICT", "That partner is revoked");
 				if (outcome === "taken") throw new ApiError("CONFLICT", "That API key is already in use");
@@ -211,8 +240,22 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 			async handler(this: PartnersThis, ctx: Context<RevokeKeyParams>): Promise<RevokedKeys> {
 				const { keyId, partnerId } = ctx.params;
 				if ((keyId === undefined) === (partnerId === undefined)) throw validationError("keyId", "give exactly one of keyId or partnerId");
-				if (keyId !== undefined) return this.revoked(await this.repo.revokeKey(keyId), "key");
-				return this.revoked(await this.repo.revokePartner(partnerId!), "partner");
+				const actor = actorOf(ctx);
+				const audit = (t: Transaction, outcome: RevokeOutcome) =>
+					outcome.found
+						? this.auditLog.record(
+								{
+									actor,
+									action: "partners.revokeKey",
+									subject: outcome.partnerId,
+									target: keyId ?? null,
+									detail: { revokedKeyIds: outcome.revokedKeyIds, partnerRevoked: outcome.partnerRevoked },
+								},
+								t,
+							)
+						: Promise.resolve();
+				if (keyId !== undefined) return this.revoked(await this.repo.revokeKey(keyId, audit), "key");
+				return this.revoked(await this.repo.revokePartner(partnerId!, audit), "partner");
 			},
 		},
 
@@ -222,14 +265,45 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 			params: rotateWebhookSecretParams,
 			async handler(this: PartnersThis, ctx: Context<RotateWebhookSecretParams>): Promise<RotatedWebhookSecret> {
 				const { partnerId, mode } = ctx.params;
+				const actor = actorOf(ctx);
 				const webhookSecret = ctx.params.webhookSecret ?? newWebhookSecret();
 				checkWebhookSecret(webhookSecret);
 				const grace = ctx.params.graceSeconds ?? DEFAULT_WEBHOOK_SECRET_GRACE_SECONDS;
-				const rotated = await this.repo.rotateWebhookSecret(partnerId, mode, webhookSecret, grace, this.settings.sharedSecretTestTransitionDays);
+				const rotated = await this.repo.rotateWebhookSecret(
+					partnerId,
+					mode,
+					webhookSecret,
+					grace,
+					this.settings.sharedSecretTestTransitionDays,
+					(t, r) =>
+						this.auditLog.record(
+							{
+								actor,
+								action: "partners.rotateWebhookSecret",
+								subject: partnerId,
+								detail: {
+									mode,
+									graceSeconds: grace,
+									previousValidUntil: r.previousValidUntil,
+									webhookSecretGiven: ctx.params.webhookSecret !== undefined,
+								},
+							},
+							t,
+						),
+				);
 				if (!rotated) throw new ApiError("NOT_FOUND", "Unknown partner");
 				await this.broadcastChange(partnerId, "webhookSecret");
 				this.logger.info(`${mode} webhook secret of ${partnerId} rotated; the previous one signs until ${rotated.previousValidUntil}`);
 				return { partnerId, mode, webhookSecret, previousValidUntil: rotated.previousValidUntil };
+			},
+		},
+
+		/** Operators: the audit trail of changes to partners, keys and secrets, newest first. `npm run partner -- audit`; REPL: `call partners.audit --partnerId ptn_…` */
+		audit: {
+			access: "internal",
+			params: partnerAuditParams,
+			handler(this: PartnersThis, ctx: Context<PartnerAuditParams>): Promise<AuditPage> {
+				return this.auditLog.page(ctx.params.partnerId, ctx.params.limit, ctx.params.before);
 			},
 		},
 
@@ -258,16 +332,21 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 
 	methods: {
 		/** The new partner's id, or null when that API key is already in use. */
-		insertPartner(this: PartnersThis, name: string, apiKey: string, webhookSecrets: Record<KeyMode, string>, mode: KeyMode): Promise<string | null> {
-			return this.repo.insertPartner({
-				partnerId: newId("ptn"),
-				name,
-				keyId: newId("key"),
-				keyHash: hashApiKey(apiKey),
-				label: "initial",
-				mode,
-				webhookSecrets,
-			});
+		insertPartner(
+			this: PartnersThis,
+			name: string,
+			apiKey: string,
+			webhookSecrets: Record<KeyMode, string>,
+			mode: KeyMode,
+			actor: Actor,
+			detail: Record<string, unknown> = {},
+		): Promise<string | null> {
+			const keyId = newId("key");
+			return this.repo.insertPartner(
+				{ partnerId: newId("ptn"), name, keyId, keyHash: hashApiKey(apiKey), label: "initial", mode, webhookSecrets },
+				(t, partnerId) =>
+					this.auditLog.record({ actor, action: "partners.create", subject: partnerId, target: keyId, detail: { name, mode, ...detail } }, t),
+			);
 		},
 
 		/**
@@ -315,7 +394,10 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 				return;
 			}
 			const mode = asked ?? DEFAULT_KEY_MODE;
-			const created = await this.insertPartner("Bootstrap partner", key, secretsFor(mode, secret ?? newWebhookSecret()), mode);
+			const created = await this.insertPartner("Bootstrap partner", key, secretsFor(mode, secret ?? newWebhookSecret()), mode, {
+				operator: "bootstrap",
+				via: this.broker.nodeID,
+			});
 			if (created) this.knownKeys.add(hashApiKey(key));
 			// null: another instance created it at the same moment.
 			this.logger.info(created ? `Bootstrap partner ${created} created (${mode} key)` : "Bootstrap partner present");
@@ -334,6 +416,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 			what: "API keys",
 			log: this.logger,
 		});
+		this.auditLog = new AuditLog(this.db, "partners_audit");
 	},
 
 	async started(this: PartnersThis) {

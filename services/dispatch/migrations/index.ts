@@ -2,6 +2,8 @@ import type { Migration } from "../../../mixins/db.mixin";
 import { driverTokensMigration } from "./004-driver-tokens";
 import { presenceMigration } from "./005-presence";
 import { driverTokenExpiryMigration } from "./006-driver-token-expiry";
+import { auditMigration } from "./007-audit";
+import { retentionMigration } from "./008-retention";
 
 /**
  * Tables of the dispatch service: `drivers` (the fleet), `dispatch_rides`
@@ -143,4 +145,6 @@ export const migrations: Migration[] = [
 	driverTokensMigration,
 	presenceMigration,
 	driverTokenExpiryMigration,
+	auditMigration,
+	retentionMigration,
 ];

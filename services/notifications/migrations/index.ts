@@ -655,4 +655,17 @@ export const migrations: Migration[] = [
 			await sequelize.query("ALTER TABLE webhook_deliveries DROP COLUMN IF EXISTS mode");
 		},
 	},
+	{
+		/**
+		 * Retention (retention.repo.ts): finished deliveries oldest first, so a
+		 * pass reads only what it removes; pending ones are not in the index.
+		 */
+		name: "007-retention",
+		async up(_qi, sequelize) {
+			await sequelize.query("CREATE INDEX IF NOT EXISTS webhook_deliveries_finished ON webhook_deliveries (finished_at) WHERE state <> 'pending'");
+		},
+		async down(_qi, sequelize) {
+			await sequelize.query("DROP INDEX IF EXISTS webhook_deliveries_finished");
+		},
+	},
 ];

@@ -184,4 +184,20 @@ export const migrations: Migration[] = [
 			});
 		},
 	},
+	{
+		/**
+		 * Retention (services/orders/retention.repo.ts): the pass reads finished
+		 * rides oldest first through this partial index, so its cost follows what
+		 * it removes, never the size of `orders`; active rides are not in it.
+		 */
+		name: "005-retention",
+		async up(_qi, sequelize) {
+			await sequelize.query(`
+				CREATE INDEX IF NOT EXISTS orders_finished_updated ON orders (updated_at, id)
+				WHERE status IN ('dropped','customer_cancelled','no_driver_found')`);
+		},
+		async down(_qi, sequelize) {
+			await sequelize.query("DROP INDEX IF EXISTS orders_finished_updated");
+		},
+	},
 ];

@@ -1,5 +1,6 @@
 import type { Migration } from "../../../mixins/db.mixin";
 import { newWebhookSecret } from "../../../lib/secrets";
+import { AUDIT_TABLE_COLUMNS } from "../../../contracts/audit";
 
 export const migrations: Migration[] = [
 	{
@@ -123,6 +124,21 @@ export const migrations: Migration[] = [
 				await run("CREATE UNIQUE INDEX webhook_secrets_current ON webhook_secrets (partner_id) WHERE valid_until IS NULL");
 				await run("ALTER TABLE webhook_secrets DROP COLUMN mode, DROP COLUMN modes_split_at, DROP COLUMN test_until");
 			});
+		},
+	},
+	{
+		/**
+		 * The operator audit trail (lib/audit.ts): every change to partners,
+		 * keys and signing secrets, written in the change's transaction. Listed
+		 * newest first, overall or per partner.
+		 */
+		name: "005-audit",
+		async up(_qi, sequelize) {
+			await sequelize.query(`CREATE TABLE IF NOT EXISTS partners_audit (${AUDIT_TABLE_COLUMNS})`);
+			await sequelize.query("CREATE INDEX IF NOT EXISTS partners_audit_subject ON partners_audit (subject, id)");
+		},
+		async down(_qi, sequelize) {
+			await sequelize.query("DROP TABLE IF EXISTS partners_audit");
 		},
 	},
 ];

@@ -348,7 +348,8 @@ describe("DriverTokens", () => {
 			expect(created.tokenId).toMatch(/^dtk_/);
 			expect(created.tokenPrefix).toBe(created.token.slice(0, 12));
 			expect(created.expiresAt).toBeNull();
-			expect(repo.insert).toHaveBeenCalledWith(created.tokenId, "drv_1", hashApiKey(created.token), created.tokenPrefix, null);
+			// No audit hook given here (the action passes one; test/integration/platform/operator-audit.test.ts).
+			expect(repo.insert).toHaveBeenCalledWith(created.tokenId, "drv_1", hashApiKey(created.token), created.tokenPrefix, null, undefined);
 		});
 
 		it("gives a token the lifetime asked for, and refuses one out of bounds with 400 before registering anybody", async () => {
@@ -357,7 +358,7 @@ describe("DriverTokens", () => {
 			const at = new Date("2026-02-01T10:00:00.000Z");
 			repo.insert.mockResolvedValue(at);
 			const created = await tokens.create({ ...params, expiresIn: "30d" });
-			expect(repo.insert).toHaveBeenCalledWith(created.tokenId, "drv_1", expect.any(String), created.tokenPrefix, 30 * 86_400);
+			expect(repo.insert).toHaveBeenCalledWith(created.tokenId, "drv_1", expect.any(String), created.tokenPrefix, 30 * 86_400, undefined);
 			expect(created.expiresAt).toBe(at.toISOString());
 			expect(register).toHaveBeenCalledWith({ ...params, mode: "live", simulated: false });
 			register.mockClear();
@@ -389,14 +390,14 @@ describe("DriverTokens", () => {
 			repo.revokeOne.mockResolvedValue({ id: "dtk_1", driver_id: "drv_1", revoked: true });
 			repo.workingCount.mockResolvedValue(1);
 			await expect(tokens.revokeOne({ tokenId: "dtk_1" })).resolves.toEqual({ tokenId: "dtk_1", driverId: "drv_1", revoked: true, remainingTokens: 1 });
-			expect(repo.revokeOne).toHaveBeenCalledWith({ id: "dtk_1" });
+			expect(repo.revokeOne).toHaveBeenCalledWith({ id: "dtk_1" }, undefined);
 			expect(announceChanged).toHaveBeenCalledWith({ driverId: "drv_1" });
 			expect(takeOffline).not.toHaveBeenCalled();
 
 			// Its last token, by prefix: the driver goes offline.
 			repo.workingCount.mockResolvedValue(0);
 			await expect(tokens.revokeOne({ prefix: "rdt_abcdefgh" })).resolves.toMatchObject({ remainingTokens: 0 });
-			expect(repo.revokeOne).toHaveBeenLastCalledWith({ prefix: "rdt_abcdefgh" });
+			expect(repo.revokeOne).toHaveBeenLastCalledWith({ prefix: "rdt_abcdefgh" }, undefined);
 			expect(takeOffline).toHaveBeenCalledWith("drv_1");
 		});
 

@@ -92,7 +92,7 @@ describe("DriverMoves", () => {
 			repo.drivers.driverByPhone.mockResolvedValue(existing);
 			const params = { name: "Ravi K", phone: existing.phone, vehicleNumber: "KA01AB1234", serviceType: "cab" as const, simulated: true };
 			await expect(moves.register(params)).resolves.toMatchObject({ driverId: "drv_old" });
-			expect(repo.drivers.insertDriver).toHaveBeenCalledWith(expect.stringMatching(/^drv_/), { ...params, mode: "test" });
+			expect(repo.drivers.insertDriver).toHaveBeenCalledWith(expect.stringMatching(/^drv_/), { ...params, mode: "test" }, undefined);
 		});
 
 		it("driverJob shows a pending offer, or the ride the driver is on", async () => {

@@ -10,6 +10,11 @@ describe("orders settings", () => {
 			webhookAllowPrivate: true,
 			fleetMode: "simulated",
 			otpMaxTries: 5,
+			retentionDays: 90,
+			retentionBatchSize: 500,
+			retentionMaxBatches: 20,
+			retentionIntervalMs: 600_000,
+			retentionDuty: 0.25,
 		});
 	});
 
