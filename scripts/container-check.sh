@@ -231,7 +231,7 @@ check3() {
 	new_db split || return 1
 	port=$(free_port) hook=$(free_port) key="ck_$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" secret=$(whsec)
 	local common=(--network host -e DATABASE_URL="$db" -e TRANSPORTER="$NATS_URL" -e NAMESPACE="$RUN_ID" -e METRICS_PORT=0
-		-e WEBHOOK_ALLOW_PRIVATE=true -e SIM_SPEED=60)
+		-e WEBHOOK_ALLOW_PRIVATE=true -e WEBHOOK_PORTS="$hook" -e SIM_SPEED=60)
 	local ids=()
 	for services in gateway,partners pricing riders orders dispatch notifications fleet; do
 		name=${services%%,*}
