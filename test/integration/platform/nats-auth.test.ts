@@ -1,15 +1,13 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { ServiceBroker } from "moleculer";
 import { buildBrokerConfig } from "../../../moleculer.config";
 import { ALL_BUS_USERS } from "../../../contracts/bus";
-import { passwordVariable } from "../../../lib/bus-permissions";
-import { freePort } from "../../helpers/http";
 import { uniqueNamespace } from "../../helpers/node";
 import { spawnNode, startServiceProcess, type ServiceProcess } from "../../helpers/processes";
+import { hasNatsServer, startNatsServer, type OwnNatsServer } from "../../helpers/nats-server";
 import { waitFor } from "../../helpers/wait";
 
 /**
@@ -23,34 +21,20 @@ import { waitFor } from "../../helpers/wait";
  * (Each user's permissions: nats-permissions.test.ts; TLS: nats-tls.test.ts.)
  */
 
-const NATS_SERVER = "/usr/sbin/nats-server";
 const TSX = ["--import", "tsx"];
-const hasNatsServer = existsSync(NATS_SERVER);
 
 let dir: string;
-let nats: ChildProcess | undefined;
+let nats: OwnNatsServer | undefined;
 let natsUrl: string;
 const passwords: Record<string, string> = Object.fromEntries(ALL_BUS_USERS.map((u) => [u, `pw-${u}-${randomBytes(12).toString("hex")}`]));
 const password = passwords.gateway;
 const namespace = uniqueNamespace("natsauth");
 const started: ServiceProcess[] = [];
 
-async function startNatsServer(): Promise<void> {
-	const port = await freePort();
+async function startComposeNats(): Promise<void> {
 	// The configuration compose mounts: every password comes from the server's environment.
-	const conf = resolve(__dirname, "../../../k8s/infra/nats-compose.conf");
-	const env: Record<string, string> = { ...(process.env as Record<string, string>) };
-	for (const user of ALL_BUS_USERS) env[passwordVariable(user)] = passwords[user];
-	nats = spawn(NATS_SERVER, ["-c", conf, "-a", "127.0.0.1", "-p", String(port)], {
-		env,
-		stdio: ["ignore", "pipe", "pipe"],
-	});
-	let out = "";
-	nats.stderr!.on("data", (c: Buffer) => (out += c.toString()));
-	nats.stdout!.on("data", (c: Buffer) => (out += c.toString()));
-	await waitFor("nats-server ready", () => out.includes("Server is ready") || nats!.exitCode !== null, 10_000);
-	if (nats.exitCode !== null) throw new Error(`nats-server did not start: ${out}`);
-	natsUrl = `nats://127.0.0.1:${port}`;
+	nats = await startNatsServer(resolve(__dirname, "../../../k8s/infra/nats-compose.conf"), passwords);
+	natsUrl = nats.url;
 }
 
 /** A gateway process (it needs no database of its own) on the secured NATS. */
@@ -71,15 +55,12 @@ function nodeEnv(nodeId: string, extra: Record<string, string>): Record<string, 
 
 beforeAll(async () => {
 	dir = mkdtempSync(join(tmpdir(), "ride-nats-auth-"));
-	if (hasNatsServer) await startNatsServer();
+	if (hasNatsServer) await startComposeNats();
 }, 20_000);
 
 afterAll(async () => {
 	for (const p of started) await p.kill("SIGKILL");
-	if (nats && nats.exitCode === null) {
-		nats.kill("SIGTERM");
-		await new Promise((r) => nats!.once("exit", r));
-	}
+	await nats?.stop();
 	rmSync(dir, { recursive: true, force: true });
 });
 

@@ -1,18 +1,17 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ServiceBroker } from "moleculer";
 import { connect as natsConnect, type NatsConnection } from "nats";
 import { buildBrokerConfig } from "../../../moleculer.config";
 import { ALL_BUS_USERS } from "../../../contracts/bus";
-import { passwordVariable, renderAuthorization } from "../../../lib/bus-permissions";
+import { renderAuthorization } from "../../../lib/bus-permissions";
 import { CoalescingNatsTransporter } from "../../../lib/coalescing-nats-transporter";
 import { readNatsOptions } from "../../../lib/nats-settings";
 import { createTestDatabase, type TestDatabase } from "../../helpers/db";
-import { freePort } from "../../helpers/http";
 import { startTestNode, uniqueNamespace, type TestNode } from "../../helpers/node";
+import { hasNatsServer, startNatsServer, type OwnNatsServer } from "../../helpers/nats-server";
 import { waitFor } from "../../helpers/wait";
 
 /**
@@ -31,34 +30,23 @@ import { waitFor } from "../../helpers/wait";
  *     broker, not by publishing a forged INFO.
  */
 
-const NATS_SERVER = "/usr/sbin/nats-server";
-const hasNatsServer = existsSync(NATS_SERVER);
-
 const passwords: Record<string, string> = Object.fromEntries(ALL_BUS_USERS.map((u) => [u, `pw-${u}-${randomBytes(9).toString("hex")}`]));
 const namespace = uniqueNamespace("buspm");
 const prefix = `MOL-${namespace}`;
 
 let dir: string;
-let nats: ChildProcess | undefined;
+let nats: OwnNatsServer | undefined;
 let natsUrl: string;
 let db: TestDatabase;
 const nodes: TestNode[] = [];
 const brokers: ServiceBroker[] = [];
 const raw: NatsConnection[] = [];
 
-async function startNatsServer(): Promise<void> {
-	const port = await freePort();
+async function startPermissionedNats(): Promise<void> {
 	const conf = join(dir, "nats.conf");
 	writeFileSync(conf, renderAuthorization());
-	const env: Record<string, string> = { ...(process.env as Record<string, string>) };
-	for (const user of ALL_BUS_USERS) env[passwordVariable(user)] = passwords[user];
-	nats = spawn(NATS_SERVER, ["-c", conf, "-a", "127.0.0.1", "-p", String(port)], { env, stdio: ["ignore", "pipe", "pipe"] });
-	let out = "";
-	nats.stderr!.on("data", (c: Buffer) => (out += c.toString()));
-	nats.stdout!.on("data", (c: Buffer) => (out += c.toString()));
-	await waitFor("nats-server ready", () => out.includes("Server is ready") || nats!.exitCode !== null, 10_000);
-	if (nats.exitCode !== null) throw new Error(`nats-server did not start: ${out}`);
-	natsUrl = `nats://127.0.0.1:${port}`;
+	nats = await startNatsServer(conf, passwords);
+	natsUrl = nats.url;
 }
 
 function busEnv(user: string, name: string): Record<string, string> {
@@ -100,7 +88,7 @@ function nextPermissionError(nc: NatsConnection, timeoutMs = 10_000): Promise<st
 beforeAll(async () => {
 	if (!hasNatsServer) return;
 	dir = mkdtempSync(join(tmpdir(), "ride-bus-perms-"));
-	await startNatsServer();
+	await startPermissionedNats();
 	db = await createTestDatabase("buspm");
 	// The gateway pod's partners service and the orders service, each logged in as its own user.
 	nodes.push(await startTestNode({ databaseUrl: db.url, services: ["partners"], env: busEnv("gateway", "pod-a") }));
@@ -112,11 +100,7 @@ afterAll(async () => {
 	for (const b of brokers) await b.stop().catch(() => undefined);
 	for (const n of nodes) await n.stop().catch(() => undefined);
 	await db?.drop();
-	if (nats && nats.exitCode === null) {
-		const exited = new Promise((r) => nats!.once("exit", r));
-		nats.kill("SIGTERM");
-		await exited;
-	}
+	await nats?.stop();
 	if (dir) rmSync(dir, { recursive: true, force: true });
 }, 30_000);
 

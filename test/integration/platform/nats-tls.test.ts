@@ -1,15 +1,15 @@
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ServiceBroker } from "moleculer";
 import { connect as natsConnect } from "nats";
 import { buildBrokerConfig } from "../../../moleculer.config";
 import { ALL_BUS_USERS } from "../../../contracts/bus";
-import { passwordVariable, renderAuthorization, renderTls } from "../../../lib/bus-permissions";
-import { freePort } from "../../helpers/http";
+import { renderAuthorization, renderTls } from "../../../lib/bus-permissions";
 import { uniqueNamespace } from "../../helpers/node";
+import { hasNatsServer, startNatsServer, type OwnNatsServer } from "../../helpers/nats-server";
 import { waitFor } from "../../helpers/wait";
 
 /**
@@ -21,15 +21,13 @@ import { waitFor } from "../../helpers/wait";
  * do not trust the CA or do not speak TLS.
  */
 
-const NATS_SERVER = "/usr/sbin/nats-server";
 const hasOpenssl = spawnSync("openssl", ["version"], { encoding: "utf8" }).status === 0;
-const hasNatsServer = existsSync(NATS_SERVER);
 if (!hasOpenssl) console.warn("nats-tls.test.ts skipped: openssl is not installed (it makes the test certificates)");
 
 const passwords: Record<string, string> = Object.fromEntries(ALL_BUS_USERS.map((u) => [u, `pw-${u}-${randomBytes(9).toString("hex")}`]));
 const namespace = uniqueNamespace("bustls");
 let dir: string;
-let nats: ChildProcess | undefined;
+let nats: OwnNatsServer | undefined;
 let port: number;
 const brokers: ServiceBroker[] = [];
 
@@ -53,25 +51,14 @@ beforeAll(async () => {
 	const conf = join(dir, "nats.conf");
 	// The shipped TLS block, pointed at this directory, and the generated users.
 	writeFileSync(conf, `${renderTls(dir)}\n${renderAuthorization()}`);
-	port = await freePort();
-	const env: Record<string, string> = { ...(process.env as Record<string, string>) };
-	for (const user of ALL_BUS_USERS) env[passwordVariable(user)] = passwords[user];
-	nats = spawn(NATS_SERVER, ["-c", conf, "-a", "127.0.0.1", "-p", String(port)], { env, stdio: ["ignore", "pipe", "pipe"] });
-	let out = "";
-	nats.stderr!.on("data", (c: Buffer) => (out += c.toString()));
-	nats.stdout!.on("data", (c: Buffer) => (out += c.toString()));
-	await waitFor("nats-server ready", () => out.includes("Server is ready") || nats!.exitCode !== null, 10_000);
-	if (nats.exitCode !== null) throw new Error(`nats-server did not start: ${out}`);
-	expect(out).toMatch(/TLS required for client connections/);
+	nats = await startNatsServer(conf, passwords);
+	port = nats.port;
+	expect(nats.output()).toMatch(/TLS required for client connections/);
 }, 60_000);
 
 afterAll(async () => {
 	for (const b of brokers) await b.stop().catch(() => undefined);
-	if (nats && nats.exitCode === null) {
-		const exited = new Promise((r) => nats!.once("exit", r));
-		nats.kill("SIGTERM");
-		await exited;
-	}
+	await nats?.stop();
 	if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
