@@ -83,7 +83,7 @@ check4() {
 	port=$(free_port) key="ck_$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" pw=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	# The bus passwords, one per user: the stand-in nats-server gets the file's config (k8s/infra/nats-compose.conf), which requires them.
 	for u in GATEWAY PRICING RIDERS ORDERS DISPATCH NOTIFICATIONS FLEET OPERATOR; do
-		export "NATS_PASSWORD_$u=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+		export "NATS_PASSWORD_$u=p$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 	done
 	# Redis's password: the file's redis requires it, the gateway's REDIS_URL carries it.
 	redispw=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
