@@ -87,7 +87,8 @@ export function buildBrokerConfig(env: Env = process.env): BrokerOptions {
 				moduleColors: false,
 			},
 		},
-		requestTimeout: 15_000,
+		// A call whose peer is silent fails after this (REQUEST_TIMEOUT_MS); a bus outage fails calls at once (the transporter).
+		requestTimeout: s.requestTimeoutMs,
 		retryPolicy: { enabled: false },
 		// Calls that cannot reach a node fail fast; the gateway turns them into 503.
 		circuitBreaker: { enabled: false },

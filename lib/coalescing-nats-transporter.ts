@@ -37,6 +37,20 @@ import { isBusNodeIdOf, packetSubject, senderMatches, subjectToken, subscription
  * discovery packet whose body names another sender than its subject is
  * dropped. `$` events other than BUS_CROSSING_INTERNAL_EVENTS stay in their
  * process.
+ *
+ * Failing fast while the bus is down: the `nats` client keeps a lost
+ * connection's publishes in a buffer and reconnects, so a call sent during
+ * an outage would wait out the whole request timeout (15 s) before its 503.
+ * From the client's `disconnect` status until its `reconnect`, a request is
+ * refused at once with BrokerDisconnectedError (the gateway answers 503 with
+ * `Retry-After`, lib/peer-unavailable.ts), and the calls already waiting for
+ * an answer from another node are rejected with it too (their answers may
+ * never come). Events, answers and heartbeats still go to the client's
+ * buffer: an event sent during a short outage is delivered when the bus is
+ * back, and none of them is waited for. The client retries every
+ * RECONNECT_WAIT_MS, so calls resume within about that after NATS returns;
+ * a silent peer (a cut network, no TCP reset) is noticed after
+ * PING_INTERVAL_MS × MAX_PINGS_OUT.
  */
 
 const NatsTransporter = Transporters.NATS;
@@ -44,6 +58,20 @@ const NatsTransporter = Transporters.NATS;
 const BrokerDisconnectedError = Errors.BrokerDisconnectedError as unknown as new () => Errors.BrokerDisconnectedError;
 
 type NatsClient = { publish(topic: string, data: Buffer): void } | null;
+/** The client's connection news (`nats`: one iterator per caller). */
+type NatsStatusSource = { status(): AsyncIterable<{ type: string }> };
+
+/** How often a lost connection is tried again (the `nats` default is 2 s). */
+export const RECONNECT_WAIT_MS = 250;
+/** Pings that find a connection silent: PING_INTERVAL_MS × MAX_PINGS_OUT until it counts as lost (the default is 4 min). */
+export const PING_INTERVAL_MS = 5_000;
+export const MAX_PINGS_OUT = 2;
+
+/** What the transporter reads of Moleculer's transit: the calls sent to other nodes that wait for their answer. */
+interface TransitPending {
+	pendingRequests: Map<string, { nodeID?: string | null; reject(err: unknown): void }>;
+	removePendingRequest(id: string): void;
+}
 
 interface QueuedPacket {
 	topic: string;
@@ -85,10 +113,52 @@ export class CoalescingNatsTransporter extends NatsTransporter {
 	private queued: QueuedPacket[] = [];
 	private flushScheduled = false;
 	private readonly bus: BusIdentity;
+	/** False from the client's `disconnect` until its `reconnect`: requests are refused meanwhile. */
+	private busUp = true;
 
 	constructor(opts: ConstructorParameters<typeof NatsTransporter>[0], bus: BusIdentity = {}) {
-		super(opts);
+		super({ reconnectTimeWait: RECONNECT_WAIT_MS, pingInterval: PING_INTERVAL_MS, maxPingOut: MAX_PINGS_OUT, ...(opts as object) });
 		this.bus = bus;
+	}
+
+	/** True while the NATS connection is up (false during an outage, until the client reconnects). */
+	get busConnected(): boolean {
+		return this.busUp;
+	}
+
+	async connect(): Promise<void> {
+		await super.connect();
+		this.busUp = true;
+		this.watchConnection(this.client as unknown as NatsStatusSource);
+	}
+
+	/** Follows the client's connection news until it closes. */
+	private watchConnection(client: NatsStatusSource | null): void {
+		if (!client || typeof client.status !== "function") return;
+		void (async () => {
+			for await (const s of client.status()) {
+				if (s.type === "disconnect") this.busLost();
+				else if (s.type === "reconnect") {
+					this.busUp = true;
+					this.logger.info("NATS connection is back: calls go out again");
+				}
+			}
+		})().catch(() => undefined);
+	}
+
+	/** The connection dropped: calls waiting for another node's answer fail now instead of at their timeout. */
+	private busLost(): void {
+		if (!this.busUp) return;
+		this.busUp = false;
+		const transit = this.transit as unknown as TransitPending | undefined;
+		let failed = 0;
+		for (const [id, req] of transit?.pendingRequests ?? []) {
+			if (!req.nodeID || req.nodeID === this.nodeID) continue;
+			transit!.removePendingRequest(id);
+			req.reject(new BrokerDisconnectedError());
+			failed++;
+		}
+		this.logger.warn(`NATS connection lost: calls to other nodes fail at once until it is back (${failed} waiting calls failed)`);
 	}
 
 	/** Checks at start that the node id fits the subject layout (and the user's permissions), and that the broker balances. */
@@ -117,12 +187,24 @@ export class CoalescingNatsTransporter extends NatsTransporter {
 		) {
 			return Promise.resolve();
 		}
+		if (out.type === "REQ" && !this.busUp) return this.refuseRequest(packet as unknown as { payload?: { id?: unknown } });
 		const subject = packetSubject(this.prefix, { type: out.type, target: out.target, sender: this.nodeID, action: payload.action, event: payload.event });
 		if (this.bus.user !== undefined && this.bus.allowPublish && !allowedBy(this.bus.allowPublish, subject)) {
 			const what = out.type === "REQ" ? `call ${payload.action}` : out.type === "EVENT" ? `emit ${payload.event}` : `send ${out.type} on ${subject}`;
 			return Promise.reject(new BusPermissionError(this.bus.user, what));
 		}
 		return this.send(subject, this.serialize(packet));
+	}
+
+	/**
+	 * A request while the bus is down: refused at once. Moleculer keeps a
+	 * request whose send failed among its pending ones until its timeout; it
+	 * is taken out here, since no answer can come.
+	 */
+	private refuseRequest(packet: { payload?: { id?: unknown } }): Promise<void> {
+		const id = packet.payload?.id;
+		if (typeof id === "string") (this.transit as unknown as TransitPending | undefined)?.removePendingRequest(id);
+		return Promise.reject(new BrokerDisconnectedError());
 	}
 
 	/** Not used: the broker's balancer picks the node of every call and event (see init). */

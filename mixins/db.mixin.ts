@@ -178,16 +178,29 @@ export function preparedStatements(env: Env = process.env): boolean {
 	return envBool(env, "DB_PREPARED_STATEMENTS", true);
 }
 
+/**
+ * Bounds of reaching the database (docs/OPERATIONS.md): `DB_CONNECT_TIMEOUT_MS`
+ * for one new connection (TCP, TLS and log-in), `DB_ACQUIRE_TIMEOUT_MS` for a
+ * statement's wait for a pooled connection (including that connect).
+ */
+export function databaseTimeouts(env: Env = process.env): { connectMs: number; acquireMs: number } {
+	return { connectMs: envInt(env, "DB_CONNECT_TIMEOUT_MS", 2_000, 100), acquireMs: envInt(env, "DB_ACQUIRE_TIMEOUT_MS", 5_000, 100) };
+}
+
 export function acquireSequelize(url: string, env: Env = process.env): Sequelize {
 	let entry = pools.get(url);
 	if (!entry) {
 		const max = envInt(env, "DB_POOL_MAX", 10, 1);
+		const { connectMs, acquireMs } = databaseTimeouts(env);
 		const sequelize = new Sequelize(url, {
 			dialect: "postgres",
 			dialectModule: preparedStatements(env) ? preparingPg : guardedPg,
 			logging: false,
-			pool: { max, min: 0, idle: 10_000, acquire: 30_000 },
-			dialectOptions: { application_name: envString(env, "SERVICES", "ride-platform") },
+			// A database that cannot be reached fails a statement within these bounds (503 at the gateway), not after pg's
+			// unbounded connect or Sequelize's 60 s acquire; the pool tries again on the next statement, so work resumes
+			// as soon as it is back.
+			pool: { max, min: 0, idle: 10_000, acquire: acquireMs },
+			dialectOptions: { application_name: envString(env, "SERVICES", "ride-platform"), connectionTimeoutMillis: connectMs },
 		});
 		entry = { sequelize, users: 0 };
 		pools.set(url, entry);
