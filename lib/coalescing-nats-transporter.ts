@@ -51,13 +51,21 @@ import { isBusNodeIdOf, packetSubject, senderMatches, subjectToken, subscription
  * RECONNECT_WAIT_MS, so calls resume within about that after NATS returns;
  * a silent peer (a cut network, no TCP reset) is noticed after
  * PING_INTERVAL_MS × MAX_PINGS_OUT.
+ *
+ * Failing fast when nobody receives a request: each request is published
+ * with a reply subject of this node's (`<prefix>.RES.<node>.<request id>`),
+ * which the answering node ignores (Moleculer answers on its own subject).
+ * When no subscriber has the request's subject (its node crashed, or has not
+ * reconnected yet after an outage), the NATS server answers there at once
+ * with "no responders" (status 503, no payload), and the call fails with
+ * ServiceNotAvailableError instead of waiting out its timeout.
  */
 
 const NatsTransporter = Transporters.NATS;
 /** Moleculer's error for a packet sent while disconnected (its constructor takes no argument; the typings inherit one). */
 const BrokerDisconnectedError = Errors.BrokerDisconnectedError as unknown as new () => Errors.BrokerDisconnectedError;
 
-type NatsClient = { publish(topic: string, data: Buffer): void } | null;
+type NatsClient = { publish(topic: string, data: Buffer, opts?: { reply: string }): void } | null;
 /** The client's connection news (`nats`: one iterator per caller). */
 type NatsStatusSource = { status(): AsyncIterable<{ type: string }> };
 
@@ -69,13 +77,15 @@ export const MAX_PINGS_OUT = 2;
 
 /** What the transporter reads of Moleculer's transit: the calls sent to other nodes that wait for their answer. */
 interface TransitPending {
-	pendingRequests: Map<string, { nodeID?: string | null; reject(err: unknown): void }>;
+	pendingRequests: Map<string, { nodeID?: string | null; action?: { name?: string }; reject(err: unknown): void }>;
 	removePendingRequest(id: string): void;
 }
 
 interface QueuedPacket {
 	topic: string;
 	data: Buffer;
+	/** A request's reply subject, where the server's "no responders" comes. */
+	reply?: string;
 	resolve: () => void;
 	reject: (err: unknown) => void;
 }
@@ -107,7 +117,9 @@ interface OutPayload {
 	event?: string;
 }
 
-type NatsSubscriber = { subscribe(subject: string, opts: { callback: (err: unknown, msg: { subject: string; data: Uint8Array }) => void }): unknown };
+type NatsSubscriber = {
+	subscribe(subject: string, opts: { callback: (err: unknown, msg: { subject: string; data: Uint8Array; headers?: { code?: number } }) => void }): unknown;
+};
 
 export class CoalescingNatsTransporter extends NatsTransporter {
 	private queued: QueuedPacket[] = [];
@@ -130,6 +142,29 @@ export class CoalescingNatsTransporter extends NatsTransporter {
 		await super.connect();
 		this.busUp = true;
 		this.watchConnection(this.client as unknown as NatsStatusSource);
+		this.watchNoResponders();
+	}
+
+	/** This node's reply subject of a request (`<prefix>.RES.<node>.<id>`): one token longer than its answers' subject. */
+	private replySubject(id: string): string {
+		return `${subscriptionSubject(this.prefix, "RES", this.nodeID)}.${id}`;
+	}
+
+	/** The server's "no responders" to this node's requests: the call fails now (its node is gone), not at its timeout. */
+	private watchNoResponders(): void {
+		const client = this.client as unknown as NatsSubscriber | null;
+		if (!client) return;
+		client.subscribe(this.replySubject("*"), {
+			callback: (_err, msg) => {
+				if (msg.data.length !== 0 || msg.headers?.code !== 503) return;
+				const id = msg.subject.slice(msg.subject.lastIndexOf(".") + 1);
+				const transit = this.transit as unknown as TransitPending | undefined;
+				const req = transit?.pendingRequests.get(id);
+				if (!req) return;
+				transit!.removePendingRequest(id);
+				req.reject(new Errors.ServiceNotAvailableError({ action: req.action?.name ?? "", nodeID: req.nodeID ?? undefined }));
+			},
+		});
 	}
 
 	/** Follows the client's connection news until it closes. */
@@ -193,7 +228,8 @@ export class CoalescingNatsTransporter extends NatsTransporter {
 			const what = out.type === "REQ" ? `call ${payload.action}` : out.type === "EVENT" ? `emit ${payload.event}` : `send ${out.type} on ${subject}`;
 			return Promise.reject(new BusPermissionError(this.bus.user, what));
 		}
-		return this.send(subject, this.serialize(packet));
+		const id = out.type === "REQ" ? (packet as unknown as { payload?: { id?: unknown } }).payload?.id : undefined;
+		return this.send(subject, this.serialize(packet), typeof id === "string" && subjectToken(id) === id ? { reply: this.replySubject(id) } : undefined);
 	}
 
 	/**
@@ -244,9 +280,10 @@ export class CoalescingNatsTransporter extends NatsTransporter {
 	}
 
 	/** Resolves once the packet is published; rejects with the error of a publish that threw. */
-	send(topic: string, data: Buffer): Promise<void> {
+	send(topic: string, data: Buffer, meta?: { reply?: string }): Promise<void> {
 		if (!this.client) return Promise.resolve();
-		const sent = new Promise<void>((resolve, reject) => this.queued.push({ topic, data, resolve, reject }));
+		const reply = typeof meta?.reply === "string" ? meta.reply : undefined;
+		const sent = new Promise<void>((resolve, reject) => this.queued.push({ topic, data, reply, resolve, reject }));
 		// Moleculer drops the promise of some sends (an event published to several groups):
 		// their failure is logged by publishQueued, not left as an unhandled rejection.
 		sent.catch(() => undefined);
@@ -272,7 +309,8 @@ export class CoalescingNatsTransporter extends NatsTransporter {
 				continue;
 			}
 			try {
-				client.publish(packet.topic, packet.data);
+				if (packet.reply === undefined) client.publish(packet.topic, packet.data);
+				else client.publish(packet.topic, packet.data, { reply: packet.reply });
 			} catch (err) {
 				// This packet only (a closing connection, a payload over max_payload): the rest of the batch goes on.
 				this.logger.warn(`NATS publish failed: ${(err as Error)?.message ?? err}`);

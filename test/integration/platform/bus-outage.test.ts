@@ -49,8 +49,12 @@ describeIfNats("bus outage: calls fail fast, rides resume", () => {
 		nats = await startNatsServer(undefined);
 		const namespace = uniqueNamespace("busout");
 		const env = { ...SIM_ENV, TRANSPORTER: nats.url, NAMESPACE: namespace };
-		back = await startTestNode({ databaseUrl: db.url, services: ["riders", "pricing", "orders", "dispatch", "notifications", "fleet"], env });
-		front = await startTestNode({ databaseUrl: db.url, services: ["gateway", "partners"], env });
+		back = await startTestNode({
+			databaseUrl: db.url,
+			services: ["riders", "pricing", "orders", "dispatch", "notifications", "fleet"],
+			env: { ...env, NODE_ID: `${namespace}-back` },
+		});
+		front = await startTestNode({ databaseUrl: db.url, services: ["gateway", "partners"], env: { ...env, NODE_ID: `${namespace}-front` } });
 		const partner = await createPartner(front.broker, "Bus outage partner");
 		endpoint = await startPartnerEndpoint(partner.webhookSecret);
 		api = new PartnerApi(front.baseUrl!, partner.apiKey);
@@ -73,7 +77,9 @@ describeIfNats("bus outage: calls fail fast, rides resume", () => {
 	/** A partner call with a bound: an answer, or an error naming the call (never a hang). */
 	async function bounded(what: string, call: () => Promise<HttpAnswer>): Promise<HttpAnswer & { what: string }> {
 		let timer: NodeJS.Timeout | undefined;
-		const bound = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} not answered in ${CALL_BOUND_MS} ms`)), CALL_BOUND_MS)));
+		const bound = new Promise<never>(
+			(_, reject) => (timer = setTimeout(() => reject(new Error(`${what} not answered in ${CALL_BOUND_MS} ms`)), CALL_BOUND_MS)),
+		);
 		try {
 			return { ...(await Promise.race([call(), bound])), what };
 		} finally {
@@ -96,7 +102,9 @@ describeIfNats("bus outage: calls fail fast, rides resume", () => {
 		// The outage as a partner sees it: every kind of call, at once, several times.
 		const calls = async (round: number) =>
 			Promise.all([
-				bounded(`fare-estimate ${round}`, () => api.post("/ride/fare-estimate", { pickup: { lat: 12.97, lng: 77.59 }, drop: { lat: 12.95, lng: 77.61 } })),
+				bounded(`fare-estimate ${round}`, () =>
+					api.post("/ride/fare-estimate", { pickup: { lat: 12.97, lng: 77.59 }, drop: { lat: 12.95, lng: 77.61 } }),
+				),
 				bounded(`create-order ${round}`, () => api.post("/ride/create-order", rideRequest(`${endpoint!.url}/hooks/x`, 100 + round))),
 				bounded(`status ${round}`, () => api.post("/ride/status", { orderId: ids[0] })),
 				bounded(`cancel ${round}`, () => api.post("/ride/cancel", { orderId: ids[0] })),
@@ -116,7 +124,12 @@ describeIfNats("bus outage: calls fail fast, rides resume", () => {
 			100,
 		);
 
-		await waitFor("every ride booked before the outage dropped", async () => (await Promise.all(ids.map(statusOf))).every((s) => s === "dropped"), 40_000, 250);
+		await waitFor(
+			"every ride booked before the outage dropped",
+			async () => (await Promise.all(ids.map(statusOf))).every((s) => s === "dropped"),
+			40_000,
+			250,
+		);
 		// Nothing lost: every status event of every ride reached the partner, in order.
 		await waitFor(
 			"every status webhook delivered",
