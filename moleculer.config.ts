@@ -107,6 +107,8 @@ export function buildBrokerConfig(env: Env = process.env): BrokerOptions {
 		validator: createValidator(),
 		metrics: {
 			enabled: s.metricsPort > 0,
+			// Process and OS figures (memory, CPU) in every environment: Moleculer leaves them out under NODE_ENV=test.
+			collectProcessMetrics: true,
 			reporter: s.metricsPort > 0 ? [{ type: "Prometheus", options: { port: s.metricsPort, path: "/metrics" } }] : [],
 		},
 		// TRACING=true: spans for every call and event, across nodes (the trace

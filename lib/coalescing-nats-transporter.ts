@@ -75,6 +75,9 @@ export const RECONNECT_WAIT_MS = 250;
 export const PING_INTERVAL_MS = 5_000;
 export const MAX_PINGS_OUT = 2;
 
+/** Gauge: 1 while this process's NATS connection is up, 0 during an outage (docs/OPERATIONS.md, "Alerts"). */
+export const BUS_CONNECTED_METRIC = "bus.connected";
+
 /** What the transporter reads of Moleculer's transit: the calls sent to other nodes that wait for their answer. */
 interface TransitPending {
 	pendingRequests: Map<string, { nodeID?: string | null; action?: { name?: string }; reject(err: unknown): void }>;
@@ -140,7 +143,7 @@ export class CoalescingNatsTransporter extends NatsTransporter {
 
 	async connect(): Promise<void> {
 		await super.connect();
-		this.busUp = true;
+		this.setBusUp(true);
 		this.watchConnection(this.client as unknown as NatsStatusSource);
 		this.watchNoResponders();
 	}
@@ -167,6 +170,20 @@ export class CoalescingNatsTransporter extends NatsTransporter {
 		});
 	}
 
+	/** Records the connection's state, for the calls and for the `bus_connected` gauge. */
+	private setBusUp(up: boolean): void {
+		this.busUp = up;
+		const broker = this.broker;
+		if (!broker?.isMetricsEnabled()) return;
+		if (!broker.metrics.hasMetric(BUS_CONNECTED_METRIC))
+			broker.metrics.register({
+				type: "gauge",
+				name: BUS_CONNECTED_METRIC,
+				description: "1 while this process's NATS connection is up, 0 during an outage",
+			});
+		broker.metrics.set(BUS_CONNECTED_METRIC, up ? 1 : 0);
+	}
+
 	/** Follows the client's connection news until it closes. */
 	private watchConnection(client: NatsStatusSource | null): void {
 		if (!client || typeof client.status !== "function") return;
@@ -174,7 +191,7 @@ export class CoalescingNatsTransporter extends NatsTransporter {
 			for await (const s of client.status()) {
 				if (s.type === "disconnect") this.busLost();
 				else if (s.type === "reconnect") {
-					this.busUp = true;
+					this.setBusUp(true);
 					this.logger.info("NATS connection is back: calls go out again");
 				}
 			}
@@ -184,7 +201,7 @@ export class CoalescingNatsTransporter extends NatsTransporter {
 	/** The connection dropped: calls waiting for another node's answer fail now instead of at their timeout. */
 	private busLost(): void {
 		if (!this.busUp) return;
-		this.busUp = false;
+		this.setBusUp(false);
 		const transit = this.transit as unknown as TransitPending | undefined;
 		let failed = 0;
 		for (const [id, req] of transit?.pendingRequests ?? []) {
