@@ -1,10 +1,10 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { monitoringManifests } from "../lib/monitoring-manifests";
+import { monitoringManifests } from "./monitoring-manifests";
 
 /**
  * `npm run monitoring`: writes k8s/monitoring/ from monitoring/alert-rules.yml
- * and monitoring/dashboard.json (lib/monitoring-manifests.ts). Run it after
+ * and monitoring/dashboard.json (scripts/monitoring-manifests.ts). Run it after
  * changing either, and commit the result; test/integration/platform/monitoring.test.ts
  * fails while a committed file differs.
  */

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { parse } from "yaml";
-import { ALERT_RULES_FILE, DASHBOARD_FILE, monitoringManifests } from "../../../lib/monitoring-manifests";
+import { ALERT_RULES_FILE, DASHBOARD_FILE, monitoringManifests } from "../../../scripts/monitoring-manifests";
 import { createTestDatabase, type TestDatabase } from "../../helpers/db";
 import { freePort, httpRequest } from "../../helpers/http";
 import { startTestNode, uniqueNamespace, type TestNode } from "../../helpers/node";
