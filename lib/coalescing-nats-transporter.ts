@@ -250,14 +250,19 @@ export class CoalescingNatsTransporter extends NatsTransporter {
 	}
 
 	/**
-	 * A request while the bus is down: refused at once. Moleculer keeps a
-	 * request whose send failed among its pending ones until its timeout; it
-	 * is taken out here, since no answer can come.
+	 * A request while the bus is down: its call fails at once. The pending
+	 * request is failed here and the send resolves, so the outage is logged
+	 * once (busLost), not once per call by Moleculer's transit; a send whose
+	 * request is not pending (nothing waits for it) is rejected instead.
 	 */
 	private refuseRequest(packet: { payload?: { id?: unknown } }): Promise<void> {
 		const id = packet.payload?.id;
-		if (typeof id === "string") (this.transit as unknown as TransitPending | undefined)?.removePendingRequest(id);
-		return Promise.reject(new BrokerDisconnectedError());
+		const transit = this.transit as unknown as TransitPending | undefined;
+		const req = typeof id === "string" ? transit?.pendingRequests.get(id) : undefined;
+		if (!req) return Promise.reject(new BrokerDisconnectedError());
+		transit!.removePendingRequest(id as string);
+		req.reject(new BrokerDisconnectedError());
+		return Promise.resolve();
 	}
 
 	/** Not used: the broker's balancer picks the node of every call and event (see init). */
