@@ -8,8 +8,9 @@ import { createPartner, orderViolations, startPartnerEndpoint, type PartnerEndpo
 
 /**
  * Degraded mode: the bus goes away. A nats-server of the test's own carries
- * the platform split in two (gateway + partners; the rest with the simulated
- * fleet); it is killed with SIGKILL while rides are under way and started
+ * the platform split in three (gateway + partners; riders, pricing, orders
+ * and notifications; dispatch with the simulated fleet, so ride steps cross
+ * the bus too); it is killed with SIGKILL while rides are under way and started
  * again on its port. During the outage every partner call is answered at
  * once with 503 SERVICE_UNAVAILABLE, `Retry-After` and `retryable: true`,
  * although the broker's request timeout is 30 s; when NATS is back calls
@@ -26,6 +27,9 @@ const SIM_ENV = {
 	FLEET_TICK_MS: "100",
 	DISPATCH_TICK_MS: "50",
 	DISPATCH_SWEEP_MS: "1000",
+	// A ride step that failed with the bus is taken up again within seconds (as in the cluster test).
+	DISPATCH_TRANSITION_LEASE_MS: "3000",
+	DISPATCH_OFFER_TIMEOUT_MS: "4000",
 	WEBHOOK_RETRY_SCHEDULE_MS: "200,500,1000,1000,1000",
 	// Far above how long any call may take here: an answer during the outage can only come from failing fast.
 	REQUEST_TIMEOUT_MS: "30000",
@@ -39,7 +43,8 @@ const describeIfNats = hasNatsServer ? describe : describe.skip;
 describeIfNats("bus outage: calls fail fast, rides resume", () => {
 	let db: TestDatabase;
 	let nats: OwnNatsServer;
-	let back: TestNode | undefined;
+	let core: TestNode | undefined;
+	let sim: TestNode | undefined;
 	let front: TestNode | undefined;
 	let endpoint: PartnerEndpoint | undefined;
 	let api: PartnerApi;
@@ -49,11 +54,12 @@ describeIfNats("bus outage: calls fail fast, rides resume", () => {
 		nats = await startNatsServer(undefined);
 		const namespace = uniqueNamespace("busout");
 		const env = { ...SIM_ENV, TRANSPORTER: nats.url, NAMESPACE: namespace };
-		back = await startTestNode({
+		core = await startTestNode({
 			databaseUrl: db.url,
-			services: ["riders", "pricing", "orders", "dispatch", "notifications", "fleet"],
-			env: { ...env, NODE_ID: `${namespace}-back` },
+			services: ["riders", "pricing", "orders", "notifications"],
+			env: { ...env, NODE_ID: `${namespace}-core` },
 		});
+		sim = await startTestNode({ databaseUrl: db.url, services: ["dispatch", "fleet"], env: { ...env, NODE_ID: `${namespace}-sim` } });
 		front = await startTestNode({ databaseUrl: db.url, services: ["gateway", "partners"], env: { ...env, NODE_ID: `${namespace}-front` } });
 		const partner = await createPartner(front.broker, "Bus outage partner");
 		endpoint = await startPartnerEndpoint(partner.webhookSecret);
@@ -64,7 +70,8 @@ describeIfNats("bus outage: calls fail fast, rides resume", () => {
 	afterAll(async () => {
 		await endpoint?.close().catch(() => undefined);
 		await front?.stop().catch(() => undefined);
-		await back?.stop().catch(() => undefined);
+		await sim?.stop().catch(() => undefined);
+		await core?.stop().catch(() => undefined);
 		await nats?.stop("SIGKILL").catch(() => undefined);
 		await db?.drop().catch(() => undefined);
 	}, 30_000);
