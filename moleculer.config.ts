@@ -87,7 +87,8 @@ export function buildBrokerConfig(env: Env = process.env): BrokerOptions {
 				moduleColors: false,
 			},
 		},
-		requestTimeout: 15_000,
+		// A call whose peer is silent fails after this (REQUEST_TIMEOUT_MS); a bus outage fails calls at once (the transporter).
+		requestTimeout: s.requestTimeoutMs,
 		retryPolicy: { enabled: false },
 		// Calls that cannot reach a node fail fast; the gateway turns them into 503.
 		circuitBreaker: { enabled: false },
@@ -106,6 +107,8 @@ export function buildBrokerConfig(env: Env = process.env): BrokerOptions {
 		validator: createValidator(),
 		metrics: {
 			enabled: s.metricsPort > 0,
+			// Process and OS figures (memory, CPU) in every environment: Moleculer leaves them out under NODE_ENV=test.
+			collectProcessMetrics: true,
 			reporter: s.metricsPort > 0 ? [{ type: "Prometheus", options: { port: s.metricsPort, path: "/metrics" } }] : [],
 		},
 		// TRACING=true: spans for every call and event, across nodes (the trace

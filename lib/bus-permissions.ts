@@ -20,7 +20,11 @@ import { BROADCAST_DISCOVERY, TARGETED_DISCOVERY } from "./bus-subjects";
  *     `*.INFO.*.*.gateway.*`, …).
  * and subscribe to what is addressed to its own nodes (`*.REQ.gateway.*.>`,
  * `*.EVENT.gateway.*.>`, `*.RES.gateway.*`, `*.INFO.gateway.*.>`, …) and to
- * every broadcast discovery packet (`*.INFOB.>`, …).
+ * every broadcast discovery packet (`*.INFOB.>`, …), and to the reply
+ * subjects of its own requests (`*.RES.gateway.*.*`), where only the NATS
+ * server writes: its "no responders" answer to a request nobody received
+ * (lib/coalescing-nats-transporter.ts). No user may publish there: answers
+ * are `*.RES.*.*`, one token shorter.
  *
  * The operator may publish a request to any action of any node; otherwise
  * it is a user like the others (no events, discovery in its own name).
@@ -43,6 +47,7 @@ function discovery(user: string): UserPermissions {
 			`*.REQ.${user}.*.>`,
 			`*.EVENT.${user}.*.>`,
 			`*.RES.${user}.*`,
+			`*.RES.${user}.*.*`,
 			...TARGETED_DISCOVERY.map((cmd) => `*.${cmd}.${user}.*.>`),
 			...BROADCAST_DISCOVERY.map((cmd) => `*.${cmd}B.>`),
 		],

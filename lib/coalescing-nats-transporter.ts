@@ -37,17 +37,58 @@ import { isBusNodeIdOf, packetSubject, senderMatches, subjectToken, subscription
  * discovery packet whose body names another sender than its subject is
  * dropped. `$` events other than BUS_CROSSING_INTERNAL_EVENTS stay in their
  * process.
+ *
+ * Failing fast while the bus is down: the `nats` client keeps a lost
+ * connection's publishes in a buffer and reconnects, so a call sent during
+ * an outage would wait out the whole request timeout (15 s) before its 503.
+ * From the client's `disconnect` status until its `reconnect`, a request is
+ * refused at once with BrokerDisconnectedError (the gateway answers 503 with
+ * `Retry-After`, lib/peer-unavailable.ts), and the calls already waiting for
+ * an answer from another node are rejected with it too (their answers may
+ * never come). Events, answers and heartbeats still go to the client's
+ * buffer: an event sent during a short outage is delivered when the bus is
+ * back, and none of them is waited for. The client retries every
+ * RECONNECT_WAIT_MS, so calls resume within about that after NATS returns;
+ * a silent peer (a cut network, no TCP reset) is noticed after
+ * PING_INTERVAL_MS × MAX_PINGS_OUT.
+ *
+ * Failing fast when nobody receives a request: each request is published
+ * with a reply subject of this node's (`<prefix>.RES.<node>.<request id>`),
+ * which the answering node ignores (Moleculer answers on its own subject).
+ * When no subscriber has the request's subject (its node crashed, or has not
+ * reconnected yet after an outage), the NATS server answers there at once
+ * with "no responders" (status 503, no payload), and the call fails with
+ * ServiceNotAvailableError instead of waiting out its timeout.
  */
 
 const NatsTransporter = Transporters.NATS;
 /** Moleculer's error for a packet sent while disconnected (its constructor takes no argument; the typings inherit one). */
 const BrokerDisconnectedError = Errors.BrokerDisconnectedError as unknown as new () => Errors.BrokerDisconnectedError;
 
-type NatsClient = { publish(topic: string, data: Buffer): void } | null;
+type NatsClient = { publish(topic: string, data: Buffer, opts?: { reply: string }): void } | null;
+/** The client's connection news (`nats`: one iterator per caller). */
+type NatsStatusSource = { status(): AsyncIterable<{ type: string }> };
+
+/** How often a lost connection is tried again (the `nats` default is 2 s). */
+export const RECONNECT_WAIT_MS = 250;
+/** Pings that find a connection silent: PING_INTERVAL_MS × MAX_PINGS_OUT until it counts as lost (the default is 4 min). */
+export const PING_INTERVAL_MS = 5_000;
+export const MAX_PINGS_OUT = 2;
+
+/** Gauge: 1 while this process's NATS connection is up, 0 during an outage (docs/OPERATIONS.md, "Alerts"). */
+export const BUS_CONNECTED_METRIC = "bus.connected";
+
+/** What the transporter reads of Moleculer's transit: the calls sent to other nodes that wait for their answer. */
+interface TransitPending {
+	pendingRequests: Map<string, { nodeID?: string | null; action?: { name?: string }; reject(err: unknown): void }>;
+	removePendingRequest(id: string): void;
+}
 
 interface QueuedPacket {
 	topic: string;
 	data: Buffer;
+	/** A request's reply subject, where the server's "no responders" comes. */
+	reply?: string;
 	resolve: () => void;
 	reject: (err: unknown) => void;
 }
@@ -79,16 +120,97 @@ interface OutPayload {
 	event?: string;
 }
 
-type NatsSubscriber = { subscribe(subject: string, opts: { callback: (err: unknown, msg: { subject: string; data: Uint8Array }) => void }): unknown };
+type NatsSubscriber = {
+	subscribe(subject: string, opts: { callback: (err: unknown, msg: { subject: string; data: Uint8Array; headers?: { code?: number } }) => void }): unknown;
+};
 
 export class CoalescingNatsTransporter extends NatsTransporter {
 	private queued: QueuedPacket[] = [];
 	private flushScheduled = false;
 	private readonly bus: BusIdentity;
+	/** False from the client's `disconnect` until its `reconnect`: requests are refused meanwhile. */
+	private busUp = true;
 
 	constructor(opts: ConstructorParameters<typeof NatsTransporter>[0], bus: BusIdentity = {}) {
-		super(opts);
+		super({ reconnectTimeWait: RECONNECT_WAIT_MS, pingInterval: PING_INTERVAL_MS, maxPingOut: MAX_PINGS_OUT, ...(opts as object) });
 		this.bus = bus;
+	}
+
+	/** True while the NATS connection is up (false during an outage, until the client reconnects). */
+	get busConnected(): boolean {
+		return this.busUp;
+	}
+
+	async connect(): Promise<void> {
+		await super.connect();
+		this.setBusUp(true);
+		this.watchConnection(this.client as unknown as NatsStatusSource);
+		this.watchNoResponders();
+	}
+
+	/** This node's reply subject of a request (`<prefix>.RES.<node>.<id>`): one token longer than its answers' subject. */
+	private replySubject(id: string): string {
+		return `${subscriptionSubject(this.prefix, "RES", this.nodeID)}.${id}`;
+	}
+
+	/** The server's "no responders" to this node's requests: the call fails now (its node is gone), not at its timeout. */
+	private watchNoResponders(): void {
+		const client = this.client as unknown as NatsSubscriber | null;
+		if (!client) return;
+		client.subscribe(this.replySubject("*"), {
+			callback: (_err, msg) => {
+				if (msg.data.length !== 0 || msg.headers?.code !== 503) return;
+				const id = msg.subject.slice(msg.subject.lastIndexOf(".") + 1);
+				const transit = this.transit as unknown as TransitPending | undefined;
+				const req = transit?.pendingRequests.get(id);
+				if (!req) return;
+				transit!.removePendingRequest(id);
+				req.reject(new Errors.ServiceNotAvailableError({ action: req.action?.name ?? "", nodeID: req.nodeID ?? undefined }));
+			},
+		});
+	}
+
+	/** Records the connection's state, for the calls and for the `bus_connected` gauge. */
+	private setBusUp(up: boolean): void {
+		this.busUp = up;
+		const broker = this.broker;
+		if (!broker?.isMetricsEnabled()) return;
+		if (!broker.metrics.hasMetric(BUS_CONNECTED_METRIC))
+			broker.metrics.register({
+				type: "gauge",
+				name: BUS_CONNECTED_METRIC,
+				description: "1 while this process's NATS connection is up, 0 during an outage",
+			});
+		broker.metrics.set(BUS_CONNECTED_METRIC, up ? 1 : 0);
+	}
+
+	/** Follows the client's connection news until it closes. */
+	private watchConnection(client: NatsStatusSource | null): void {
+		if (!client || typeof client.status !== "function") return;
+		void (async () => {
+			for await (const s of client.status()) {
+				if (s.type === "disconnect") this.busLost();
+				else if (s.type === "reconnect") {
+					this.setBusUp(true);
+					this.logger.info("NATS connection is back: calls go out again");
+				}
+			}
+		})().catch(() => undefined);
+	}
+
+	/** The connection dropped: calls waiting for another node's answer fail now instead of at their timeout. */
+	private busLost(): void {
+		if (!this.busUp) return;
+		this.setBusUp(false);
+		const transit = this.transit as unknown as TransitPending | undefined;
+		let failed = 0;
+		for (const [id, req] of transit?.pendingRequests ?? []) {
+			if (!req.nodeID || req.nodeID === this.nodeID) continue;
+			transit!.removePendingRequest(id);
+			req.reject(new BrokerDisconnectedError());
+			failed++;
+		}
+		this.logger.warn(`NATS connection lost: calls to other nodes fail at once until it is back (${failed} waiting calls failed)`);
 	}
 
 	/** Checks at start that the node id fits the subject layout (and the user's permissions), and that the broker balances. */
@@ -117,12 +239,30 @@ export class CoalescingNatsTransporter extends NatsTransporter {
 		) {
 			return Promise.resolve();
 		}
+		if (out.type === "REQ" && !this.busUp) return this.refuseRequest(packet as unknown as { payload?: { id?: unknown } });
 		const subject = packetSubject(this.prefix, { type: out.type, target: out.target, sender: this.nodeID, action: payload.action, event: payload.event });
 		if (this.bus.user !== undefined && this.bus.allowPublish && !allowedBy(this.bus.allowPublish, subject)) {
 			const what = out.type === "REQ" ? `call ${payload.action}` : out.type === "EVENT" ? `emit ${payload.event}` : `send ${out.type} on ${subject}`;
 			return Promise.reject(new BusPermissionError(this.bus.user, what));
 		}
-		return this.send(subject, this.serialize(packet));
+		const id = out.type === "REQ" ? (packet as unknown as { payload?: { id?: unknown } }).payload?.id : undefined;
+		return this.send(subject, this.serialize(packet), typeof id === "string" && subjectToken(id) === id ? { reply: this.replySubject(id) } : undefined);
+	}
+
+	/**
+	 * A request while the bus is down: its call fails at once. The pending
+	 * request is failed here and the send resolves, so the outage is logged
+	 * once (busLost), not once per call by Moleculer's transit; a send whose
+	 * request is not pending (nothing waits for it) is rejected instead.
+	 */
+	private refuseRequest(packet: { payload?: { id?: unknown } }): Promise<void> {
+		const id = packet.payload?.id;
+		const transit = this.transit as unknown as TransitPending | undefined;
+		const req = typeof id === "string" ? transit?.pendingRequests.get(id) : undefined;
+		if (!req) return Promise.reject(new BrokerDisconnectedError());
+		transit!.removePendingRequest(id as string);
+		req.reject(new BrokerDisconnectedError());
+		return Promise.resolve();
 	}
 
 	/** Not used: the broker's balancer picks the node of every call and event (see init). */
@@ -162,9 +302,10 @@ export class CoalescingNatsTransporter extends NatsTransporter {
 	}
 
 	/** Resolves once the packet is published; rejects with the error of a publish that threw. */
-	send(topic: string, data: Buffer): Promise<void> {
+	send(topic: string, data: Buffer, meta?: { reply?: string }): Promise<void> {
 		if (!this.client) return Promise.resolve();
-		const sent = new Promise<void>((resolve, reject) => this.queued.push({ topic, data, resolve, reject }));
+		const reply = typeof meta?.reply === "string" ? meta.reply : undefined;
+		const sent = new Promise<void>((resolve, reject) => this.queued.push({ topic, data, reply, resolve, reject }));
 		// Moleculer drops the promise of some sends (an event published to several groups):
 		// their failure is logged by publishQueued, not left as an unhandled rejection.
 		sent.catch(() => undefined);
@@ -190,7 +331,8 @@ export class CoalescingNatsTransporter extends NatsTransporter {
 				continue;
 			}
 			try {
-				client.publish(packet.topic, packet.data);
+				if (packet.reply === undefined) client.publish(packet.topic, packet.data);
+				else client.publish(packet.topic, packet.data, { reply: packet.reply });
 			} catch (err) {
 				// This packet only (a closing connection, a payload over max_payload): the rest of the batch goes on.
 				this.logger.warn(`NATS publish failed: ${(err as Error)?.message ?? err}`);

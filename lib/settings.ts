@@ -25,6 +25,8 @@ export interface RuntimeSettings {
 	logLevel: string;
 	production: boolean;
 	metricsPort: number;
+	/** How long a call to another node waits for its answer (`REQUEST_TIMEOUT_MS`), then 503. */
+	requestTimeoutMs: number;
 	webhookRetryScheduleMs: number[] | undefined;
 	dataDir: string;
 	tracing: boolean;
@@ -234,6 +236,7 @@ export function readSettings(env: Env): RuntimeSettings {
 		logLevel: env.LOGLEVEL || "info",
 		production,
 		metricsPort: envNumber(env, "METRICS_PORT", 3030),
+		requestTimeoutMs: envInt(env, "REQUEST_TIMEOUT_MS", 15_000, 100),
 		webhookRetryScheduleMs: parseSchedule(env.WEBHOOK_RETRY_SCHEDULE_MS),
 		dataDir: env.DATA_DIR || "./data",
 		tracing: envBool(env, "TRACING", false),

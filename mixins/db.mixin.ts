@@ -1,4 +1,4 @@
-import type { ServiceSchema, Service, ServiceSettingSchema } from "moleculer";
+import type { MetricRegistry, ServiceSchema, Service, ServiceSettingSchema } from "moleculer";
 import { QueryTypes, Sequelize, type QueryInterface, type Transaction } from "sequelize";
 import { Umzug, SequelizeStorage } from "umzug";
 import * as pg from "pg";
@@ -160,7 +160,32 @@ const guardedPg = pgWith(GuardedClient);
 const preparingPg = pgWith(PreparingClient);
 
 /** One pool per process and URL: services that share a process share connections. */
-const pools = new Map<string, { sequelize: Sequelize; users: number }>();
+const pools = new Map<string, { sequelize: Sequelize; users: number; probe?: NodeJS.Timeout }>();
+
+/** Gauge: 1 while this process's database answers `SELECT 1`, 0 when it does not (docs/OPERATIONS.md, "Alerts"). */
+export const DATABASE_UP_METRIC = "database.up";
+/** How often each pool is probed for that gauge (only with metrics on): one trivial statement per process. */
+export const DATABASE_PROBE_MS = 10_000;
+
+/**
+ * Probes the pool of `sequelize` every DATABASE_PROBE_MS for the
+ * `database_up` gauge (once per pool, whatever number of services share it),
+ * until the pool is released. The statement waits at most the acquire bound.
+ */
+export function watchDatabase(sequelize: Sequelize, metrics: MetricRegistry): void {
+	const entry = [...pools.values()].find((e) => e.sequelize === sequelize);
+	if (!entry || entry.probe) return;
+	if (!metrics.hasMetric(DATABASE_UP_METRIC))
+		metrics.register({ type: "gauge", name: DATABASE_UP_METRIC, description: "1 while this process's database answers, 0 when it does not" });
+	const probe = () =>
+		void sequelize.query("SELECT 1").then(
+			() => metrics.set(DATABASE_UP_METRIC, 1),
+			() => metrics.set(DATABASE_UP_METRIC, 0),
+		);
+	probe();
+	entry.probe = setInterval(probe, DATABASE_PROBE_MS);
+	entry.probe.unref();
+}
 
 export function databaseUrl(env: Env = process.env): string {
 	const url = envString(env, "DATABASE_URL");
@@ -178,16 +203,29 @@ export function preparedStatements(env: Env = process.env): boolean {
 	return envBool(env, "DB_PREPARED_STATEMENTS", true);
 }
 
+/**
+ * Bounds of reaching the database (docs/OPERATIONS.md): `DB_CONNECT_TIMEOUT_MS`
+ * for one new connection (TCP, TLS and log-in), `DB_ACQUIRE_TIMEOUT_MS` for a
+ * statement's wait for a pooled connection (including that connect).
+ */
+export function databaseTimeouts(env: Env = process.env): { connectMs: number; acquireMs: number } {
+	return { connectMs: envInt(env, "DB_CONNECT_TIMEOUT_MS", 2_000, 100), acquireMs: envInt(env, "DB_ACQUIRE_TIMEOUT_MS", 5_000, 100) };
+}
+
 export function acquireSequelize(url: string, env: Env = process.env): Sequelize {
 	let entry = pools.get(url);
 	if (!entry) {
 		const max = envInt(env, "DB_POOL_MAX", 10, 1);
+		const { connectMs, acquireMs } = databaseTimeouts(env);
 		const sequelize = new Sequelize(url, {
 			dialect: "postgres",
 			dialectModule: preparedStatements(env) ? preparingPg : guardedPg,
 			logging: false,
-			pool: { max, min: 0, idle: 10_000, acquire: 30_000 },
-			dialectOptions: { application_name: envString(env, "SERVICES", "ride-platform") },
+			// A database that cannot be reached fails a statement within these bounds (503 at the gateway), not after pg's
+			// unbounded connect or Sequelize's 60 s acquire; the pool tries again on the next statement, so work resumes
+			// as soon as it is back.
+			pool: { max, min: 0, idle: 10_000, acquire: acquireMs },
+			dialectOptions: { application_name: envString(env, "SERVICES", "ride-platform"), connectionTimeoutMillis: connectMs },
 		});
 		entry = { sequelize, users: 0 };
 		pools.set(url, entry);
@@ -202,6 +240,7 @@ export async function releaseSequelize(sequelize: Sequelize): Promise<void> {
 		entry.users -= 1;
 		if (entry.users <= 0) {
 			pools.delete(url);
+			clearInterval(entry.probe);
 			await sequelize.close();
 		}
 		return;
@@ -296,6 +335,7 @@ export function DbMixin(opts: DbMixinOptions): Partial<ServiceSchema> {
 			this.db = new Db(this.sequelize);
 		},
 		async started(this: Service & DbThis) {
+			if (this.broker.isMetricsEnabled()) watchDatabase(this.sequelize, this.broker.metrics);
 			// `MIGRATE_ON_START=false` where the service's role may not change the schema (Kubernetes:
 			// the migrate Job migrates as the admin, lib/db-roles.ts): then it only checks it is up to date.
 			if (!envBool(serviceEnv(this), "MIGRATE_ON_START", true)) {

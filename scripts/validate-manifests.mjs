@@ -4,7 +4,8 @@
 //   node scripts/validate-manifests.mjs [dir=k8s]
 //
 // 1. Every document of every *.yaml under `dir` against the Kubernetes API
-//    schema of its apiVersion/kind (kubernetes-models; an unknown kind fails).
+//    schema of its apiVersion/kind (kubernetes-models, and its prometheus-operator
+//    models for k8s/monitoring's PrometheusRule; an unknown kind fails).
 // 2. References that the schema cannot see: Service, PodDisruptionBudget and
 //    Deployment selectors match pod labels; Services' target ports and probes'
 //    ports exist on the containers; the Ingress backend exists (and the
@@ -58,8 +59,10 @@ async function modelFor(apiVersion, kind) {
 	if (typeof apiVersion !== "string" || typeof kind !== "string" || !/^[A-Za-z0-9.]+(\/[a-z0-9]+)?$/.test(apiVersion) || !/^[A-Z][A-Za-z]+$/.test(kind))
 		return null;
 	try {
-		// The core group ("v1") and named groups ("apps/v1") map the same way.
-		const mod = await import(`kubernetes-models/${apiVersion}/${kind}`);
+		// The core group ("v1") and named groups ("apps/v1") map the same way; the Prometheus Operator's
+		// kinds (k8s/monitoring: PrometheusRule) come from its kubernetes-models package.
+		const pkg = apiVersion.startsWith("monitoring.coreos.com/") ? "@kubernetes-models/prometheus-operator" : "kubernetes-models";
+		const mod = await import(`${pkg}/${apiVersion}/${kind}`);
 		return mod[kind] ?? null;
 	} catch {
 		return null;

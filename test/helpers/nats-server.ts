@@ -14,26 +14,28 @@ export interface OwnNatsServer {
 	url: string;
 	/** What the server printed so far. */
 	output(): string;
-	/** SIGTERM, resolved when it has exited (a no-op if it already has). */
-	stop(): Promise<void>;
+	/** SIGTERM (or `signal`), resolved when it has exited (a no-op if it already has). */
+	stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
 /**
- * Starts nats-server on a free loopback port with the configuration file `conf`, each bus user's password
- * in its environment (`passwords`, as `NATS_PASSWORD_<USER>`), and waits until it is ready.
+ * Starts nats-server on a free loopback port (or `port`: a restart on the port a killed one had) with the
+ * configuration file `conf` (none: an open server, no users) and each bus user's password in its environment
+ * (`passwords`, as `NATS_PASSWORD_<USER>`), and waits until it is ready.
  */
-export async function startNatsServer(conf: string, passwords: Record<string, string>): Promise<OwnNatsServer> {
-	const port = await freePort();
+export async function startNatsServer(conf: string | undefined, passwords: Record<string, string> = {}, port?: number): Promise<OwnNatsServer> {
+	port ??= await freePort();
 	const env: Record<string, string> = { ...(process.env as Record<string, string>) };
-	for (const user of ALL_BUS_USERS) env[passwordVariable(user)] = passwords[user];
-	const child = spawn(NATS_SERVER, ["-c", conf, "-a", "127.0.0.1", "-p", String(port)], { env, stdio: ["ignore", "pipe", "pipe"] });
+	if (conf !== undefined) for (const user of ALL_BUS_USERS) env[passwordVariable(user)] = passwords[user];
+	const args = [...(conf !== undefined ? ["-c", conf] : []), "-a", "127.0.0.1", "-p", String(port)];
+	const child = spawn(NATS_SERVER, args, { env, stdio: ["ignore", "pipe", "pipe"] });
 	let out = "";
 	child.stderr!.on("data", (c: Buffer) => (out += c.toString()));
 	child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
-	const stop = async (): Promise<void> => {
+	const stop = async (signal: NodeJS.Signals = "SIGTERM"): Promise<void> => {
 		if (child.exitCode !== null || child.signalCode !== null) return;
 		const exited = new Promise((r) => child.once("exit", r));
-		child.kill("SIGTERM");
+		child.kill(signal);
 		await exited;
 	};
 	await waitFor("nats-server ready", () => out.includes("Server is ready") || child.exitCode !== null, 10_000).catch(async (err) => {
