@@ -197,7 +197,9 @@ export class RideClient {
 			}
 			const delay = retryable && retry < maxRetries ? retryDelayMs(retry, retryAfterMs, this.retry) : null;
 			if (delay === null) throw failure;
-			await sleep(delay, undefined, options.signal ? { signal: options.signal } : undefined);
+			await sleep(delay, undefined, options.signal ? { signal: options.signal } : undefined).catch((err: unknown) => {
+				throw options.signal?.reason ?? err;
+			});
 		}
 	}
 }
