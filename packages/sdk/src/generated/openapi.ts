@@ -4,3860 +4,3841 @@
  * file is not what the committed document makes.
  */
 export interface paths {
-	"/ride/fare-estimate": {
-		parameters: {
-			query?: never;
-			header?: never;
-			path?: never;
-			cookie?: never;
-		};
-		get?: never;
-		put?: never;
-		/**
-		 * Estimate the fare
-		 * @description Quotes for a trip: one per service type (`scooty` first, then `cab`), or exactly the one asked for. Writes nothing; a quote is valid for 5 minutes by default (`QUOTE_TTL_SECONDS`). Pricing is per service type (base, per km, per minute, minimum fare, tax); surge may apply.
-		 */
-		post: operations["fareEstimate"];
-		delete?: never;
-		options?: never;
-		head?: never;
-		patch?: never;
-		trace?: never;
-	};
-	"/ride/create-order": {
-		parameters: {
-			query?: never;
-			header?: never;
-			path?: never;
-			cookie?: never;
-		};
-		get?: never;
-		put?: never;
-		/**
-		 * Book a ride
-		 * @description Creates or updates the rider (partner, phone) and books a ride. With a valid `quoteId` the quoted fare is honoured. `201` with the new Order, or `200` with the rider's existing active Order plus `code: USER_HAVE_ACTIVE_RIDE`. Send an `Idempotency-Key` to retry safely: the same key and body within 24 h return the first response again (status included).
-		 */
-		post: operations["createOrder"];
-		delete?: never;
-		options?: never;
-		head?: never;
-		patch?: never;
-		trace?: never;
-	};
-	"/ride/cancel": {
-		parameters: {
-			query?: never;
-			header?: never;
-			path?: never;
-			cookie?: never;
-		};
-		get?: never;
-		put?: never;
-		/**
-		 * Cancel a ride
-		 * @description Allowed while the ride is active (`searching`, `accepted`, `arrived`, `started`); sends the `customer_cancelled` webhook once. Cancelling a `customer_cancelled` ride again answers `200 RIDE_CANCELLED` and sends nothing (safe retries).
-		 */
-		post: operations["cancel"];
-		delete?: never;
-		options?: never;
-		head?: never;
-		patch?: never;
-		trace?: never;
-	};
-	"/ride/feedback": {
-		parameters: {
-			query?: never;
-			header?: never;
-			path?: never;
-			cookie?: never;
-		};
-		get?: never;
-		put?: never;
-		/**
-		 * Rate a finished ride
-		 * @description Only for a `dropped` ride, once per ride.
-		 */
-		post: operations["feedback"];
-		delete?: never;
-		options?: never;
-		head?: never;
-		patch?: never;
-		trace?: never;
-	};
-	"/ride/status": {
-		parameters: {
-			query?: never;
-			header?: never;
-			path?: never;
-			cookie?: never;
-		};
-		get?: never;
-		put?: never;
-		/**
-		 * Current state of a ride (extension)
-		 * @description The current Order, with `driver` and its last known `location` once assigned. The polling fallback for partners that missed a webhook.
-		 */
-		post: operations["status"];
-		delete?: never;
-		options?: never;
-		head?: never;
-		patch?: never;
-		trace?: never;
-	};
-	"/ride/events": {
-		parameters: {
-			query?: never;
-			header?: never;
-			path?: never;
-			cookie?: never;
-		};
-		get?: never;
-		put?: never;
-		/**
-		 * Webhook events of a ride (extension)
-		 * @description The ride's webhook events in `sequence` order, each with its delivery state (`pending`, `delivered`, `failed`), attempt count, last HTTP status and last error, a page at a time: up to `limit` (default 100, at most 1000) events, then `nextCursor` to send as `cursor` for the next page (`null` at the end). Without `cursor`, the first page.
-		 */
-		post: operations["events"];
-		delete?: never;
-		options?: never;
-		head?: never;
-		patch?: never;
-		trace?: never;
-	};
-	"/driver/online": {
-		parameters: {
-			query?: never;
-			header?: never;
-			path?: never;
-			cookie?: never;
-		};
-		get?: never;
-		put?: never;
-		/**
-		 * Go online
-		 * @description The driver starts taking rides at `location`. Online again only moves it.
-		 */
-		post: operations["driverOnline"];
-		delete?: never;
-		options?: never;
-		head?: never;
-		patch?: never;
-		trace?: never;
-	};
-	"/driver/offline": {
-		parameters: {
-			query?: never;
-			header?: never;
-			path?: never;
-			cookie?: never;
-		};
-		get?: never;
-		put?: never;
-		/**
-		 * Go offline
-		 * @description A pending offer is declined first; refused while on a ride (`409 DRIVER_NOT_AVAILABLE`).
-		 */
-		post: operations["driverOffline"];
-		delete?: never;
-		options?: never;
-		head?: never;
-		patch?: never;
-		trace?: never;
-	};
-	"/driver/location": {
-		parameters: {
-			query?: never;
-			header?: never;
-			path?: never;
-			cookie?: never;
-		};
-		get?: never;
-		put?: never;
-		/**
-		 * Report locations (batched)
-		 * @description 1 to 100 fixes; the newest wins (the latest `at` when every fix has one, else the last in the batch). Send every few seconds while online (an available driver silent for 60 s goes offline until its next position): the partner's `location_updated` webhooks carry it. Recorded at once for matching, stored within about a second; a position implying more than 250 km/h since the last one is `422 LOCATION_IMPLAUSIBLE`.
-		 */
-		post: operations["driverLocation"];
-		delete?: never;
-		options?: never;
-		head?: never;
-		patch?: never;
-		trace?: never;
-	};
-	"/driver/offers": {
-		parameters: {
-			query?: never;
-			header?: never;
-			path?: never;
-			cookie?: never;
-		};
-		/**
-		 * Wait for an offer (long-poll)
-		 * @description Answers at once with the driver's pending offer or current ride; otherwise waits up to `waitSeconds` (default 20, at most 25; a `GET` always waits the default) for an offer, then answers with what there is (`offer` and `ride` null when nothing came). Call again at once. One wait per driver: a newer one ends this one, which answers at once.
-		 */
-		get: operations["driverGetOffers"];
-		put?: never;
-		/**
-		 * Wait for an offer (long-poll)
-		 * @description Answers at once with the driver's pending offer or current ride; otherwise waits up to `waitSeconds` (default 20, at most 25; a `GET` always waits the default) for an offer, then answers with what there is (`offer` and `ride` null when nothing came). Call again at once. One wait per driver: a newer one ends this one, which answers at once.
-		 */
-		post: operations["driverOffers"];
-		delete?: never;
-		options?: never;
-		head?: never;
-		patch?: never;
-		trace?: never;
-	};
-	"/driver/accept": {
-		parameters: {
-			query?: never;
-			header?: never;
-			path?: never;
-			cookie?: never;
-		};
-		get?: never;
-		put?: never;
-		/**
-		 * Accept an offer
-		 * @description Only an open offer of this driver. Expired, declined or taken back: `409 CONFLICT`.
-		 */
-		post: operations["driverAccept"];
-		delete?: never;
-		options?: never;
-		head?: never;
-		patch?: never;
-		trace?: never;
-	};
-	"/driver/decline": {
-		parameters: {
-			query?: never;
-			header?: never;
-			path?: never;
-			cookie?: never;
-		};
-		get?: never;
-		put?: never;
-		/**
-		 * Decline an offer
-		 * @description The ride is offered to another driver, never to this one again.
-		 */
-		post: operations["driverDecline"];
-		delete?: never;
-		options?: never;
-		head?: never;
-		patch?: never;
-		trace?: never;
-	};
-	"/driver/arrived": {
-		parameters: {
-			query?: never;
-			header?: never;
-			path?: never;
-			cookie?: never;
-		};
-		get?: never;
-		put?: never;
-		/**
-		 * At the pickup
-		 * @description `accepted → arrived`, only within 300 m of the pickup by the driver's newest position (`409 NOT_AT_PICKUP` otherwise); `location`, when sent, is recorded first.
-		 */
-		post: operations["driverArrived"];
-		delete?: never;
-		options?: never;
-		head?: never;
-		patch?: never;
-		trace?: never;
-	};
-	"/driver/start": {
-		parameters: {
-			query?: never;
-			header?: never;
-			path?: never;
-			cookie?: never;
-		};
-		get?: never;
-		put?: never;
-		/**
-		 * Start the ride with the rider's OTP
-		 * @description `arrived → started`, only with the OTP the rider tells the driver. Wrong: `422 INVALID_OTP` (counted); after too many tries `409 OTP_LOCKED` until an operator unlocks it.
-		 */
-		post: operations["driverStart"];
-		delete?: never;
-		options?: never;
-		head?: never;
-		patch?: never;
-		trace?: never;
-	};
-	"/driver/drop": {
-		parameters: {
-			query?: never;
-			header?: never;
-			path?: never;
-			cookie?: never;
-		};
-		get?: never;
-		put?: never;
-		/**
-		 * At the drop
-		 * @description `started → dropped`; the driver is available again.
-		 */
-		post: operations["driverDrop"];
-		delete?: never;
-		options?: never;
-		head?: never;
-		patch?: never;
-		trace?: never;
-	};
-	"/driver/cancel": {
-		parameters: {
-			query?: never;
-			header?: never;
-			path?: never;
-			cookie?: never;
-		};
-		get?: never;
-		put?: never;
-		/**
-		 * Give the ride up
-		 * @description Before it started (`accepted`/`arrived`): the ride goes back to searching and another driver is offered it (the partner sees that driver's `accepted`).
-		 */
-		post: operations["driverCancel"];
-		delete?: never;
-		options?: never;
-		head?: never;
-		patch?: never;
-		trace?: never;
-	};
-	"/health/live": {
-		parameters: {
-			query?: never;
-			header?: never;
-			path?: never;
-			cookie?: never;
-		};
-		/**
-		 * Liveness
-		 * @description 200 while the process is up.
-		 */
-		get: {
-			parameters: {
-				query?: never;
-				header?: never;
-				path?: never;
-				cookie?: never;
-			};
-			requestBody?: never;
-			responses: {
-				/** @description Alive: `{ "status": "live" }`. */
-				200: {
-					headers: {
-						[name: string]: unknown;
-					};
-					content: {
-						"application/json": components["schemas"]["Health"];
-					};
-				};
-			};
-		};
-		put?: never;
-		post?: never;
-		delete?: never;
-		options?: never;
-		head?: never;
-		patch?: never;
-		trace?: never;
-	};
-	"/health/ready": {
-		parameters: {
-			query?: never;
-			header?: never;
-			path?: never;
-			cookie?: never;
-		};
-		/**
-		 * Readiness
-		 * @description 200 only when this gateway is not draining and every service it needs (partners, pricing, riders, orders) is registered and answers a database check. 503 otherwise (with `Retry-After`), and from the moment a graceful shutdown starts.
-		 */
-		get: {
-			parameters: {
-				query?: never;
-				header?: never;
-				path?: never;
-				cookie?: never;
-			};
-			requestBody?: never;
-			responses: {
-				/** @description Ready. */
-				200: {
-					headers: {
-						[name: string]: unknown;
-					};
-					content: {
-						"application/json": components["schemas"]["Health"];
-					};
-				};
-				/** @description Not ready (`not_ready`) or shutting down (`draining`); `checks` says which service failed. */
-				503: {
-					headers: {
-						[name: string]: unknown;
-					};
-					content: {
-						"application/json": components["schemas"]["Health"];
-					};
-				};
-			};
-		};
-		put?: never;
-		post?: never;
-		delete?: never;
-		options?: never;
-		head?: never;
-		patch?: never;
-		trace?: never;
-	};
-	"/openapi.json": {
-		parameters: {
-			query?: never;
-			header?: never;
-			path?: never;
-			cookie?: never;
-		};
-		/**
-		 * This document
-		 * @description The OpenAPI 3.1 document of the API.
-		 */
-		get: {
-			parameters: {
-				query?: never;
-				header?: never;
-				path?: never;
-				cookie?: never;
-			};
-			requestBody?: never;
-			responses: {
-				/** @description OpenAPI document. */
-				200: {
-					headers: {
-						[name: string]: unknown;
-					};
-					content: {
-						"application/json": Record<string, unknown>;
-					};
-				};
-			};
-		};
-		put?: never;
-		post?: never;
-		delete?: never;
-		options?: never;
-		head?: never;
-		patch?: never;
-		trace?: never;
-	};
-	"/docs": {
-		parameters: {
-			query?: never;
-			header?: never;
-			path?: never;
-			cookie?: never;
-		};
-		/**
-		 * API reference page
-		 * @description This document rendered as one self-contained HTML page.
-		 */
-		get: {
-			parameters: {
-				query?: never;
-				header?: never;
-				path?: never;
-				cookie?: never;
-			};
-			requestBody?: never;
-			responses: {
-				/** @description HTML. */
-				200: {
-					headers: {
-						[name: string]: unknown;
-					};
-					content: {
-						"text/html": string;
-					};
-				};
-			};
-		};
-		put?: never;
-		post?: never;
-		delete?: never;
-		options?: never;
-		head?: never;
-		patch?: never;
-		trace?: never;
-	};
+    "/ride/fare-estimate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Estimate the fare
+         * @description Quotes for a trip: one per service type (`scooty` first, then `cab`), or exactly the one asked for. Writes nothing; a quote is valid for 5 minutes by default (`QUOTE_TTL_SECONDS`). Pricing is per service type (base, per km, per minute, minimum fare, tax); surge may apply.
+         */
+        post: operations["fareEstimate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/ride/create-order": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Book a ride
+         * @description Creates or updates the rider (partner, phone) and books a ride. With a valid `quoteId` the quoted fare is honoured. `201` with the new Order, or `200` with the rider's existing active Order plus `code: USER_HAVE_ACTIVE_RIDE`. Send an `Idempotency-Key` to retry safely: the same key and body within 24 h return the first response again (status included).
+         */
+        post: operations["createOrder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/ride/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a ride
+         * @description Allowed while the ride is active (`searching`, `accepted`, `arrived`, `started`); sends the `customer_cancelled` webhook once. Cancelling a `customer_cancelled` ride again answers `200 RIDE_CANCELLED` and sends nothing (safe retries).
+         */
+        post: operations["cancel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/ride/feedback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rate a finished ride
+         * @description Only for a `dropped` ride, once per ride.
+         */
+        post: operations["feedback"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/ride/status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Current state of a ride (extension)
+         * @description The current Order, with `driver` and its last known `location` once assigned. The polling fallback for partners that missed a webhook.
+         */
+        post: operations["status"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/ride/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Webhook events of a ride (extension)
+         * @description The ride's webhook events in `sequence` order, each with its delivery state (`pending`, `delivered`, `failed`), attempt count, last HTTP status and last error, a page at a time: up to `limit` (default 100, at most 1000) events, then `nextCursor` to send as `cursor` for the next page (`null` at the end). Without `cursor`, the first page.
+         */
+        post: operations["events"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/driver/online": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Go online
+         * @description The driver starts taking rides at `location`. Online again only moves it.
+         */
+        post: operations["driverOnline"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/driver/offline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Go offline
+         * @description A pending offer is declined first; refused while on a ride (`409 DRIVER_NOT_AVAILABLE`).
+         */
+        post: operations["driverOffline"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/driver/location": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Report locations (batched)
+         * @description 1 to 100 fixes; the newest wins (the latest `at` when every fix has one, else the last in the batch). Send every few seconds while online (an available driver silent for 60 s goes offline until its next position): the partner's `location_updated` webhooks carry it. Recorded at once for matching, stored within about a second; a position implying more than 250 km/h since the last one is `422 LOCATION_IMPLAUSIBLE`.
+         */
+        post: operations["driverLocation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/driver/offers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Wait for an offer (long-poll)
+         * @description Answers at once with the driver's pending offer or current ride; otherwise waits up to `waitSeconds` (default 20, at most 25; a `GET` always waits the default) for an offer, then answers with what there is (`offer` and `ride` null when nothing came). Call again at once. One wait per driver: a newer one ends this one, which answers at once.
+         */
+        get: operations["driverGetOffers"];
+        put?: never;
+        /**
+         * Wait for an offer (long-poll)
+         * @description Answers at once with the driver's pending offer or current ride; otherwise waits up to `waitSeconds` (default 20, at most 25; a `GET` always waits the default) for an offer, then answers with what there is (`offer` and `ride` null when nothing came). Call again at once. One wait per driver: a newer one ends this one, which answers at once.
+         */
+        post: operations["driverOffers"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/driver/accept": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Accept an offer
+         * @description Only an open offer of this driver. Expired, declined or taken back: `409 CONFLICT`.
+         */
+        post: operations["driverAccept"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/driver/decline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Decline an offer
+         * @description The ride is offered to another driver, never to this one again.
+         */
+        post: operations["driverDecline"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/driver/arrived": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * At the pickup
+         * @description `accepted → arrived`, only within 300 m of the pickup by the driver's newest position (`409 NOT_AT_PICKUP` otherwise); `location`, when sent, is recorded first.
+         */
+        post: operations["driverArrived"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/driver/start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start the ride with the rider's OTP
+         * @description `arrived → started`, only with the OTP the rider tells the driver. Wrong: `422 INVALID_OTP` (counted); after too many tries `409 OTP_LOCKED` until an operator unlocks it.
+         */
+        post: operations["driverStart"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/driver/drop": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * At the drop
+         * @description `started → dropped`; the driver is available again.
+         */
+        post: operations["driverDrop"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/driver/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Give the ride up
+         * @description Before it started (`accepted`/`arrived`): the ride goes back to searching and another driver is offered it (the partner sees that driver's `accepted`).
+         */
+        post: operations["driverCancel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/health/live": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Liveness
+         * @description 200 while the process is up.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Alive: `{ "status": "live" }`. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Health"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/health/ready": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Readiness
+         * @description 200 only when this gateway is not draining and every service it needs (partners, pricing, riders, orders) is registered and answers a database check. 503 otherwise (with `Retry-After`), and from the moment a graceful shutdown starts.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Ready. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Health"];
+                    };
+                };
+                /** @description Not ready (`not_ready`) or shutting down (`draining`); `checks` says which service failed. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Health"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/openapi.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * This document
+         * @description The OpenAPI 3.1 document of the API.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description OpenAPI document. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": Record<string, unknown>;
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/docs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * API reference page
+         * @description This document rendered as one self-contained HTML page.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description HTML. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "text/html": string;
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
-	rideEvent: {
-		parameters: {
-			query?: never;
-			header?: never;
-			path?: never;
-			cookie?: never;
-		};
-		get?: never;
-		put?: never;
-		post?: never;
-		delete?: never;
-		options?: never;
-		head?: never;
-		patch?: never;
-		trace?: never;
-	};
+    rideEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
-	schemas: {
-		/** @description A position (WGS 84). */
-		Point: {
-			/** @example 12.9716 */
-			lat: number;
-			/** @example 77.5946 */
-			lng: number;
-		};
-		/** @description A `Point` plus an optional human address. */
-		Place: {
-			/** @example 12.9716 */
-			lat: number;
-			/** @example 77.5946 */
-			lng: number;
-			/** @example MG Road */
-			address?: string;
-		};
-		/**
-		 * @description Exactly `scooty` or `cab`.
-		 * @enum {string}
-		 */
-		ServiceType: "scooty" | "cab";
-		DriverLocation: {
-			lat: number;
-			lng: number;
-			/** @description Degrees clockwise from north, when known. */
-			heading?: number;
-		};
-		/** @description The rider. Identified by (partner, phone): created or updated on every create-order. */
-		User: {
-			/**
-			 * @description Leading and trailing spaces are removed.
-			 * @example Asha Rao
-			 */
-			name: string;
-			/**
-			 * @description E.164.
-			 * @example +919812345678
-			 */
-			phone: string;
-			/**
-			 * Format: email
-			 * @example asha@example.com
-			 */
-			email?: string;
-		};
-		/**
-		 * @description Any JSON object of the partner's, at most 4 KB serialised (`4096` bytes); echoed back in every order response and every webhook (`null` when none was given).
-		 *
-		 *     Sandbox directives (only when the server runs the simulated fleet, `FLEET_MODE=simulated`; test keys only: on a live key `metadata.sandbox` is refused with `400 VALIDATION_ERROR`; ignored when the server runs no simulated fleet (`FLEET_MODE=live`) and when unknown): `{ "sandbox": { "scenario": "no_driver_found" } }` ends the ride as `no_driver_found`; `"driver_drop_out"` makes the first driver drop out before the start, so the ride is dispatched again and a second `accepted` names the new driver; `"fast"` makes every step of the ride immediate. `"sandbox": "<scenario>"` is accepted too.
-		 * @example {
-		 *       "partnerRef": "booking-8812"
-		 *     }
-		 */
-		Metadata: Record<string, unknown>;
-		/** @description Pickup equal to drop, or a trip longer than the configured maximum, is `400 VALIDATION_ERROR`. */
-		FareEstimateRequest: {
-			pickup: components["schemas"]["Place"];
-			drop: components["schemas"]["Place"];
-			/** @description Only this type; without it one quote per type, `scooty` first, then `cab`. */
-			serviceType?: components["schemas"]["ServiceType"];
-		};
-		CreateOrderRequest: {
-			user: components["schemas"]["User"];
-			serviceType: components["schemas"]["ServiceType"];
-			pickup: components["schemas"]["Place"];
-			drop: components["schemas"]["Place"];
-			/**
-			 * @description Absolute `http`/`https` URL, stored on the ride; every webhook of the ride goes there. Anything else, or in production a URL resolving to a private, loopback, link-local or metadata address, is refused (`400 INVALID_WEBHOOK_URL`); dev/test may allow loopback (`WEBHOOK_ALLOW_PRIVATE`). The port (explicit, or 80/443 by scheme) must be one of the deployment's webhook ports (in production 80, 443 and 8443 unless the operator set `WEBHOOK_PORTS`); another port → `400 INVALID_WEBHOOK_URL`.
-			 * @example https://partner.example.com/hooks/rides
-			 */
-			webhookURL: string;
-			/** @description Optional. When valid, the quoted fare is honoured (quotes last 5 minutes by default). Unknown, foreign or mismatched → `422 QUOTE_INVALID`; expired → `422 QUOTE_EXPIRED`. Without it the current price applies. */
-			quoteId?: string;
-			metadata?: components["schemas"]["Metadata"];
-		};
-		CancelRequest: {
-			orderId: string;
-			reason?: string;
-		};
-		FeedbackRequest: {
-			orderId: string;
-			rating: number;
-			comment?: string;
-			tags?: string[];
-		};
-		StatusRequest: {
-			/** @example ord_8x2k… */
-			orderId: string;
-		};
-		EventsRequest: {
-			/** @example ord_8x2k… */
-			orderId: string;
-			/** @description The previous page's `nextCursor`; absent = the first page. Anything else → `400 VALIDATION_ERROR`. */
-			cursor?: string;
-			/** @description Events per page (default 100). */
-			limit?: number;
-		};
-		/**
-		 * @description Active: `searching`, `accepted`, `arrived`, `started`. Terminal: `dropped`, `customer_cancelled`, `no_driver_found`. searching → accepted → arrived → started → dropped; any active state → customer_cancelled (POST /ride/cancel); searching → no_driver_found (dispatch timeout); accepted/arrived → searching when the driver drops out (dispatched again, no webhook). A ride starts only with the correct OTP.
-		 * @enum {string}
-		 */
-		RideStatus: "searching" | "accepted" | "arrived" | "started" | "dropped" | "customer_cancelled" | "no_driver_found";
-		/** @description How the fare was made, in major units of `currency`. */
-		FareBreakdown: {
-			/** @example 20 */
-			baseFare: number;
-			/** @example 26.17 */
-			distanceFare: number;
-			/** @example 8 */
-			timeFare: number;
-			/** @example 1 */
-			surgeMultiplier: number;
-			/** @example 3.05 */
-			tax: number;
-		};
-		Quote: {
-			/** @description Opaque; pass it to create-order to get this fare. Valid for 5 minutes by default (`QUOTE_TTL_SECONDS`). */
-			quoteId: string;
-			serviceType: components["schemas"]["ServiceType"];
-			/**
-			 * @description Major units of `currency`, at most 2 decimals.
-			 * @example 61
-			 */
-			totalAmount: number;
-			/**
-			 * @description ISO 4217.
-			 * @example INR
-			 */
-			currency: string;
-			/**
-			 * @description Seconds until the nearest available driver of this type (within 5 km by default) can reach the pickup; `null` when none is available nearby.
-			 * @example 180
-			 */
-			eta: number | null;
-			/**
-			 * Format: date-time
-			 * @description ISO-8601 UTC, e.g. 2026-11-22T10:15:30.123Z.
-			 */
-			expiresAt: string;
-			fareBreakdown: components["schemas"]["FareBreakdown"];
-			/** @description Extension: this quote's trip distance in metres (the same road distance for every type). */
-			distance?: number;
-			/** @description Extension: this quote's trip duration in seconds (average speeds differ per type; the top-level `duration` is the first quote's). */
-			duration?: number;
-		};
-		FareEstimate: {
-			/**
-			 * @description Trip distance in metres.
-			 * @example 5234
-			 */
-			distance: number;
-			/**
-			 * @description Trip duration in seconds.
-			 * @example 960
-			 */
-			duration: number;
-			quotes: components["schemas"]["Quote"][];
-		};
-		Driver: {
-			id: string;
-			name: string;
-			/** @example +919876543210 */
-			phone: string;
-			/** @example KA01AB1234 */
-			vehicleNumber: string;
-			/** @description Last known location once assigned. */
-			location?: components["schemas"]["DriverLocation"] | null;
-		};
-		Fare: {
-			/**
-			 * @description Major units of `currency`, at most 2 decimals.
-			 * @example 182
-			 */
-			totalAmount: number;
-			/** @example INR */
-			currency: string;
-		};
-		Order: {
-			orderId: string;
-			/** @description 4 digits from a cryptographic random source; the rider tells it to the driver, and the ride starts only with it. */
-			otp: string;
-			status: components["schemas"]["RideStatus"];
-			serviceType: components["schemas"]["ServiceType"];
-			pickup: components["schemas"]["Place"];
-			drop: components["schemas"]["Place"];
-			fare: components["schemas"]["Fare"];
-			/** @description Metres. */
-			distance: number;
-			/** @description Seconds. */
-			duration: number;
-			/** @description `null` until a driver accepts. */
-			driver: components["schemas"]["Driver"] | null;
-			metadata: components["schemas"]["Metadata"] | null;
-			/**
-			 * Format: date-time
-			 * @description ISO-8601 UTC, e.g. 2026-11-22T10:15:30.123Z.
-			 */
-			createdAt: string;
-			/**
-			 * Format: date-time
-			 * @description ISO-8601 UTC, e.g. 2026-11-22T10:15:30.123Z.
-			 */
-			updatedAt: string;
-		};
-		/** @description The rider already has an active ride: the existing Order plus `code`. Holds under concurrency: simultaneous create-order calls for one rider make exactly one ride. */
-		ActiveRideOrder: components["schemas"]["Order"] & {
-			/** @constant */
-			code: "USER_HAVE_ACTIVE_RIDE";
-		};
-		CancelResult: {
-			/** @constant */
-			code: "RIDE_CANCELLED";
-			orderId: string;
-			/** @constant */
-			status: "customer_cancelled";
-		};
-		FeedbackResult: {
-			/** @constant */
-			code: "FEEDBACK_SUBMITTED";
-			orderId: string;
-		};
-		/**
-		 * @description `location_updated` is a location event, not a ride state. Going back to `searching` sends no event.
-		 * @enum {string}
-		 */
-		WebhookStatus: "accepted" | "arrived" | "started" | "dropped" | "customer_cancelled" | "no_driver_found" | "location_updated";
-		/** @description The body of every webhook. `sequence` increases by one per event of the order; status events arrive in order; the only gaps are superseded location events. `driver` is present from `accepted` on; `location` on `location_updated` (and the latest one on status events); `eta` is seconds to the pickup before `arrived` and to the drop after `started`. */
-		WebhookEvent: {
-			/** @description Also the `webhook-id` header. De-duplicate on it: delivery is at least once. */
-			eventId: string;
-			orderId: string;
-			status: components["schemas"]["WebhookStatus"];
-			sequence: number;
-			/**
-			 * Format: date-time
-			 * @description ISO-8601 UTC, e.g. 2026-11-22T10:15:30.123Z.
-			 */
-			occurredAt: string;
-			/**
-			 * @description The mode of the key that booked the ride (also the `Ride-Mode` header). Signed with that mode's secret only: refuse a body whose `mode` is not the one your endpoint serves.
-			 * @enum {string}
-			 */
-			mode: "test" | "live";
-			driver?: components["schemas"]["Driver"];
-			location?: components["schemas"]["DriverLocation"];
-			eta?: number;
-			metadata: components["schemas"]["Metadata"] | null;
-		};
-		DeliveryState: {
-			/**
-			 * @description `pending`: not delivered yet (never tried, or waiting for its next retry). `delivered`: a 2xx arrived within 10 s. `failed`: the last retry failed; operators can replay it. Only `location_updated` events can also be `superseded` (a newer location of the ride replaced it before it went out) or `expired` (not delivered within 120 s of being made): both are final and never sent. The contract names only the first three; the other two are final states of location events that were never sent.
-			 * @enum {string}
-			 */
-			state: "pending" | "delivered" | "failed" | "superseded" | "expired";
-			/** @description HTTP attempts made so far. */
-			attempts: number;
-			/** @description HTTP status of the last attempt; `null` before any, or when it got no answer (timeout, connection error). */
-			lastStatus: number | null;
-			/** @description Why the last attempt failed (e.g. `TIMEOUT`, `CONNECTION`, `HTTP_5XX`); `null` when it succeeded or before any. */
-			lastError: string | null;
-		};
-		/** @description One webhook event of the ride and its delivery state. */
-		RideEventRecord: {
-			eventId: string;
-			sequence: number;
-			status: components["schemas"]["WebhookStatus"];
-			/**
-			 * Format: date-time
-			 * @description ISO-8601 UTC, e.g. 2026-11-22T10:15:30.123Z.
-			 */
-			occurredAt: string;
-			/** @description The exact webhook body. */
-			payload: components["schemas"]["WebhookEvent"];
-			delivery: components["schemas"]["DeliveryState"];
-		};
-		RideEvents: {
-			/** @description In `sequence` order, at most `limit`, and at most 512 KiB serialised (a page of large events ends early, with `nextCursor` after its last event). */
-			events: components["schemas"]["RideEventRecord"][];
-			/** @description Send as `cursor` for the next page; `null` when this page is the last. */
-			nextCursor: string | null;
-		};
-		ErrorDetail: {
-			/**
-			 * @description Path of the field in the body, e.g. `pickup.lat`, `user.phone`, `tags[0]`; a header name for header problems.
-			 * @example pickup.lat
-			 */
-			field: string;
-			message: string;
-		};
-		/** @description Every 4xx/5xx answer. `details` only on validation problems. Never a stack trace, SQL or internal names. */
-		Error: {
-			/** @enum {string} */
-			code:
-				| "INVALID_JSON"
-				| "VALIDATION_ERROR"
-				| "INVALID_WEBHOOK_URL"
-				| "UNAUTHORIZED"
-				| "ORDER_NOT_FOUND"
-				| "NOT_FOUND"
-				| "RIDE_NOT_ACTIVE"
-				| "RIDE_NOT_COMPLETED"
-				| "FEEDBACK_ALREADY_SUBMITTED"
-				| "IDEMPOTENCY_KEY_IN_USE"
-				| "CONFLICT"
-				| "PAYLOAD_TOO_LARGE"
-				| "UNSUPPORTED_MEDIA_TYPE"
-				| "QUOTE_INVALID"
-				| "QUOTE_EXPIRED"
-				| "IDEMPOTENCY_KEY_REUSED"
-				| "RATE_LIMITED"
-				| "INTERNAL_ERROR"
-				| "SERVICE_UNAVAILABLE";
-			/** @description For people; do not parse it. */
-			message: string;
-			details?: components["schemas"]["ErrorDetail"][];
-			/** @description `true` when the same request may succeed later (429, 503, 409 IDEMPOTENCY_KEY_IN_USE, 409 CONFLICT). */
-			retryable: boolean;
-		};
-		Health: {
-			/** @enum {string} */
-			status: "live" | "ready" | "not_ready" | "draining";
-			checks?: {
-				[key: string]: "ok" | "unavailable" | "error";
-			};
-		};
-		DriverOnlineRequest: {
-			location: {
-				lat: number;
-				lng: number;
-				heading?: number;
-				at?: string;
-			};
-		};
-		DriverOfflineRequest: Record<string, unknown>;
-		DriverLocationRequest: {
-			locations: {
-				lat: number;
-				lng: number;
-				heading?: number;
-				at?: string;
-			}[];
-		};
-		DriverOffersRequest: {
-			waitSeconds?: number;
-		};
-		DriverAcceptRequest: {
-			orderId: string;
-		};
-		DriverDeclineRequest: {
-			orderId: string;
-		};
-		DriverArrivedRequest: {
-			orderId: string;
-			location?: {
-				lat: number;
-				lng: number;
-				heading?: number;
-				at?: string;
-			};
-		};
-		DriverStartRequest: {
-			orderId: string;
-			otp: string;
-		};
-		DriverDropRequest: {
-			orderId: string;
-		};
-		DriverCancelRequest: {
-			orderId: string;
-			reason: string;
-		};
-		/** @description The driver as dispatch knows it. */
-		DriverView: {
-			/** @example drv_… */
-			driverId?: string;
-			name?: string;
-			phone?: string;
-			vehicleNumber?: string;
-			serviceType?: components["schemas"]["ServiceType"];
-			/** @enum {string} */
-			status?: "offline" | "available" | "offered" | "on_trip";
-			/** @description The ride offered or on. */
-			orderId?: string | null;
-			location?: {
-				lat?: number;
-				lng?: number;
-				heading?: number;
-			} | null;
-			/** Format: date-time */
-			locationAt?: string | null;
-			simulated?: boolean;
-			wrongOtpCount?: number;
-		};
-		/** @description The driver and its current job: a pending offer or a ride (or neither). */
-		DriverJob: {
-			driver?: components["schemas"]["DriverView"];
-			offer?: {
-				orderId?: string;
-				/** Format: date-time */
-				expiresAt?: string;
-				pickup?: {
-					lat?: number;
-					lng?: number;
-				};
-				drop?: {
-					lat?: number;
-					lng?: number;
-				};
-				distanceM?: number;
-				eta?: number;
-			} | null;
-			ride?: {
-				orderId?: string;
-				status?: string;
-				pickup?: {
-					lat?: number;
-					lng?: number;
-				};
-				drop?: {
-					lat?: number;
-					lng?: number;
-				};
-			} | null;
-		};
-	};
-	responses: never;
-	parameters: {
-		/** @description Scoped to the partner. A repeat with the same key and body within 24 h returns the first response again; the same key with a different body → `422 IDEMPOTENCY_KEY_REUSED`; a repeat while the first is still running → `409 IDEMPOTENCY_KEY_IN_USE`. Visible ASCII only; an empty or longer key → `400 VALIDATION_ERROR`. */
-		IdempotencyKey: string;
-		/** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
-		XRequestId: string;
-	};
-	requestBodies: never;
-	headers: {
-		/** @description Your X-Request-Id when you sent a usable one, else our id of the request. */
-		XRequestId: string;
-		/** @description Our id of the request (a UUID, new for every request): quote it when you contact us. */
-		RideRequestId: string;
-		/** @description Sustained requests per minute allowed to this partner on this gateway instance. */
-		RateLimitLimit: number;
-		/** @description Requests this partner may make right now before being limited. */
-		RateLimitRemaining: number;
-		/** @description Seconds to wait before retrying. */
-		RetryAfter: number;
-		/** @description `Bearer realm="ride-api"`. */
-		WwwAuthenticate: string;
-	};
-	pathItems: {
-		RideEventWebhook: {
-			parameters: {
-				query?: never;
-				header?: never;
-				path?: never;
-				cookie?: never;
-			};
-			get?: never;
-			put?: never;
-			/**
-			 * Ride event
-			 * @description Sent to the ride's `webhookURL` for every status change and, while the ride moves, for location updates.
-			 */
-			post: {
-				parameters: {
-					query?: never;
-					header: {
-						/** @description The `eventId`; the same on every attempt. */
-						"webhook-id": string;
-						/** @description Unix seconds of this attempt. */
-						"webhook-timestamp": string;
-						/** @description `v1,` + base64 HMAC-SHA256 over `webhook-id.webhook-timestamp.body` keyed with the partner's `whsec_` secret of the ride's mode (base64 part decoded). */
-						"webhook-signature": string;
-						/** @description The ride's mode, as the body's `mode`: pick the secret to verify with by it (the header itself is not signed, the body is). */
-						"Ride-Mode": "test" | "live";
-					};
-					path?: never;
-					cookie?: never;
-				};
-				requestBody: {
-					content: {
-						"application/json": components["schemas"]["WebhookEvent"];
-					};
-				};
-				responses: {
-					/** @description Delivered (any 2xx within 10 s counts). */
-					200: {
-						headers: {
-							[name: string]: unknown;
-						};
-						content?: never;
-					};
-					/** @description Delivered. */
-					201: {
-						headers: {
-							[name: string]: unknown;
-						};
-						content?: never;
-					};
-					/** @description Anything else, or no answer within 10 s: retried on the schedule; `Retry-After` on 429/503 is honoured. */
-					default: {
-						headers: {
-							[name: string]: unknown;
-						};
-						content?: never;
-					};
-				};
-			};
-			delete?: never;
-			options?: never;
-			head?: never;
-			patch?: never;
-			trace?: never;
-		};
-	};
+    schemas: {
+        /** @description A position (WGS 84). */
+        Point: {
+            /** @example 12.9716 */
+            lat: number;
+            /** @example 77.5946 */
+            lng: number;
+        };
+        /** @description A `Point` plus an optional human address. */
+        Place: {
+            /** @example 12.9716 */
+            lat: number;
+            /** @example 77.5946 */
+            lng: number;
+            /** @example MG Road */
+            address?: string;
+        };
+        /**
+         * @description Exactly `scooty` or `cab`.
+         * @enum {string}
+         */
+        ServiceType: "scooty" | "cab";
+        DriverLocation: {
+            lat: number;
+            lng: number;
+            /** @description Degrees clockwise from north, when known. */
+            heading?: number;
+        };
+        /** @description The rider. Identified by (partner, phone): created or updated on every create-order. */
+        User: {
+            /**
+             * @description Leading and trailing spaces are removed.
+             * @example Asha Rao
+             */
+            name: string;
+            /**
+             * @description E.164.
+             * @example +919812345678
+             */
+            phone: string;
+            /**
+             * Format: email
+             * @example asha@example.com
+             */
+            email?: string;
+        };
+        /**
+         * @description Any JSON object of the partner's, at most 4 KB serialised (`4096` bytes); echoed back in every order response and every webhook (`null` when none was given).
+         *
+         *     Sandbox directives (only when the server runs the simulated fleet, `FLEET_MODE=simulated`; test keys only: on a live key `metadata.sandbox` is refused with `400 VALIDATION_ERROR`; ignored when the server runs no simulated fleet (`FLEET_MODE=live`) and when unknown): `{ "sandbox": { "scenario": "no_driver_found" } }` ends the ride as `no_driver_found`; `"driver_drop_out"` makes the first driver drop out before the start, so the ride is dispatched again and a second `accepted` names the new driver; `"fast"` makes every step of the ride immediate. `"sandbox": "<scenario>"` is accepted too.
+         * @example {
+         *       "partnerRef": "booking-8812"
+         *     }
+         */
+        Metadata: Record<string, unknown>;
+        /** @description Pickup equal to drop, or a trip longer than the configured maximum, is `400 VALIDATION_ERROR`. */
+        FareEstimateRequest: {
+            pickup: components["schemas"]["Place"];
+            drop: components["schemas"]["Place"];
+            /** @description Only this type; without it one quote per type, `scooty` first, then `cab`. */
+            serviceType?: components["schemas"]["ServiceType"];
+        };
+        CreateOrderRequest: {
+            user: components["schemas"]["User"];
+            serviceType: components["schemas"]["ServiceType"];
+            pickup: components["schemas"]["Place"];
+            drop: components["schemas"]["Place"];
+            /**
+             * @description Absolute `http`/`https` URL, stored on the ride; every webhook of the ride goes there. Anything else, or in production a URL resolving to a private, loopback, link-local or metadata address, is refused (`400 INVALID_WEBHOOK_URL`); dev/test may allow loopback (`WEBHOOK_ALLOW_PRIVATE`). The port (explicit, or 80/443 by scheme) must be one of the deployment's webhook ports (in production 80, 443 and 8443 unless the operator set `WEBHOOK_PORTS`); another port → `400 INVALID_WEBHOOK_URL`.
+             * @example https://partner.example.com/hooks/rides
+             */
+            webhookURL: string;
+            /** @description Optional. When valid, the quoted fare is honoured (quotes last 5 minutes by default). Unknown, foreign or mismatched → `422 QUOTE_INVALID`; expired → `422 QUOTE_EXPIRED`. Without it the current price applies. */
+            quoteId?: string;
+            metadata?: components["schemas"]["Metadata"];
+        };
+        CancelRequest: {
+            orderId: string;
+            reason?: string;
+        };
+        FeedbackRequest: {
+            orderId: string;
+            rating: number;
+            comment?: string;
+            tags?: string[];
+        };
+        StatusRequest: {
+            /** @example ord_8x2k… */
+            orderId: string;
+        };
+        EventsRequest: {
+            /** @example ord_8x2k… */
+            orderId: string;
+            /** @description The previous page's `nextCursor`; absent = the first page. Anything else → `400 VALIDATION_ERROR`. */
+            cursor?: string;
+            /** @description Events per page (default 100). */
+            limit?: number;
+        };
+        /**
+         * @description Active: `searching`, `accepted`, `arrived`, `started`. Terminal: `dropped`, `customer_cancelled`, `no_driver_found`. searching → accepted → arrived → started → dropped; any active state → customer_cancelled (POST /ride/cancel); searching → no_driver_found (dispatch timeout); accepted/arrived → searching when the driver drops out (dispatched again, no webhook). A ride starts only with the correct OTP.
+         * @enum {string}
+         */
+        RideStatus: "searching" | "accepted" | "arrived" | "started" | "dropped" | "customer_cancelled" | "no_driver_found";
+        /** @description How the fare was made, in major units of `currency`. */
+        FareBreakdown: {
+            /** @example 20 */
+            baseFare: number;
+            /** @example 26.17 */
+            distanceFare: number;
+            /** @example 8 */
+            timeFare: number;
+            /** @example 1 */
+            surgeMultiplier: number;
+            /** @example 3.05 */
+            tax: number;
+        };
+        Quote: {
+            /** @description Opaque; pass it to create-order to get this fare. Valid for 5 minutes by default (`QUOTE_TTL_SECONDS`). */
+            quoteId: string;
+            serviceType: components["schemas"]["ServiceType"];
+            /**
+             * @description Major units of `currency`, at most 2 decimals.
+             * @example 61
+             */
+            totalAmount: number;
+            /**
+             * @description ISO 4217.
+             * @example INR
+             */
+            currency: string;
+            /**
+             * @description Seconds until the nearest available driver of this type (within 5 km by default) can reach the pickup; `null` when none is available nearby.
+             * @example 180
+             */
+            eta: number | null;
+            /**
+             * Format: date-time
+             * @description ISO-8601 UTC, e.g. 2026-11-22T10:15:30.123Z.
+             */
+            expiresAt: string;
+            fareBreakdown: components["schemas"]["FareBreakdown"];
+            /** @description Extension: this quote's trip distance in metres (the same road distance for every type). */
+            distance?: number;
+            /** @description Extension: this quote's trip duration in seconds (average speeds differ per type; the top-level `duration` is the first quote's). */
+            duration?: number;
+        };
+        FareEstimate: {
+            /**
+             * @description Trip distance in metres.
+             * @example 5234
+             */
+            distance: number;
+            /**
+             * @description Trip duration in seconds.
+             * @example 960
+             */
+            duration: number;
+            quotes: components["schemas"]["Quote"][];
+        };
+        Driver: {
+            id: string;
+            name: string;
+            /** @example +919876543210 */
+            phone: string;
+            /** @example KA01AB1234 */
+            vehicleNumber: string;
+            /** @description Last known location once assigned. */
+            location?: components["schemas"]["DriverLocation"] | null;
+        };
+        Fare: {
+            /**
+             * @description Major units of `currency`, at most 2 decimals.
+             * @example 182
+             */
+            totalAmount: number;
+            /** @example INR */
+            currency: string;
+        };
+        Order: {
+            orderId: string;
+            /** @description 4 digits from a cryptographic random source; the rider tells it to the driver, and the ride starts only with it. */
+            otp: string;
+            status: components["schemas"]["RideStatus"];
+            serviceType: components["schemas"]["ServiceType"];
+            pickup: components["schemas"]["Place"];
+            drop: components["schemas"]["Place"];
+            fare: components["schemas"]["Fare"];
+            /** @description Metres. */
+            distance: number;
+            /** @description Seconds. */
+            duration: number;
+            /** @description `null` until a driver accepts. */
+            driver: components["schemas"]["Driver"] | null;
+            metadata: components["schemas"]["Metadata"] | null;
+            /**
+             * Format: date-time
+             * @description ISO-8601 UTC, e.g. 2026-11-22T10:15:30.123Z.
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description ISO-8601 UTC, e.g. 2026-11-22T10:15:30.123Z.
+             */
+            updatedAt: string;
+        };
+        /** @description The rider already has an active ride: the existing Order plus `code`. Holds under concurrency: simultaneous create-order calls for one rider make exactly one ride. */
+        ActiveRideOrder: components["schemas"]["Order"] & {
+            /** @constant */
+            code: "USER_HAVE_ACTIVE_RIDE";
+        };
+        CancelResult: {
+            /** @constant */
+            code: "RIDE_CANCELLED";
+            orderId: string;
+            /** @constant */
+            status: "customer_cancelled";
+        };
+        FeedbackResult: {
+            /** @constant */
+            code: "FEEDBACK_SUBMITTED";
+            orderId: string;
+        };
+        /**
+         * @description `location_updated` is a location event, not a ride state. Going back to `searching` sends no event.
+         * @enum {string}
+         */
+        WebhookStatus: "accepted" | "arrived" | "started" | "dropped" | "customer_cancelled" | "no_driver_found" | "location_updated";
+        /** @description The body of every webhook. `sequence` increases by one per event of the order; status events arrive in order; the only gaps are superseded location events. `driver` is present from `accepted` on; `location` on `location_updated` (and the latest one on status events); `eta` is seconds to the pickup before `arrived` and to the drop after `started`. */
+        WebhookEvent: {
+            /** @description Also the `webhook-id` header. De-duplicate on it: delivery is at least once. */
+            eventId: string;
+            orderId: string;
+            status: components["schemas"]["WebhookStatus"];
+            sequence: number;
+            /**
+             * Format: date-time
+             * @description ISO-8601 UTC, e.g. 2026-11-22T10:15:30.123Z.
+             */
+            occurredAt: string;
+            /**
+             * @description The mode of the key that booked the ride (also the `Ride-Mode` header). Signed with that mode's secret only: refuse a body whose `mode` is not the one your endpoint serves.
+             * @enum {string}
+             */
+            mode: "test" | "live";
+            driver?: components["schemas"]["Driver"];
+            location?: components["schemas"]["DriverLocation"];
+            eta?: number;
+            metadata: components["schemas"]["Metadata"] | null;
+        };
+        DeliveryState: {
+            /**
+             * @description `pending`: not delivered yet (never tried, or waiting for its next retry). `delivered`: a 2xx arrived within 10 s. `failed`: the last retry failed; operators can replay it. Only `location_updated` events can also be `superseded` (a newer location of the ride replaced it before it went out) or `expired` (not delivered within 120 s of being made): both are final and never sent. The contract names only the first three; the other two are final states of location events that were never sent.
+             * @enum {string}
+             */
+            state: "pending" | "delivered" | "failed" | "superseded" | "expired";
+            /** @description HTTP attempts made so far. */
+            attempts: number;
+            /** @description HTTP status of the last attempt; `null` before any, or when it got no answer (timeout, connection error). */
+            lastStatus: number | null;
+            /** @description Why the last attempt failed (e.g. `TIMEOUT`, `CONNECTION`, `HTTP_5XX`); `null` when it succeeded or before any. */
+            lastError: string | null;
+        };
+        /** @description One webhook event of the ride and its delivery state. */
+        RideEventRecord: {
+            eventId: string;
+            sequence: number;
+            status: components["schemas"]["WebhookStatus"];
+            /**
+             * Format: date-time
+             * @description ISO-8601 UTC, e.g. 2026-11-22T10:15:30.123Z.
+             */
+            occurredAt: string;
+            /** @description The exact webhook body. */
+            payload: components["schemas"]["WebhookEvent"];
+            delivery: components["schemas"]["DeliveryState"];
+        };
+        RideEvents: {
+            /** @description In `sequence` order, at most `limit`, and at most 512 KiB serialised (a page of large events ends early, with `nextCursor` after its last event). */
+            events: components["schemas"]["RideEventRecord"][];
+            /** @description Send as `cursor` for the next page; `null` when this page is the last. */
+            nextCursor: string | null;
+        };
+        ErrorDetail: {
+            /**
+             * @description Path of the field in the body, e.g. `pickup.lat`, `user.phone`, `tags[0]`; a header name for header problems.
+             * @example pickup.lat
+             */
+            field: string;
+            message: string;
+        };
+        /** @description Every 4xx/5xx answer. `details` only on validation problems. Never a stack trace, SQL or internal names. */
+        Error: {
+            /** @enum {string} */
+            code: "INVALID_JSON" | "VALIDATION_ERROR" | "INVALID_WEBHOOK_URL" | "UNAUTHORIZED" | "ORDER_NOT_FOUND" | "NOT_FOUND" | "RIDE_NOT_ACTIVE" | "RIDE_NOT_COMPLETED" | "FEEDBACK_ALREADY_SUBMITTED" | "IDEMPOTENCY_KEY_IN_USE" | "CONFLICT" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "QUOTE_INVALID" | "QUOTE_EXPIRED" | "IDEMPOTENCY_KEY_REUSED" | "RATE_LIMITED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
+            /** @description For people; do not parse it. */
+            message: string;
+            details?: components["schemas"]["ErrorDetail"][];
+            /** @description `true` when the same request may succeed later (429, 503, 409 IDEMPOTENCY_KEY_IN_USE, 409 CONFLICT). */
+            retryable: boolean;
+        };
+        Health: {
+            /** @enum {string} */
+            status: "live" | "ready" | "not_ready" | "draining";
+            checks?: {
+                [key: string]: "ok" | "unavailable" | "error";
+            };
+        };
+        DriverOnlineRequest: {
+            location: {
+                lat: number;
+                lng: number;
+                heading?: number;
+                at?: string;
+            };
+        };
+        DriverOfflineRequest: Record<string, unknown>;
+        DriverLocationRequest: {
+            locations: {
+                lat: number;
+                lng: number;
+                heading?: number;
+                at?: string;
+            }[];
+        };
+        DriverOffersRequest: {
+            waitSeconds?: number;
+        };
+        DriverAcceptRequest: {
+            orderId: string;
+        };
+        DriverDeclineRequest: {
+            orderId: string;
+        };
+        DriverArrivedRequest: {
+            orderId: string;
+            location?: {
+                lat: number;
+                lng: number;
+                heading?: number;
+                at?: string;
+            };
+        };
+        DriverStartRequest: {
+            orderId: string;
+            otp: string;
+        };
+        DriverDropRequest: {
+            orderId: string;
+        };
+        DriverCancelRequest: {
+            orderId: string;
+            reason: string;
+        };
+        /** @description The driver as dispatch knows it. */
+        DriverView: {
+            /** @example drv_… */
+            driverId?: string;
+            name?: string;
+            phone?: string;
+            vehicleNumber?: string;
+            serviceType?: components["schemas"]["ServiceType"];
+            /** @enum {string} */
+            status?: "offline" | "available" | "offered" | "on_trip";
+            /** @description The ride offered or on. */
+            orderId?: string | null;
+            location?: {
+                lat?: number;
+                lng?: number;
+                heading?: number;
+            } | null;
+            /** Format: date-time */
+            locationAt?: string | null;
+            simulated?: boolean;
+            wrongOtpCount?: number;
+        };
+        /** @description The driver and its current job: a pending offer or a ride (or neither). */
+        DriverJob: {
+            driver?: components["schemas"]["DriverView"];
+            offer?: {
+                orderId?: string;
+                /** Format: date-time */
+                expiresAt?: string;
+                pickup?: {
+                    lat?: number;
+                    lng?: number;
+                };
+                drop?: {
+                    lat?: number;
+                    lng?: number;
+                };
+                distanceM?: number;
+                eta?: number;
+            } | null;
+            ride?: {
+                orderId?: string;
+                status?: string;
+                pickup?: {
+                    lat?: number;
+                    lng?: number;
+                };
+                drop?: {
+                    lat?: number;
+                    lng?: number;
+                };
+            } | null;
+        };
+    };
+    responses: never;
+    parameters: {
+        /** @description Scoped to the partner. A repeat with the same key and body within 24 h returns the first response again; the same key with a different body → `422 IDEMPOTENCY_KEY_REUSED`; a repeat while the first is still running → `409 IDEMPOTENCY_KEY_IN_USE`. Visible ASCII only; an empty or longer key → `400 VALIDATION_ERROR`. */
+        IdempotencyKey: string;
+        /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
+        XRequestId: string;
+    };
+    requestBodies: never;
+    headers: {
+        /** @description Your X-Request-Id when you sent a usable one, else our id of the request. */
+        XRequestId: string;
+        /** @description Our id of the request (a UUID, new for every request): quote it when you contact us. */
+        RideRequestId: string;
+        /** @description Sustained requests per minute allowed to this partner on this gateway instance. */
+        RateLimitLimit: number;
+        /** @description Requests this partner may make right now before being limited. */
+        RateLimitRemaining: number;
+        /** @description Seconds to wait before retrying. */
+        RetryAfter: number;
+        /** @description `Bearer realm="ride-api"`. */
+        WwwAuthenticate: string;
+    };
+    pathItems: {
+        RideEventWebhook: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            get?: never;
+            put?: never;
+            /**
+             * Ride event
+             * @description Sent to the ride's `webhookURL` for every status change and, while the ride moves, for location updates.
+             */
+            post: {
+                parameters: {
+                    query?: never;
+                    header: {
+                        /** @description The `eventId`; the same on every attempt. */
+                        "webhook-id": string;
+                        /** @description Unix seconds of this attempt. */
+                        "webhook-timestamp": string;
+                        /** @description `v1,` + base64 HMAC-SHA256 over `webhook-id.webhook-timestamp.body` keyed with the partner's `whsec_` secret of the ride's mode (base64 part decoded). */
+                        "webhook-signature": string;
+                        /** @description The ride's mode, as the body's `mode`: pick the secret to verify with by it (the header itself is not signed, the body is). */
+                        "Ride-Mode": "test" | "live";
+                    };
+                    path?: never;
+                    cookie?: never;
+                };
+                requestBody: {
+                    content: {
+                        "application/json": components["schemas"]["WebhookEvent"];
+                    };
+                };
+                responses: {
+                    /** @description Delivered (any 2xx within 10 s counts). */
+                    200: {
+                        headers: {
+                            [name: string]: unknown;
+                        };
+                        content?: never;
+                    };
+                    /** @description Delivered. */
+                    201: {
+                        headers: {
+                            [name: string]: unknown;
+                        };
+                        content?: never;
+                    };
+                    /** @description Anything else, or no answer within 10 s: retried on the schedule; `Retry-After` on 429/503 is honoured. */
+                    default: {
+                        headers: {
+                            [name: string]: unknown;
+                        };
+                        content?: never;
+                    };
+                };
+            };
+            delete?: never;
+            options?: never;
+            head?: never;
+            patch?: never;
+            trace?: never;
+        };
+    };
 }
 export type $defs = Record<string, never>;
 export interface operations {
-	fareEstimate: {
-		parameters: {
-			query?: never;
-			header?: {
-				/** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
-				"X-Request-Id"?: components["parameters"]["XRequestId"];
-			};
-			path?: never;
-			cookie?: never;
-		};
-		requestBody: {
-			content: {
-				"application/json": components["schemas"]["FareEstimateRequest"];
-			};
-		};
-		responses: {
-			/** @description The quotes. */
-			200: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["FareEstimate"];
-				};
-			};
-			/** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
-			400: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INVALID_JSON" | "VALIDATION_ERROR";
-					};
-				};
-			};
-			/** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
-			401: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNAUTHORIZED";
-					};
-				};
-			};
-			/** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
-			413: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "PAYLOAD_TOO_LARGE";
-					};
-				};
-			};
-			/** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
-			415: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNSUPPORTED_MEDIA_TYPE";
-					};
-				};
-			};
-			/** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
-			429: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "RATE_LIMITED";
-					};
-				};
-			};
-			/** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
-			500: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INTERNAL_ERROR";
-					};
-				};
-			};
-			/** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
-			503: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "SERVICE_UNAVAILABLE";
-					};
-				};
-			};
-		};
-	};
-	createOrder: {
-		parameters: {
-			query?: never;
-			header?: {
-				/** @description Scoped to the partner. A repeat with the same key and body within 24 h returns the first response again; the same key with a different body → `422 IDEMPOTENCY_KEY_REUSED`; a repeat while the first is still running → `409 IDEMPOTENCY_KEY_IN_USE`. Visible ASCII only; an empty or longer key → `400 VALIDATION_ERROR`. */
-				"Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
-				/** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
-				"X-Request-Id"?: components["parameters"]["XRequestId"];
-			};
-			path?: never;
-			cookie?: never;
-		};
-		requestBody: {
-			content: {
-				"application/json": components["schemas"]["CreateOrderRequest"];
-			};
-		};
-		responses: {
-			/** @description The rider already has an active ride: that Order, with `code: USER_HAVE_ACTIVE_RIDE`. */
-			200: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["ActiveRideOrder"];
-				};
-			};
-			/** @description The new Order. */
-			201: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Order"];
-				};
-			};
-			/** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`, `INVALID_WEBHOOK_URL`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. INVALID_WEBHOOK_URL: `webhookURL` is not an absolute http(s) URL, or is refused by the SSRF policy (private, loopback, link-local or metadata address in production). */
-			400: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INVALID_JSON" | "VALIDATION_ERROR" | "INVALID_WEBHOOK_URL";
-					};
-				};
-			};
-			/** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
-			401: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNAUTHORIZED";
-					};
-				};
-			};
-			/** @description Conflict: `IDEMPOTENCY_KEY_IN_USE`, `CONFLICT`. IDEMPOTENCY_KEY_IN_USE: The first call with this `Idempotency-Key` is still running; retry shortly (`retryable: true`). CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. */
-			409: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "IDEMPOTENCY_KEY_IN_USE" | "CONFLICT";
-					};
-				};
-			};
-			/** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
-			413: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "PAYLOAD_TOO_LARGE";
-					};
-				};
-			};
-			/** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
-			415: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNSUPPORTED_MEDIA_TYPE";
-					};
-				};
-			};
-			/** @description Unprocessable: `QUOTE_INVALID`, `QUOTE_EXPIRED`, `IDEMPOTENCY_KEY_REUSED`. QUOTE_INVALID: Unknown, foreign or mismatched `quoteId` (other service type, or pickup/drop more than 200 m from the quoted one). QUOTE_EXPIRED: The quote's validity has passed. IDEMPOTENCY_KEY_REUSED: The `Idempotency-Key` was used within 24 h with a different body. */
-			422: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "QUOTE_INVALID" | "QUOTE_EXPIRED" | "IDEMPOTENCY_KEY_REUSED";
-					};
-				};
-			};
-			/** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
-			429: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "RATE_LIMITED";
-					};
-				};
-			};
-			/** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
-			500: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INTERNAL_ERROR";
-					};
-				};
-			};
-			/** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
-			503: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "SERVICE_UNAVAILABLE";
-					};
-				};
-			};
-		};
-	};
-	cancel: {
-		parameters: {
-			query?: never;
-			header?: {
-				/** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
-				"X-Request-Id"?: components["parameters"]["XRequestId"];
-			};
-			path?: never;
-			cookie?: never;
-		};
-		requestBody: {
-			content: {
-				"application/json": components["schemas"]["CancelRequest"];
-			};
-		};
-		responses: {
-			/** @description Cancelled (now or before). */
-			200: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["CancelResult"];
-				};
-			};
-			/** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
-			400: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INVALID_JSON" | "VALIDATION_ERROR";
-					};
-				};
-			};
-			/** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
-			401: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNAUTHORIZED";
-					};
-				};
-			};
-			/** @description Not found: `ORDER_NOT_FOUND`. ORDER_NOT_FOUND: Unknown `orderId`, or one that belongs to another partner. */
-			404: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "ORDER_NOT_FOUND";
-					};
-				};
-			};
-			/** @description Conflict: `RIDE_NOT_ACTIVE`, `CONFLICT`. RIDE_NOT_ACTIVE: Cancel of a ride that is `dropped` or `no_driver_found`. CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. */
-			409: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "RIDE_NOT_ACTIVE" | "CONFLICT";
-					};
-				};
-			};
-			/** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
-			413: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "PAYLOAD_TOO_LARGE";
-					};
-				};
-			};
-			/** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
-			415: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNSUPPORTED_MEDIA_TYPE";
-					};
-				};
-			};
-			/** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
-			429: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "RATE_LIMITED";
-					};
-				};
-			};
-			/** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
-			500: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INTERNAL_ERROR";
-					};
-				};
-			};
-			/** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
-			503: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "SERVICE_UNAVAILABLE";
-					};
-				};
-			};
-		};
-	};
-	feedback: {
-		parameters: {
-			query?: never;
-			header?: {
-				/** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
-				"X-Request-Id"?: components["parameters"]["XRequestId"];
-			};
-			path?: never;
-			cookie?: never;
-		};
-		requestBody: {
-			content: {
-				"application/json": components["schemas"]["FeedbackRequest"];
-			};
-		};
-		responses: {
-			/** @description Feedback stored. */
-			200: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["FeedbackResult"];
-				};
-			};
-			/** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
-			400: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INVALID_JSON" | "VALIDATION_ERROR";
-					};
-				};
-			};
-			/** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
-			401: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNAUTHORIZED";
-					};
-				};
-			};
-			/** @description Not found: `ORDER_NOT_FOUND`. ORDER_NOT_FOUND: Unknown `orderId`, or one that belongs to another partner. */
-			404: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "ORDER_NOT_FOUND";
-					};
-				};
-			};
-			/** @description Conflict: `RIDE_NOT_COMPLETED`, `FEEDBACK_ALREADY_SUBMITTED`. RIDE_NOT_COMPLETED: Feedback before the ride is `dropped`. FEEDBACK_ALREADY_SUBMITTED: A second feedback for the same ride. */
-			409: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "RIDE_NOT_COMPLETED" | "FEEDBACK_ALREADY_SUBMITTED";
-					};
-				};
-			};
-			/** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
-			413: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "PAYLOAD_TOO_LARGE";
-					};
-				};
-			};
-			/** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
-			415: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNSUPPORTED_MEDIA_TYPE";
-					};
-				};
-			};
-			/** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
-			429: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "RATE_LIMITED";
-					};
-				};
-			};
-			/** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
-			500: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INTERNAL_ERROR";
-					};
-				};
-			};
-			/** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
-			503: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "SERVICE_UNAVAILABLE";
-					};
-				};
-			};
-		};
-	};
-	status: {
-		parameters: {
-			query?: never;
-			header?: {
-				/** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
-				"X-Request-Id"?: components["parameters"]["XRequestId"];
-			};
-			path?: never;
-			cookie?: never;
-		};
-		requestBody: {
-			content: {
-				"application/json": components["schemas"]["StatusRequest"];
-			};
-		};
-		responses: {
-			/** @description The Order. */
-			200: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Order"];
-				};
-			};
-			/** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
-			400: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INVALID_JSON" | "VALIDATION_ERROR";
-					};
-				};
-			};
-			/** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
-			401: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNAUTHORIZED";
-					};
-				};
-			};
-			/** @description Not found: `ORDER_NOT_FOUND`. ORDER_NOT_FOUND: Unknown `orderId`, or one that belongs to another partner. */
-			404: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "ORDER_NOT_FOUND";
-					};
-				};
-			};
-			/** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
-			413: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "PAYLOAD_TOO_LARGE";
-					};
-				};
-			};
-			/** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
-			415: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNSUPPORTED_MEDIA_TYPE";
-					};
-				};
-			};
-			/** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
-			429: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "RATE_LIMITED";
-					};
-				};
-			};
-			/** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
-			500: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INTERNAL_ERROR";
-					};
-				};
-			};
-			/** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
-			503: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "SERVICE_UNAVAILABLE";
-					};
-				};
-			};
-		};
-	};
-	events: {
-		parameters: {
-			query?: never;
-			header?: {
-				/** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
-				"X-Request-Id"?: components["parameters"]["XRequestId"];
-			};
-			path?: never;
-			cookie?: never;
-		};
-		requestBody: {
-			content: {
-				"application/json": components["schemas"]["EventsRequest"];
-			};
-		};
-		responses: {
-			/** @description The events. */
-			200: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["RideEvents"];
-				};
-			};
-			/** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
-			400: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INVALID_JSON" | "VALIDATION_ERROR";
-					};
-				};
-			};
-			/** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
-			401: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNAUTHORIZED";
-					};
-				};
-			};
-			/** @description Not found: `ORDER_NOT_FOUND`. ORDER_NOT_FOUND: Unknown `orderId`, or one that belongs to another partner. */
-			404: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "ORDER_NOT_FOUND";
-					};
-				};
-			};
-			/** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
-			413: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "PAYLOAD_TOO_LARGE";
-					};
-				};
-			};
-			/** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
-			415: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNSUPPORTED_MEDIA_TYPE";
-					};
-				};
-			};
-			/** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
-			429: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "RATE_LIMITED";
-					};
-				};
-			};
-			/** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
-			500: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INTERNAL_ERROR";
-					};
-				};
-			};
-			/** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
-			503: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "SERVICE_UNAVAILABLE";
-					};
-				};
-			};
-		};
-	};
-	driverOnline: {
-		parameters: {
-			query?: never;
-			header?: {
-				/** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
-				"X-Request-Id"?: components["parameters"]["XRequestId"];
-			};
-			path?: never;
-			cookie?: never;
-		};
-		requestBody?: {
-			content: {
-				"application/json": components["schemas"]["DriverOnlineRequest"];
-			};
-		};
-		responses: {
-			/** @description The driver. */
-			200: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["DriverView"];
-				};
-			};
-			/** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
-			400: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INVALID_JSON" | "VALIDATION_ERROR";
-					};
-				};
-			};
-			/** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
-			401: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNAUTHORIZED";
-					};
-				};
-			};
-			/** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
-			413: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "PAYLOAD_TOO_LARGE";
-					};
-				};
-			};
-			/** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
-			415: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNSUPPORTED_MEDIA_TYPE";
-					};
-				};
-			};
-			/** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
-			429: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "RATE_LIMITED";
-					};
-				};
-			};
-			/** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
-			500: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INTERNAL_ERROR";
-					};
-				};
-			};
-			/** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
-			503: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "SERVICE_UNAVAILABLE";
-					};
-				};
-			};
-		};
-	};
-	driverOffline: {
-		parameters: {
-			query?: never;
-			header?: {
-				/** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
-				"X-Request-Id"?: components["parameters"]["XRequestId"];
-			};
-			path?: never;
-			cookie?: never;
-		};
-		requestBody?: {
-			content: {
-				"application/json": components["schemas"]["DriverOfflineRequest"];
-			};
-		};
-		responses: {
-			/** @description The driver. */
-			200: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["DriverView"];
-				};
-			};
-			/** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
-			400: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INVALID_JSON" | "VALIDATION_ERROR";
-					};
-				};
-			};
-			/** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
-			401: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNAUTHORIZED";
-					};
-				};
-			};
-			/** @description Conflict: `DRIVER_NOT_AVAILABLE`, `CONFLICT`. DRIVER_NOT_AVAILABLE: The driver is on a ride (driver and fleet calls). CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. */
-			409: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "DRIVER_NOT_AVAILABLE" | "CONFLICT";
-					};
-				};
-			};
-			/** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
-			413: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "PAYLOAD_TOO_LARGE";
-					};
-				};
-			};
-			/** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
-			415: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNSUPPORTED_MEDIA_TYPE";
-					};
-				};
-			};
-			/** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
-			429: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "RATE_LIMITED";
-					};
-				};
-			};
-			/** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
-			500: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INTERNAL_ERROR";
-					};
-				};
-			};
-			/** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
-			503: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "SERVICE_UNAVAILABLE";
-					};
-				};
-			};
-		};
-	};
-	driverLocation: {
-		parameters: {
-			query?: never;
-			header?: {
-				/** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
-				"X-Request-Id"?: components["parameters"]["XRequestId"];
-			};
-			path?: never;
-			cookie?: never;
-		};
-		requestBody?: {
-			content: {
-				"application/json": components["schemas"]["DriverLocationRequest"];
-			};
-		};
-		responses: {
-			/** @description The driver at its newest position. */
-			200: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["DriverView"];
-				};
-			};
-			/** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
-			400: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INVALID_JSON" | "VALIDATION_ERROR";
-					};
-				};
-			};
-			/** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
-			401: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNAUTHORIZED";
-					};
-				};
-			};
-			/** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
-			413: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "PAYLOAD_TOO_LARGE";
-					};
-				};
-			};
-			/** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
-			415: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNSUPPORTED_MEDIA_TYPE";
-					};
-				};
-			};
-			/** @description Unprocessable: `LOCATION_IMPLAUSIBLE`. LOCATION_IMPLAUSIBLE: The position implies a speed no vehicle drives (over DRIVER_MAX_SPEED_KMH since the driver's last known position, beyond DRIVER_JUMP_TOLERANCE_M); nothing was recorded (driver calls). */
-			422: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "LOCATION_IMPLAUSIBLE";
-					};
-				};
-			};
-			/** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
-			429: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "RATE_LIMITED";
-					};
-				};
-			};
-			/** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
-			500: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INTERNAL_ERROR";
-					};
-				};
-			};
-			/** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
-			503: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "SERVICE_UNAVAILABLE";
-					};
-				};
-			};
-		};
-	};
-	driverGetOffers: {
-		parameters: {
-			query?: never;
-			header?: {
-				/** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
-				"X-Request-Id"?: components["parameters"]["XRequestId"];
-			};
-			path?: never;
-			cookie?: never;
-		};
-		requestBody?: never;
-		responses: {
-			/** @description The driver's job. */
-			200: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["DriverJob"];
-				};
-			};
-			/** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
-			400: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INVALID_JSON" | "VALIDATION_ERROR";
-					};
-				};
-			};
-			/** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
-			401: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNAUTHORIZED";
-					};
-				};
-			};
-			/** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
-			413: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "PAYLOAD_TOO_LARGE";
-					};
-				};
-			};
-			/** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
-			415: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNSUPPORTED_MEDIA_TYPE";
-					};
-				};
-			};
-			/** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
-			429: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "RATE_LIMITED";
-					};
-				};
-			};
-			/** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
-			500: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INTERNAL_ERROR";
-					};
-				};
-			};
-			/** @description Service unavailable: `SERVICE_UNAVAILABLE`, `DRIVER_WAITS_FULL`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. DRIVER_WAITS_FULL: This dispatch instance holds as many waiting drivers as DRIVER_MAX_WAITS allows; retry after Retry-After (driver calls). */
-			503: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "SERVICE_UNAVAILABLE" | "DRIVER_WAITS_FULL";
-					};
-				};
-			};
-		};
-	};
-	driverOffers: {
-		parameters: {
-			query?: never;
-			header?: {
-				/** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
-				"X-Request-Id"?: components["parameters"]["XRequestId"];
-			};
-			path?: never;
-			cookie?: never;
-		};
-		requestBody?: {
-			content: {
-				"application/json": components["schemas"]["DriverOffersRequest"];
-			};
-		};
-		responses: {
-			/** @description The driver's job. */
-			200: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["DriverJob"];
-				};
-			};
-			/** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
-			400: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INVALID_JSON" | "VALIDATION_ERROR";
-					};
-				};
-			};
-			/** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
-			401: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNAUTHORIZED";
-					};
-				};
-			};
-			/** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
-			413: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "PAYLOAD_TOO_LARGE";
-					};
-				};
-			};
-			/** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
-			415: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNSUPPORTED_MEDIA_TYPE";
-					};
-				};
-			};
-			/** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
-			429: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "RATE_LIMITED";
-					};
-				};
-			};
-			/** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
-			500: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INTERNAL_ERROR";
-					};
-				};
-			};
-			/** @description Service unavailable: `SERVICE_UNAVAILABLE`, `DRIVER_WAITS_FULL`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. DRIVER_WAITS_FULL: This dispatch instance holds as many waiting drivers as DRIVER_MAX_WAITS allows; retry after Retry-After (driver calls). */
-			503: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "SERVICE_UNAVAILABLE" | "DRIVER_WAITS_FULL";
-					};
-				};
-			};
-		};
-	};
-	driverAccept: {
-		parameters: {
-			query?: never;
-			header?: {
-				/** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
-				"X-Request-Id"?: components["parameters"]["XRequestId"];
-			};
-			path?: never;
-			cookie?: never;
-		};
-		requestBody?: {
-			content: {
-				"application/json": components["schemas"]["DriverAcceptRequest"];
-			};
-		};
-		responses: {
-			/** @description The ride, `accepted`. */
-			200: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["DriverJob"];
-				};
-			};
-			/** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
-			400: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INVALID_JSON" | "VALIDATION_ERROR";
-					};
-				};
-			};
-			/** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
-			401: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNAUTHORIZED";
-					};
-				};
-			};
-			/** @description Not found: `ORDER_NOT_FOUND`. ORDER_NOT_FOUND: Unknown `orderId`, or one that belongs to another partner. */
-			404: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "ORDER_NOT_FOUND";
-					};
-				};
-			};
-			/** @description Conflict: `CONFLICT`. CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. */
-			409: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "CONFLICT";
-					};
-				};
-			};
-			/** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
-			413: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "PAYLOAD_TOO_LARGE";
-					};
-				};
-			};
-			/** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
-			415: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNSUPPORTED_MEDIA_TYPE";
-					};
-				};
-			};
-			/** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
-			429: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "RATE_LIMITED";
-					};
-				};
-			};
-			/** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
-			500: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INTERNAL_ERROR";
-					};
-				};
-			};
-			/** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
-			503: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "SERVICE_UNAVAILABLE";
-					};
-				};
-			};
-		};
-	};
-	driverDecline: {
-		parameters: {
-			query?: never;
-			header?: {
-				/** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
-				"X-Request-Id"?: components["parameters"]["XRequestId"];
-			};
-			path?: never;
-			cookie?: never;
-		};
-		requestBody?: {
-			content: {
-				"application/json": components["schemas"]["DriverDeclineRequest"];
-			};
-		};
-		responses: {
-			/** @description The driver. */
-			200: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["DriverView"];
-				};
-			};
-			/** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
-			400: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INVALID_JSON" | "VALIDATION_ERROR";
-					};
-				};
-			};
-			/** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
-			401: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNAUTHORIZED";
-					};
-				};
-			};
-			/** @description Not found: `ORDER_NOT_FOUND`. ORDER_NOT_FOUND: Unknown `orderId`, or one that belongs to another partner. */
-			404: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "ORDER_NOT_FOUND";
-					};
-				};
-			};
-			/** @description Conflict: `CONFLICT`. CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. */
-			409: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "CONFLICT";
-					};
-				};
-			};
-			/** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
-			413: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "PAYLOAD_TOO_LARGE";
-					};
-				};
-			};
-			/** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
-			415: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNSUPPORTED_MEDIA_TYPE";
-					};
-				};
-			};
-			/** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
-			429: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "RATE_LIMITED";
-					};
-				};
-			};
-			/** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
-			500: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INTERNAL_ERROR";
-					};
-				};
-			};
-			/** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
-			503: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "SERVICE_UNAVAILABLE";
-					};
-				};
-			};
-		};
-	};
-	driverArrived: {
-		parameters: {
-			query?: never;
-			header?: {
-				/** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
-				"X-Request-Id"?: components["parameters"]["XRequestId"];
-			};
-			path?: never;
-			cookie?: never;
-		};
-		requestBody?: {
-			content: {
-				"application/json": components["schemas"]["DriverArrivedRequest"];
-			};
-		};
-		responses: {
-			/** @description The ride, `arrived`. */
-			200: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["DriverJob"];
-				};
-			};
-			/** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
-			400: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INVALID_JSON" | "VALIDATION_ERROR";
-					};
-				};
-			};
-			/** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
-			401: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNAUTHORIZED";
-					};
-				};
-			};
-			/** @description Not found: `ORDER_NOT_FOUND`. ORDER_NOT_FOUND: Unknown `orderId`, or one that belongs to another partner. */
-			404: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "ORDER_NOT_FOUND";
-					};
-				};
-			};
-			/** @description Conflict: `CONFLICT`, `INVALID_TRANSITION`, `NOT_AT_PICKUP`. CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. INVALID_TRANSITION: A ride status move its actor may not make (driver and fleet calls). NOT_AT_PICKUP: The driver's last known position is farther than DRIVER_ARRIVAL_RADIUS_M from the pickup: send a position at the pickup first (driver calls). */
-			409: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "CONFLICT" | "INVALID_TRANSITION" | "NOT_AT_PICKUP";
-					};
-				};
-			};
-			/** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
-			413: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "PAYLOAD_TOO_LARGE";
-					};
-				};
-			};
-			/** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
-			415: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNSUPPORTED_MEDIA_TYPE";
-					};
-				};
-			};
-			/** @description Unprocessable: `LOCATION_IMPLAUSIBLE`. LOCATION_IMPLAUSIBLE: The position implies a speed no vehicle drives (over DRIVER_MAX_SPEED_KMH since the driver's last known position, beyond DRIVER_JUMP_TOLERANCE_M); nothing was recorded (driver calls). */
-			422: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "LOCATION_IMPLAUSIBLE";
-					};
-				};
-			};
-			/** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
-			429: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "RATE_LIMITED";
-					};
-				};
-			};
-			/** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
-			500: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INTERNAL_ERROR";
-					};
-				};
-			};
-			/** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
-			503: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "SERVICE_UNAVAILABLE";
-					};
-				};
-			};
-		};
-	};
-	driverStart: {
-		parameters: {
-			query?: never;
-			header?: {
-				/** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
-				"X-Request-Id"?: components["parameters"]["XRequestId"];
-			};
-			path?: never;
-			cookie?: never;
-		};
-		requestBody?: {
-			content: {
-				"application/json": components["schemas"]["DriverStartRequest"];
-			};
-		};
-		responses: {
-			/** @description The ride, `started`. */
-			200: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["DriverJob"];
-				};
-			};
-			/** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
-			400: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INVALID_JSON" | "VALIDATION_ERROR";
-					};
-				};
-			};
-			/** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
-			401: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNAUTHORIZED";
-					};
-				};
-			};
-			/** @description Not found: `ORDER_NOT_FOUND`. ORDER_NOT_FOUND: Unknown `orderId`, or one that belongs to another partner. */
-			404: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "ORDER_NOT_FOUND";
-					};
-				};
-			};
-			/** @description Conflict: `CONFLICT`, `INVALID_TRANSITION`, `OTP_LOCKED`. CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. INVALID_TRANSITION: A ride status move its actor may not make (driver and fleet calls). OTP_LOCKED: Too many OTP tries for this ride: starting it with an OTP is refused until an operator unlocks it (orders.unlockOtp); the driver may drop out, the partner may cancel (driver and fleet calls). */
-			409: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "CONFLICT" | "INVALID_TRANSITION" | "OTP_LOCKED";
-					};
-				};
-			};
-			/** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
-			413: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "PAYLOAD_TOO_LARGE";
-					};
-				};
-			};
-			/** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
-			415: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNSUPPORTED_MEDIA_TYPE";
-					};
-				};
-			};
-			/** @description Unprocessable: `INVALID_OTP`. INVALID_OTP: The OTP does not match the ride (driver and fleet calls). */
-			422: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INVALID_OTP";
-					};
-				};
-			};
-			/** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
-			429: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "RATE_LIMITED";
-					};
-				};
-			};
-			/** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
-			500: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INTERNAL_ERROR";
-					};
-				};
-			};
-			/** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
-			503: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "SERVICE_UNAVAILABLE";
-					};
-				};
-			};
-		};
-	};
-	driverDrop: {
-		parameters: {
-			query?: never;
-			header?: {
-				/** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
-				"X-Request-Id"?: components["parameters"]["XRequestId"];
-			};
-			path?: never;
-			cookie?: never;
-		};
-		requestBody?: {
-			content: {
-				"application/json": components["schemas"]["DriverDropRequest"];
-			};
-		};
-		responses: {
-			/** @description The ride, `dropped`. */
-			200: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["DriverJob"];
-				};
-			};
-			/** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
-			400: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INVALID_JSON" | "VALIDATION_ERROR";
-					};
-				};
-			};
-			/** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
-			401: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNAUTHORIZED";
-					};
-				};
-			};
-			/** @description Not found: `ORDER_NOT_FOUND`. ORDER_NOT_FOUND: Unknown `orderId`, or one that belongs to another partner. */
-			404: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "ORDER_NOT_FOUND";
-					};
-				};
-			};
-			/** @description Conflict: `CONFLICT`, `INVALID_TRANSITION`. CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. INVALID_TRANSITION: A ride status move its actor may not make (driver and fleet calls). */
-			409: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "CONFLICT" | "INVALID_TRANSITION";
-					};
-				};
-			};
-			/** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
-			413: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "PAYLOAD_TOO_LARGE";
-					};
-				};
-			};
-			/** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
-			415: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNSUPPORTED_MEDIA_TYPE";
-					};
-				};
-			};
-			/** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
-			429: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "RATE_LIMITED";
-					};
-				};
-			};
-			/** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
-			500: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INTERNAL_ERROR";
-					};
-				};
-			};
-			/** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
-			503: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "SERVICE_UNAVAILABLE";
-					};
-				};
-			};
-		};
-	};
-	driverCancel: {
-		parameters: {
-			query?: never;
-			header?: {
-				/** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
-				"X-Request-Id"?: components["parameters"]["XRequestId"];
-			};
-			path?: never;
-			cookie?: never;
-		};
-		requestBody?: {
-			content: {
-				"application/json": components["schemas"]["DriverCancelRequest"];
-			};
-		};
-		responses: {
-			/** @description The driver, free again. */
-			200: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["DriverView"];
-				};
-			};
-			/** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
-			400: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INVALID_JSON" | "VALIDATION_ERROR";
-					};
-				};
-			};
-			/** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
-			401: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNAUTHORIZED";
-					};
-				};
-			};
-			/** @description Not found: `ORDER_NOT_FOUND`. ORDER_NOT_FOUND: Unknown `orderId`, or one that belongs to another partner. */
-			404: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "ORDER_NOT_FOUND";
-					};
-				};
-			};
-			/** @description Conflict: `CONFLICT`, `INVALID_TRANSITION`. CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. INVALID_TRANSITION: A ride status move its actor may not make (driver and fleet calls). */
-			409: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "CONFLICT" | "INVALID_TRANSITION";
-					};
-				};
-			};
-			/** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
-			413: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "PAYLOAD_TOO_LARGE";
-					};
-				};
-			};
-			/** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
-			415: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "UNSUPPORTED_MEDIA_TYPE";
-					};
-				};
-			};
-			/** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
-			429: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "RATE_LIMITED";
-					};
-				};
-			};
-			/** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
-			500: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "INTERNAL_ERROR";
-					};
-				};
-			};
-			/** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
-			503: {
-				headers: {
-					"X-Request-Id": components["headers"]["XRequestId"];
-					"Ride-Request-Id": components["headers"]["RideRequestId"];
-					"Retry-After": components["headers"]["RetryAfter"];
-					"X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-					"X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-					[name: string]: unknown;
-				};
-				content: {
-					"application/json": components["schemas"]["Error"] & {
-						/** @enum {unknown} */
-						code?: "SERVICE_UNAVAILABLE";
-					};
-				};
-			};
-		};
-	};
+    fareEstimate: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
+                "X-Request-Id"?: components["parameters"]["XRequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FareEstimateRequest"];
+            };
+        };
+        responses: {
+            /** @description The quotes. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FareEstimate"];
+                };
+            };
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNSUPPORTED_MEDIA_TYPE";
+                    };
+                };
+            };
+            /** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    createOrder: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Scoped to the partner. A repeat with the same key and body within 24 h returns the first response again; the same key with a different body → `422 IDEMPOTENCY_KEY_REUSED`; a repeat while the first is still running → `409 IDEMPOTENCY_KEY_IN_USE`. Visible ASCII only; an empty or longer key → `400 VALIDATION_ERROR`. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
+                "X-Request-Id"?: components["parameters"]["XRequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateOrderRequest"];
+            };
+        };
+        responses: {
+            /** @description The rider already has an active ride: that Order, with `code: USER_HAVE_ACTIVE_RIDE`. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ActiveRideOrder"];
+                };
+            };
+            /** @description The new Order. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Order"];
+                };
+            };
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`, `INVALID_WEBHOOK_URL`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. INVALID_WEBHOOK_URL: `webhookURL` is not an absolute http(s) URL, or is refused by the SSRF policy (private, loopback, link-local or metadata address in production). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR" | "INVALID_WEBHOOK_URL";
+                    };
+                };
+            };
+            /** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Conflict: `IDEMPOTENCY_KEY_IN_USE`, `CONFLICT`. IDEMPOTENCY_KEY_IN_USE: The first call with this `Idempotency-Key` is still running; retry shortly (`retryable: true`). CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "IDEMPOTENCY_KEY_IN_USE" | "CONFLICT";
+                    };
+                };
+            };
+            /** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNSUPPORTED_MEDIA_TYPE";
+                    };
+                };
+            };
+            /** @description Unprocessable: `QUOTE_INVALID`, `QUOTE_EXPIRED`, `IDEMPOTENCY_KEY_REUSED`. QUOTE_INVALID: Unknown, foreign or mismatched `quoteId` (other service type, or pickup/drop more than 200 m from the quoted one). QUOTE_EXPIRED: The quote's validity has passed. IDEMPOTENCY_KEY_REUSED: The `Idempotency-Key` was used within 24 h with a different body. */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "QUOTE_INVALID" | "QUOTE_EXPIRED" | "IDEMPOTENCY_KEY_REUSED";
+                    };
+                };
+            };
+            /** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    cancel: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
+                "X-Request-Id"?: components["parameters"]["XRequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CancelRequest"];
+            };
+        };
+        responses: {
+            /** @description Cancelled (now or before). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CancelResult"];
+                };
+            };
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Not found: `ORDER_NOT_FOUND`. ORDER_NOT_FOUND: Unknown `orderId`, or one that belongs to another partner. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "ORDER_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description Conflict: `RIDE_NOT_ACTIVE`, `CONFLICT`. RIDE_NOT_ACTIVE: Cancel of a ride that is `dropped` or `no_driver_found`. CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "RIDE_NOT_ACTIVE" | "CONFLICT";
+                    };
+                };
+            };
+            /** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNSUPPORTED_MEDIA_TYPE";
+                    };
+                };
+            };
+            /** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    feedback: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
+                "X-Request-Id"?: components["parameters"]["XRequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FeedbackRequest"];
+            };
+        };
+        responses: {
+            /** @description Feedback stored. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FeedbackResult"];
+                };
+            };
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Not found: `ORDER_NOT_FOUND`. ORDER_NOT_FOUND: Unknown `orderId`, or one that belongs to another partner. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "ORDER_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description Conflict: `RIDE_NOT_COMPLETED`, `FEEDBACK_ALREADY_SUBMITTED`. RIDE_NOT_COMPLETED: Feedback before the ride is `dropped`. FEEDBACK_ALREADY_SUBMITTED: A second feedback for the same ride. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "RIDE_NOT_COMPLETED" | "FEEDBACK_ALREADY_SUBMITTED";
+                    };
+                };
+            };
+            /** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNSUPPORTED_MEDIA_TYPE";
+                    };
+                };
+            };
+            /** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    status: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
+                "X-Request-Id"?: components["parameters"]["XRequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StatusRequest"];
+            };
+        };
+        responses: {
+            /** @description The Order. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Order"];
+                };
+            };
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Not found: `ORDER_NOT_FOUND`. ORDER_NOT_FOUND: Unknown `orderId`, or one that belongs to another partner. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "ORDER_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNSUPPORTED_MEDIA_TYPE";
+                    };
+                };
+            };
+            /** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    events: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
+                "X-Request-Id"?: components["parameters"]["XRequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EventsRequest"];
+            };
+        };
+        responses: {
+            /** @description The events. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RideEvents"];
+                };
+            };
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Not found: `ORDER_NOT_FOUND`. ORDER_NOT_FOUND: Unknown `orderId`, or one that belongs to another partner. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "ORDER_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNSUPPORTED_MEDIA_TYPE";
+                    };
+                };
+            };
+            /** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    driverOnline: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
+                "X-Request-Id"?: components["parameters"]["XRequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["DriverOnlineRequest"];
+            };
+        };
+        responses: {
+            /** @description The driver. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DriverView"];
+                };
+            };
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNSUPPORTED_MEDIA_TYPE";
+                    };
+                };
+            };
+            /** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    driverOffline: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
+                "X-Request-Id"?: components["parameters"]["XRequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["DriverOfflineRequest"];
+            };
+        };
+        responses: {
+            /** @description The driver. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DriverView"];
+                };
+            };
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Conflict: `DRIVER_NOT_AVAILABLE`, `CONFLICT`. DRIVER_NOT_AVAILABLE: The driver is on a ride (driver and fleet calls). CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "DRIVER_NOT_AVAILABLE" | "CONFLICT";
+                    };
+                };
+            };
+            /** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNSUPPORTED_MEDIA_TYPE";
+                    };
+                };
+            };
+            /** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    driverLocation: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
+                "X-Request-Id"?: components["parameters"]["XRequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["DriverLocationRequest"];
+            };
+        };
+        responses: {
+            /** @description The driver at its newest position. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DriverView"];
+                };
+            };
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNSUPPORTED_MEDIA_TYPE";
+                    };
+                };
+            };
+            /** @description Unprocessable: `LOCATION_IMPLAUSIBLE`. LOCATION_IMPLAUSIBLE: The position implies a speed no vehicle drives (over DRIVER_MAX_SPEED_KMH since the driver's last known position, beyond DRIVER_JUMP_TOLERANCE_M); nothing was recorded (driver calls). */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "LOCATION_IMPLAUSIBLE";
+                    };
+                };
+            };
+            /** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    driverGetOffers: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
+                "X-Request-Id"?: components["parameters"]["XRequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The driver's job. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DriverJob"];
+                };
+            };
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNSUPPORTED_MEDIA_TYPE";
+                    };
+                };
+            };
+            /** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service unavailable: `SERVICE_UNAVAILABLE`, `DRIVER_WAITS_FULL`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. DRIVER_WAITS_FULL: This dispatch instance holds as many waiting drivers as DRIVER_MAX_WAITS allows; retry after Retry-After (driver calls). */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE" | "DRIVER_WAITS_FULL";
+                    };
+                };
+            };
+        };
+    };
+    driverOffers: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
+                "X-Request-Id"?: components["parameters"]["XRequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["DriverOffersRequest"];
+            };
+        };
+        responses: {
+            /** @description The driver's job. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DriverJob"];
+                };
+            };
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNSUPPORTED_MEDIA_TYPE";
+                    };
+                };
+            };
+            /** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service unavailable: `SERVICE_UNAVAILABLE`, `DRIVER_WAITS_FULL`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. DRIVER_WAITS_FULL: This dispatch instance holds as many waiting drivers as DRIVER_MAX_WAITS allows; retry after Retry-After (driver calls). */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE" | "DRIVER_WAITS_FULL";
+                    };
+                };
+            };
+        };
+    };
+    driverAccept: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
+                "X-Request-Id"?: components["parameters"]["XRequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["DriverAcceptRequest"];
+            };
+        };
+        responses: {
+            /** @description The ride, `accepted`. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DriverJob"];
+                };
+            };
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Not found: `ORDER_NOT_FOUND`. ORDER_NOT_FOUND: Unknown `orderId`, or one that belongs to another partner. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "ORDER_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description Conflict: `CONFLICT`. CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "CONFLICT";
+                    };
+                };
+            };
+            /** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNSUPPORTED_MEDIA_TYPE";
+                    };
+                };
+            };
+            /** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    driverDecline: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
+                "X-Request-Id"?: components["parameters"]["XRequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["DriverDeclineRequest"];
+            };
+        };
+        responses: {
+            /** @description The driver. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DriverView"];
+                };
+            };
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Not found: `ORDER_NOT_FOUND`. ORDER_NOT_FOUND: Unknown `orderId`, or one that belongs to another partner. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "ORDER_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description Conflict: `CONFLICT`. CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "CONFLICT";
+                    };
+                };
+            };
+            /** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNSUPPORTED_MEDIA_TYPE";
+                    };
+                };
+            };
+            /** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    driverArrived: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
+                "X-Request-Id"?: components["parameters"]["XRequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["DriverArrivedRequest"];
+            };
+        };
+        responses: {
+            /** @description The ride, `arrived`. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DriverJob"];
+                };
+            };
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Not found: `ORDER_NOT_FOUND`. ORDER_NOT_FOUND: Unknown `orderId`, or one that belongs to another partner. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "ORDER_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description Conflict: `CONFLICT`, `INVALID_TRANSITION`, `NOT_AT_PICKUP`. CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. INVALID_TRANSITION: A ride status move its actor may not make (driver and fleet calls). NOT_AT_PICKUP: The driver's last known position is farther than DRIVER_ARRIVAL_RADIUS_M from the pickup: send a position at the pickup first (driver calls). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "CONFLICT" | "INVALID_TRANSITION" | "NOT_AT_PICKUP";
+                    };
+                };
+            };
+            /** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNSUPPORTED_MEDIA_TYPE";
+                    };
+                };
+            };
+            /** @description Unprocessable: `LOCATION_IMPLAUSIBLE`. LOCATION_IMPLAUSIBLE: The position implies a speed no vehicle drives (over DRIVER_MAX_SPEED_KMH since the driver's last known position, beyond DRIVER_JUMP_TOLERANCE_M); nothing was recorded (driver calls). */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "LOCATION_IMPLAUSIBLE";
+                    };
+                };
+            };
+            /** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    driverStart: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
+                "X-Request-Id"?: components["parameters"]["XRequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["DriverStartRequest"];
+            };
+        };
+        responses: {
+            /** @description The ride, `started`. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DriverJob"];
+                };
+            };
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Not found: `ORDER_NOT_FOUND`. ORDER_NOT_FOUND: Unknown `orderId`, or one that belongs to another partner. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "ORDER_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description Conflict: `CONFLICT`, `INVALID_TRANSITION`, `OTP_LOCKED`. CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. INVALID_TRANSITION: A ride status move its actor may not make (driver and fleet calls). OTP_LOCKED: Too many OTP tries for this ride: starting it with an OTP is refused until an operator unlocks it (orders.unlockOtp); the driver may drop out, the partner may cancel (driver and fleet calls). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "CONFLICT" | "INVALID_TRANSITION" | "OTP_LOCKED";
+                    };
+                };
+            };
+            /** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNSUPPORTED_MEDIA_TYPE";
+                    };
+                };
+            };
+            /** @description Unprocessable: `INVALID_OTP`. INVALID_OTP: The OTP does not match the ride (driver and fleet calls). */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_OTP";
+                    };
+                };
+            };
+            /** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    driverDrop: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
+                "X-Request-Id"?: components["parameters"]["XRequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["DriverDropRequest"];
+            };
+        };
+        responses: {
+            /** @description The ride, `dropped`. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DriverJob"];
+                };
+            };
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Not found: `ORDER_NOT_FOUND`. ORDER_NOT_FOUND: Unknown `orderId`, or one that belongs to another partner. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "ORDER_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description Conflict: `CONFLICT`, `INVALID_TRANSITION`. CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. INVALID_TRANSITION: A ride status move its actor may not make (driver and fleet calls). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "CONFLICT" | "INVALID_TRANSITION";
+                    };
+                };
+            };
+            /** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNSUPPORTED_MEDIA_TYPE";
+                    };
+                };
+            };
+            /** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    driverCancel: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
+                "X-Request-Id"?: components["parameters"]["XRequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["DriverCancelRequest"];
+            };
+        };
+        responses: {
+            /** @description The driver, free again. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DriverView"];
+                };
+            };
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Not found: `ORDER_NOT_FOUND`. ORDER_NOT_FOUND: Unknown `orderId`, or one that belongs to another partner. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "ORDER_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description Conflict: `CONFLICT`, `INVALID_TRANSITION`. CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. INVALID_TRANSITION: A ride status move its actor may not make (driver and fleet calls). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "CONFLICT" | "INVALID_TRANSITION";
+                    };
+                };
+            };
+            /** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNSUPPORTED_MEDIA_TYPE";
+                    };
+                };
+            };
+            /** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
 }
