@@ -80,15 +80,14 @@ export function verify(rawBody: string | Uint8Array, headers: WebhookHeaders, se
 	if (Number(timestamp) < now - tolerance) throw new WebhookVerificationError("TIMESTAMP_TOO_OLD", "webhook-timestamp is older than the tolerance");
 	if (Number(timestamp) > now + tolerance) throw new WebhookVerificationError("TIMESTAMP_TOO_NEW", "webhook-timestamp is ahead of the tolerance");
 
-	const given = signatures
-		.split(" ")
-		.map((entry) => entry.split(","))
-		.filter(([version, value]) => version === "v1" && value)
-		.map(([, value]) => Buffer.from(value, "base64"));
+	// Compared as the canonical `v1,<base64>` text, as the scheme's reference libraries do: another
+	// encoding of the same bytes (base64 padding bits) is not a signature we sent.
+	const given = signatures.split(" ").map((entry) => Buffer.from(entry));
 	const secrets = typeof secret === "string" ? [secret] : secret;
 	if (secrets.length === 0) throw new WebhookVerificationError("INVALID_SECRET", "no webhook secret given");
 	const matched = secrets.some((s) => {
-		const expected = createHmac("sha256", secretKey(s)).update(`${id}.${timestamp}.`).update(rawBody).digest();
+		const digest = createHmac("sha256", secretKey(s)).update(`${id}.${timestamp}.`).update(rawBody).digest("base64");
+		const expected = Buffer.from(`v1,${digest}`);
 		return given.some((g) => g.length === expected.length && timingSafeEqual(g, expected));
 	});
 	if (!matched) throw new WebhookVerificationError("NO_MATCHING_SIGNATURE", "no signature matches the secret");
