@@ -107,13 +107,17 @@ it("a sandbox ride from quote to feedback, its webhooks verified by the SDK", as
 	const status = await ride.status({ orderId: order.orderId });
 	expect(status).toMatchObject({ orderId: order.orderId, status: "dropped", driver: { id: expect.stringMatching(/^drv_/) } });
 
-	// Every event in order across pages of two, each delivered, each payload the webhook that arrived.
-	const records: RideEventRecord[] = [];
-	for await (const record of ride.events({ orderId: order.orderId, limit: 2 })) records.push(record);
+	// Every event in order across pages of two, each payload the webhook that arrived. The platform
+	// records a delivery once our 204 reaches it, a moment after the receiver saw the webhook.
+	const isStatus = (r: RideEventRecord) => r.status !== "location_updated";
+	const records = await waitFor("every status event recorded as delivered", async () => {
+		const all: RideEventRecord[] = [];
+		for await (const record of ride.events({ orderId: order.orderId, limit: 2 })) all.push(record);
+		return all.filter(isStatus).every((r) => r.delivery.state === "delivered") && all;
+	});
 	expect(records.map((r) => r.sequence)).toEqual([...records.map((r) => r.sequence)].sort((a, b) => a - b));
-	const statusRecords = records.filter((r) => r.status !== "location_updated");
+	const statusRecords = records.filter(isStatus);
 	expect(statusRecords.map((r) => r.status)).toEqual(["accepted", "arrived", "started", "dropped"]);
-	expect(statusRecords.every((r) => r.delivery.state === "delivered")).toBe(true);
 	for (const r of statusRecords) expect(hooks.find((h) => h.eventId === r.eventId)).toEqual(r.payload);
 
 	await expect(ride.feedback({ orderId: order.orderId, rating: 5, comment: "Smooth ride" })).resolves.toEqual({
