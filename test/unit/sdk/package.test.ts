@@ -55,16 +55,19 @@ it("builds with declarations, and loads from CommonJS and ESM through its export
 	for (const file of [exported.types, exported.default, "./dist/generated/openapi.d.ts"]) expect(existsSync(join(installed, file))).toBe(true);
 	expect(readFileSync(join(installed, exported.types), "utf8")).not.toMatch(/\.\.\/src/);
 
-	const probe = `const client = new sdk.RideClient({ apiKey: "k", baseUrl: "http://127.0.0.1:9" });
-		console.log(JSON.stringify([typeof client.createOrder, typeof client.events, typeof sdk.webhooks.verify, new sdk.RideApiError({ status: 429, headers: new Headers(), body: { code: "RATE_LIMITED", message: "m", retryable: true } }).code]));`;
-	writeFileSync(join(scratch, "consumer.cjs"), `const sdk = require("@ride/sdk");\n${probe}`);
-	writeFileSync(join(scratch, "consumer.mjs"), `import * as sdk from "@ride/sdk";\n${probe}`);
-	const expected = JSON.stringify(["function", "function", "function", "RATE_LIMITED"]);
-	for (const consumer of ["consumer.cjs", "consumer.mjs"]) {
-		const { stdout } = await run(process.execPath, [consumer], { cwd: scratch, timeout: 30_000 });
-		expect(stdout.trim()).toBe(expected);
-	}
-	const named = `import { RideClient, webhooks, RideApiError, WebhookVerificationError } from "@ride/sdk";\nconsole.log([RideClient, webhooks, RideApiError, WebhookVerificationError].every(Boolean));`;
-	writeFileSync(join(scratch, "named.mjs"), named);
-	expect((await run(process.execPath, ["named.mjs"], { cwd: scratch, timeout: 30_000 })).stdout.trim()).toBe("true");
+	// One ESM process loads it both ways: `import` (named exports included) and `require`.
+	const consumer = `import { createRequire } from "node:module";
+		import * as esm from "@ride/sdk";
+		import { RideClient, webhooks, RideApiError, WebhookVerificationError } from "@ride/sdk";
+		const cjs = createRequire(import.meta.url)("@ride/sdk");
+		const probe = (sdk) => {
+			const client = new sdk.RideClient({ apiKey: "k", baseUrl: "http://127.0.0.1:9" });
+			const err = new sdk.RideApiError({ status: 429, headers: new Headers(), body: { code: "RATE_LIMITED", message: "m", retryable: true } });
+			return [typeof client.createOrder, typeof client.events, typeof sdk.webhooks.verify, err.code];
+		};
+		console.log(JSON.stringify({ esm: probe(esm), cjs: probe(cjs), named: [RideClient, webhooks, RideApiError, WebhookVerificationError].every(Boolean) }));`;
+	writeFileSync(join(scratch, "consumer.mjs"), consumer);
+	const { stdout } = await run(process.execPath, ["consumer.mjs"], { cwd: scratch, timeout: 30_000 });
+	const loaded = ["function", "function", "function", "RATE_LIMITED"];
+	expect(JSON.parse(stdout)).toEqual({ esm: loaded, cjs: loaded, named: true });
 });
