@@ -5,7 +5,7 @@ import prettier from "eslint-config-prettier";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-	{ ignores: ["dist/", "data/", "node_modules/", "coverage/", "**/*.cjs", "**/*.mjs", "**/*.js"] },
+	{ ignores: ["dist/", "packages/*/dist/", "packages/sdk/src/generated/", "data/", "node_modules/", "coverage/", "**/*.cjs", "**/*.mjs", "**/*.js"] },
 	js.configs.recommended,
 	...tseslint.configs.recommended,
 	{

@@ -1,7 +1,8 @@
 /**
  * Writes docs/openapi.json: the OpenAPI document the gateway serves, with the
  * default limits (no environment). test/unit/gateway/openapi-drift.test.ts fails when
- * the committed file differs from what this generates.
+ * the committed file differs from what this generates. Then regenerates the
+ * SDK's types from it (scripts/generate-sdk-types.ts).
  *
  *   npx tsx scripts/generate-openapi.ts
  */
@@ -9,6 +10,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { buildOpenApiDocument } from "../services/gateway/openapi";
 import { readGatewaySettings } from "../services/gateway/gateway.settings";
+import { SDK_TYPES_PATH, writeSdkTypes } from "./generate-sdk-types";
 
 export const OPENAPI_PATH = join(__dirname, "..", "docs", "openapi.json");
 
@@ -20,4 +22,11 @@ export function openApiText(): string {
 if (require.main === module) {
 	writeFileSync(OPENAPI_PATH, openApiText());
 	console.log(`wrote ${OPENAPI_PATH}`);
+	writeSdkTypes().then(
+		(current) => console.log(current ? `${SDK_TYPES_PATH} is current` : `wrote ${SDK_TYPES_PATH}`),
+		(err: unknown) => {
+			console.error(err);
+			process.exit(1);
+		},
+	);
 }
