@@ -11,7 +11,7 @@ import { sandboxAdvance } from "./sandbox-advance";
 /**
  * The sandbox controls of orders as a Moleculer mixin: POST
  * /ride/sandbox/advance (sandbox-advance.ts). Its repo is built on the DB
- * mixin's `Db` when the service is created.
+ * mixin's `Db` when the service starts.
  */
 
 interface SandboxHost {
@@ -47,8 +47,8 @@ const sandboxSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string, 
 		},
 	},
 
-	created(this: This) {
-		// The DB mixin's created() ran first: the pool is there.
+	started(this: This) {
+		// At start, not at creation: every created() (the DB mixin's pool among them) has run by then.
 		this.sandboxRepo = new SandboxRepo(this.db);
 	},
 };
