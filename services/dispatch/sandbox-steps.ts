@@ -80,6 +80,8 @@ export class SandboxSteps {
 				throw new ApiError("CONFLICT", "The ride has an open offer", { retryAfter: 1 });
 			const candidate = await repo.drivers.driver(driverId, t);
 			if (!candidate?.simulated) throw new ApiError("DRIVER_NOT_FOUND", "Only a simulated driver takes a manual sandbox ride");
+			// As matching: a driver who declined or dropped out of this ride is never offered it again.
+			if (ride.excluded_driver_ids.includes(driverId)) throw new ApiError("DRIVER_NOT_AVAILABLE", "The driver gave this ride up before");
 			const claimed = await repo.drivers.claimDriver(driverId, orderId, ride.service_type, ride.mode, t);
 			if (!claimed || claimed.lat === null || claimed.lng === null) throw new ApiError("DRIVER_NOT_AVAILABLE", "The driver is not available");
 			const pickup = pickupOf(ride);

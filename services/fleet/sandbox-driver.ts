@@ -27,8 +27,12 @@ export interface SandboxDriverDeps {
 	placeNear(ride: SimSearching): Promise<{ driver: DriverView } | null>;
 }
 
-/** Placing a driver and offering it the ride may lose the driver to matching in between: try again this often. */
-const OFFER_TRIES = 3;
+/**
+ * The placed driver may not be offered the ride (matching gave it another
+ * ride in between, or it dropped out of this one before): place one again,
+ * at most this often.
+ */
+const OFFER_TRIES = 5;
 
 const DROP_OUT_REASON = "sandbox: driver_drop_out";
 
@@ -64,7 +68,7 @@ export class SandboxDriver {
 			try {
 				await this.deps.call("dispatch.sandboxOffer", { orderId, driverId } satisfies SandboxOfferParams);
 			} catch (err) {
-				// Matching gave the placed driver another ride meanwhile: place one again.
+				// Busy meanwhile, or excluded from this ride: place another.
 				if ((err as { type?: string }).type === "DRIVER_NOT_AVAILABLE" && attempt < OFFER_TRIES) continue;
 				throw err;
 			}

@@ -6,7 +6,7 @@ import { uniqueNamespace } from "../../helpers/node";
 import { randomPhone } from "../../helpers/rides";
 import { startTestbed, type Testbed } from "../../helpers/testbed";
 import { sleep, waitFor } from "../../helpers/wait";
-import { startPartnerEndpoint, type PartnerEndpoint, type TestPartner } from "../../helpers/webhooks";
+import { startPartnerEndpoint, type PartnerEndpoint, type ReceivedWebhook, type TestPartner } from "../../helpers/webhooks";
 
 /**
  * Sandbox controls (API.md, "The sandbox"): a test ride booked with
@@ -103,12 +103,12 @@ async function eventsOf(orderId: string): Promise<string[]> {
 	return rows.map((r) => r.status);
 }
 
-/** Waits until the endpoint accepted `count` webhooks of the ride; returns them in arrival order. */
-function deliveredOf(orderId: string, count: number) {
+/** Waits until the endpoint accepted `count` webhooks of the ride (those `which` picks); returns them in arrival order. */
+function deliveredOf(orderId: string, count: number, which: (hook: ReceivedWebhook) => boolean = () => true) {
 	return waitFor(
 		`${count} webhooks of ${orderId} delivered`,
 		() => {
-			const hooks = endpoint.delivered().filter((h) => h.orderId === orderId);
+			const hooks = endpoint.delivered().filter((h) => h.orderId === orderId && which(h));
 			return hooks.length >= count ? hooks : null;
 		},
 		15_000,
@@ -124,7 +124,7 @@ it("walks a manual ride through every state one step at a time, with a real ride
 	// Nothing moves until told: the fleet and matching leave it alone.
 	await sleep(700);
 	expect((await statusOf(orderId)).status).toBe("searching");
-	expect((await bed.node.broker.call<RideView>("dispatch.ride", { orderId })).offers).toEqual([]);
+	expect((await bed.node.broker.call<RideView, unknown>("dispatch.ride", { orderId })).offers).toEqual([]);
 
 	const seen: string[] = [];
 	for (const expected of ["accepted", "arrived", "started", "dropped"]) {
@@ -137,62 +137,69 @@ it("walks a manual ride through every state one step at a time, with a real ride
 	}
 	expect(await eventsOf(orderId)).toEqual(["accepted", "location_updated", "arrived", "started", "location_updated", "dropped"]);
 
-	const hooks = await deliveredOf(orderId, 6);
+	// The status webhooks arrive in order; a location_updated may be superseded by the next one before it goes out (newest wins).
+	await deliveredOf(orderId, 4, (h) => h.status !== "location_updated");
+	const hooks = endpoint.delivered().filter((h) => h.orderId === orderId);
 	for (const h of hooks) {
 		expect(h.signatureValid).toBe(true);
 		expect(h.rideMode).toBe("test");
 	}
 	expect(hooks.filter((h) => h.status !== "location_updated").map((h) => h.status)).toEqual(seen);
-	expect(hooks.filter((h) => h.status === "location_updated")).toHaveLength(2);
 
 	// A finished ride cannot be advanced.
 	expectEnvelope(await advance(orderId), 409, "RIDE_NOT_ACTIVE");
 }, 30_000);
 
 it("jumps straight to each target, writing every step's webhooks on the way", async () => {
-	const toArrived = await book();
-	expect((await advance(toArrived, "arrived")).body.status).toBe("arrived");
-	expect(await eventsOf(toArrived)).toEqual(["accepted", "location_updated", "arrived"]);
-	expect((await advance(toArrived, "dropped")).body.status).toBe("dropped");
-	expect(await eventsOf(toArrived)).toEqual(["accepted", "location_updated", "arrived", "started", "location_updated", "dropped"]);
-
-	const toStarted = await book();
-	expect((await advance(toStarted, "started")).body.status).toBe("started");
-	expect(await eventsOf(toStarted)).toEqual(["accepted", "location_updated", "arrived", "started"]);
-	// Behind the ride, or a drop-out after the start: refused, nothing changes.
-	expectEnvelope(await advance(toStarted, "accepted"), 409, "SANDBOX_TARGET_UNREACHABLE");
-	expectEnvelope(await advance(toStarted, "driver_drop_out"), 409, "SANDBOX_TARGET_UNREACHABLE");
-	expectEnvelope(await advance(toStarted, "no_driver_found"), 409, "SANDBOX_TARGET_UNREACHABLE");
-	expect((await statusOf(toStarted)).status).toBe("started");
-
-	const toDropped = await book();
-	expect((await advance(toDropped, "dropped")).body.status).toBe("dropped");
-	expect(await eventsOf(toDropped)).toEqual(["accepted", "location_updated", "arrived", "started", "location_updated", "dropped"]);
-
-	const toNoDriver = await book();
-	expect((await advance(toNoDriver, "no_driver_found")).body.status).toBe("no_driver_found");
-	expect(await eventsOf(toNoDriver)).toEqual(["no_driver_found"]);
-	const [noDriverHook] = await deliveredOf(toNoDriver, 1);
-	expect(noDriverHook).toMatchObject({ status: "no_driver_found", signatureValid: true });
-
-	// Accepted, then the driver drops out: searching again without a webhook, and the next accept names another driver.
-	const toAccepted = await book();
-	const accepted = await advance(toAccepted, "accepted");
-	expect(accepted.body.status).toBe("accepted");
-	const firstDriver = accepted.body.driver!.id;
-	expect((await advance(toAccepted, "driver_drop_out")).body).toMatchObject({ status: "searching" });
-	expect((await statusOf(toAccepted)).driver ?? null).toBeNull();
-	expect(await eventsOf(toAccepted)).toEqual(["accepted"]);
-	const again = await advance(toAccepted);
-	expect(again.body.status).toBe("accepted");
-	expect(again.body.driver!.id).not.toBe(firstDriver);
-	expect(await eventsOf(toAccepted)).toEqual(["accepted", "accepted"]);
-
-	// A drop-out straight from searching: a driver accepts first, then gives the ride up.
-	const dropOut = await book();
-	expect((await advance(dropOut, "driver_drop_out")).body.status).toBe("searching");
-	expect(await eventsOf(dropOut)).toEqual(["accepted"]);
-	expect((await bed.node.broker.call<RideView>("dispatch.ride", { orderId: dropOut })).dropOuts).toBe(1);
+	const [toArrived, toStarted, toDropped, toNoDriver, toAccepted, dropOut] = await Promise.all([book(), book(), book(), book(), book(), book()]);
+	// Independent rides, advanced side by side (each ride's own steps in order).
+	await Promise.all([
+		(async () => {
+			expect((await advance(toArrived, "arrived")).body.status).toBe("arrived");
+			expect(await eventsOf(toArrived)).toEqual(["accepted", "location_updated", "arrived"]);
+			expect((await advance(toArrived, "dropped")).body.status).toBe("dropped");
+			expect(await eventsOf(toArrived)).toEqual(["accepted", "location_updated", "arrived", "started", "location_updated", "dropped"]);
+		})(),
+		(async () => {
+			expect((await advance(toStarted, "started")).body.status).toBe("started");
+			expect(await eventsOf(toStarted)).toEqual(["accepted", "location_updated", "arrived", "started"]);
+			// Behind the ride, or a drop-out after the start: refused, nothing changes.
+			expectEnvelope(await advance(toStarted, "accepted"), 409, "SANDBOX_TARGET_UNREACHABLE");
+			expectEnvelope(await advance(toStarted, "driver_drop_out"), 409, "SANDBOX_TARGET_UNREACHABLE");
+			expectEnvelope(await advance(toStarted, "no_driver_found"), 409, "SANDBOX_TARGET_UNREACHABLE");
+			expect((await statusOf(toStarted)).status).toBe("started");
+		})(),
+		(async () => {
+			expect((await advance(toDropped, "dropped")).body.status).toBe("dropped");
+			expect(await eventsOf(toDropped)).toEqual(["accepted", "location_updated", "arrived", "started", "location_updated", "dropped"]);
+		})(),
+		(async () => {
+			expect((await advance(toNoDriver, "no_driver_found")).body.status).toBe("no_driver_found");
+			expect(await eventsOf(toNoDriver)).toEqual(["no_driver_found"]);
+			const [noDriverHook] = await deliveredOf(toNoDriver, 1);
+			expect(noDriverHook).toMatchObject({ status: "no_driver_found", signatureValid: true });
+		})(),
+		(async () => {
+			// Accepted, then the driver drops out: searching again without a webhook, and the next accept names another driver.
+			const accepted = await advance(toAccepted, "accepted");
+			expect(accepted.body.status).toBe("accepted");
+			const firstDriver = accepted.body.driver!.id;
+			expect((await advance(toAccepted, "no_driver_found")).body.code).toBe("SANDBOX_TARGET_UNREACHABLE");
+			expect((await advance(toAccepted, "driver_drop_out")).body).toMatchObject({ status: "searching" });
+			expect((await statusOf(toAccepted)).driver ?? null).toBeNull();
+			expect(await eventsOf(toAccepted)).toEqual(["accepted"]);
+			const again = await advance(toAccepted);
+			expect(again.body.status).toBe("accepted");
+			expect(again.body.driver!.id).not.toBe(firstDriver);
+			expect(await eventsOf(toAccepted)).toEqual(["accepted", "accepted"]);
+		})(),
+		(async () => {
+			// A drop-out straight from searching: a driver accepts first, then gives the ride up.
+			expect((await advance(dropOut, "driver_drop_out")).body.status).toBe("searching");
+			expect(await eventsOf(dropOut)).toEqual(["accepted"]);
+			expect((await bed.node.broker.call<RideView, unknown>("dispatch.ride", { orderId: dropOut })).dropOuts).toBe(1);
+		})(),
+	]);
 }, 30_000);
 
 it("keeps a manual ride waiting past the dispatch timeout that ends other rides", async () => {
@@ -200,10 +207,10 @@ it("keeps a manual ride waiting past the dispatch timeout that ends other rides"
 	// A live ride nobody can take (no live drivers) ends at the timeout: the setting is in force.
 	const live = await book({}, liveApi);
 	await waitFor(`live ride ${live} to end`, async () => (await statusOf(live, liveApi)).status === "no_driver_found", 10_000);
-	await sleep(DISPATCH_TIMEOUT_MS);
+	// The manual ride was booked first: its timeout has passed too. One more full pass, to be sure.
 	await bed.node.broker.call("dispatch.runOnce");
 	expect((await statusOf(manual)).status).toBe("searching");
-	expect(await bed.node.broker.call<RideView>("dispatch.ride", { orderId: manual })).toMatchObject({ phase: "searching", offers: [] });
+	expect(await bed.node.broker.call<RideView, unknown>("dispatch.ride", { orderId: manual })).toMatchObject({ phase: "searching", offers: [] });
 	expect(await eventsOf(manual)).toEqual([]);
 	// And it still moves when told.
 	expect((await advance(manual)).body.status).toBe("accepted");
