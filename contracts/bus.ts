@@ -77,7 +77,15 @@ export const BUS_USERS = {
 	orders: {
 		services: ["orders"],
 		// notifications.undeliveredOrders: the retention pass keeps a finished ride whose webhooks are still owed.
-		calls: ["pricing.quote", "pricing.verifyQuote", "riders.upsert", "notifications.deliveryStates", "notifications.undeliveredOrders"],
+		// fleet.sandboxStep: a sandbox advance has the simulated fleet take each step as the driver.
+		calls: [
+			"pricing.quote",
+			"pricing.verifyQuote",
+			"riders.upsert",
+			"notifications.deliveryStates",
+			"notifications.undeliveredOrders",
+			"fleet.sandboxStep",
+		],
 		emits: [ORDER_EVENTS.created, ORDER_EVENTS.statusChanged, ORDER_EVENTS.rideEventRecorded, TRACING_SPANS_EVENT],
 		receives: [],
 	},
@@ -124,6 +132,11 @@ export const BUS_USERS = {
 			"dispatch.driverDrop",
 			"dispatch.driverCancel",
 			"orders.riderOtp",
+			// Sandbox steps of manual rides: dispatch offers and ends them as matching does, and sends their location events.
+			"dispatch.sandboxRide",
+			"dispatch.sandboxOffer",
+			"dispatch.sandboxLocation",
+			"dispatch.sandboxNoDriver",
 		],
 		emits: [TRACING_SPANS_EVENT],
 		receives: [DISPATCH_EVENTS.offerCreated, ORDER_EVENTS.created],

@@ -12,8 +12,11 @@ import { driverIdRule, locationRule, orderIdRule, pointRule, serviceTypeRule, ty
 export const DRIVER_STATUSES = ["offline", "available", "offered", "on_trip"] as const;
 export type DriverStatus = (typeof DRIVER_STATUSES)[number];
 
-/** Sandbox directives a partner may put in `metadata.sandbox.scenario` (simulated fleet only). */
-export const SANDBOX_SCENARIOS = ["no_driver_found", "driver_drop_out", "fast"] as const;
+/**
+ * Sandbox directives a partner may put in `metadata.sandbox.scenario` (simulated fleet only).
+ * `manual`: the ride waits until the partner advances it (contracts/sandbox.ts).
+ */
+export const SANDBOX_SCENARIOS = ["no_driver_found", "driver_drop_out", "fast", "manual"] as const;
 export type SandboxScenario = (typeof SANDBOX_SCENARIOS)[number];
 
 export const FLEET_MODES = ["simulated", "live"] as const;

@@ -77,6 +77,12 @@ export const ERRORS = {
 		documented: false,
 		meaning: "An internal action refused in this mode (e.g. reading a rider's OTP outside the simulated fleet).",
 	},
+	SANDBOX_ONLY: {
+		status: 403,
+		retryable: false,
+		documented: true,
+		meaning: "A sandbox control (`/ride/sandbox/advance`) with a live key: sandbox controls steer simulated drivers and serve test keys only.",
+	},
 	ORDER_NOT_FOUND: {
 		status: 404,
 		retryable: false,
@@ -100,7 +106,7 @@ export const ERRORS = {
 		status: 409,
 		retryable: false,
 		documented: true,
-		meaning: "Cancel of a ride that is `dropped` or `no_driver_found`.",
+		meaning: "Cancel of a ride that is `dropped` or `no_driver_found`; a sandbox advance of a ride that has ended.",
 	},
 	RIDE_NOT_COMPLETED: {
 		status: 409,
@@ -113,6 +119,25 @@ export const ERRORS = {
 		retryable: false,
 		documented: true,
 		meaning: "A second feedback for the same ride.",
+	},
+	SANDBOX_UNAVAILABLE: {
+		status: 409,
+		retryable: false,
+		documented: true,
+		meaning: "A sandbox control on a deployment that runs no simulated fleet (`FLEET_MODE=live`): test rides there wait for test drivers.",
+	},
+	SANDBOX_NOT_MANUAL: {
+		status: 409,
+		retryable: false,
+		documented: true,
+		meaning: 'A sandbox advance of a ride not booked in manual mode (`"metadata": { "sandbox": "manual" }`): other sandbox rides move by themselves.',
+	},
+	SANDBOX_TARGET_UNREACHABLE: {
+		status: 409,
+		retryable: false,
+		documented: true,
+		meaning:
+			"A sandbox advance whose `to` the ride cannot reach from its status: a status it already passed, `no_driver_found` once a driver accepted, `driver_drop_out` once the ride started.",
 	},
 	IDEMPOTENCY_KEY_IN_USE: {
 		status: 409,

@@ -9,6 +9,7 @@ import type { ErrorCode } from "./errors";
 import type { KeyMode } from "./partners";
 import { cancelParams, createOrderParams, eventsParams, feedbackParams, statusParams } from "./orders";
 import { estimateParams } from "./pricing";
+import { sandboxAdvanceParams } from "./sandbox";
 import {
 	driverCancelParams,
 	driverLocationsParams,
@@ -85,6 +86,13 @@ export const RIDE_ROUTES: readonly RideRoute[] = [
 	},
 	{ path: "/status", method: "POST", action: "orders.status", params: statusParams, errors: ["ORDER_NOT_FOUND"] },
 	{ path: "/events", method: "POST", action: "orders.events", params: eventsParams, errors: ["ORDER_NOT_FOUND"] },
+	{
+		path: "/sandbox/advance",
+		method: "POST",
+		action: "orders.sandboxAdvance",
+		params: sandboxAdvanceParams,
+		errors: ["SANDBOX_ONLY", "ORDER_NOT_FOUND", "RIDE_NOT_ACTIVE", "CONFLICT", "SANDBOX_UNAVAILABLE", "SANDBOX_NOT_MANUAL", "SANDBOX_TARGET_UNREACHABLE"],
+	},
 ];
 
 /** All error codes of one `/ride` endpoint. */

@@ -26,7 +26,12 @@ export const DB_ROLES = {
 	riders: { tables: ["riders"], functions: [], reads: [] },
 	// ride_events_fill_mode: the trigger that gives a ride event its order's mode (orders migration 004).
 	orders: { tables: ["orders", "ride_events", "feedback", "idempotency_keys"], functions: ["ride_events_fill_mode"], reads: [] },
-	dispatch: { tables: ["drivers", "dispatch_rides", "dispatch_offers", "driver_tokens", "dispatch_audit"], functions: [], reads: [] },
+	// dispatch_rides_manual_waits: the trigger that keeps manual sandbox rides out of matching and the location cadence (dispatch migration 009).
+	dispatch: {
+		tables: ["drivers", "dispatch_rides", "dispatch_offers", "driver_tokens", "dispatch_audit"],
+		functions: ["dispatch_rides_manual_waits"],
+		reads: [],
+	},
 	notifications: {
 		tables: ["webhook_deliveries", "webhook_attempts", "webhook_hosts", "webhook_ingest_cursor", "webhook_partner_hosts"],
 		functions: ["webhook_claim_v1", "webhook_claim_v2", "webhook_claim_v3", "webhook_claim_v4"],

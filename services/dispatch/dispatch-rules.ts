@@ -3,6 +3,7 @@ import { haversineMeters } from "../../lib/geo";
 import type { ServiceType } from "../../contracts/common";
 import { SANDBOX_SCENARIOS, type DriverMode, type FleetMode, type RidePhase, type SandboxScenario } from "../../contracts/dispatch";
 import { TERMINAL_STATUSES, type RideStatus } from "../../contracts/orders";
+import { sandboxDirectiveOf } from "../../lib/sandbox-directive";
 
 /**
  * Dispatch's pure rules: ETAs, which order statuses need a driver or location
@@ -66,11 +67,8 @@ export function etaBetween(from: Point, to: Point, serviceType: ServiceType, spe
  */
 export function sandboxScenario(metadata: unknown, fleetMode: FleetMode, mode: DriverMode = "test"): SandboxScenario | null {
 	if (fleetMode !== "simulated" || mode !== "test") return null;
-	if (typeof metadata !== "object" || metadata === null) return null;
-	const sandbox = (metadata as Record<string, unknown>).sandbox;
-	let scenario: unknown = sandbox;
-	if (typeof sandbox === "object" && sandbox !== null) scenario = (sandbox as Record<string, unknown>).scenario;
-	return typeof scenario === "string" && (SANDBOX_SCENARIOS as readonly string[]).includes(scenario) ? (scenario as SandboxScenario) : null;
+	const scenario = sandboxDirectiveOf(metadata);
+	return scenario !== null && (SANDBOX_SCENARIOS as readonly string[]).includes(scenario) ? (scenario as SandboxScenario) : null;
 }
 
 export interface RideMirror {

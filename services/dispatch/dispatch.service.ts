@@ -20,6 +20,7 @@ import { DriverMoves } from "./driver-moves";
 import { RideSteps } from "./ride-steps";
 import { DriverApi } from "./driver-api";
 import { DriverApiMixin, type DriverApiHost } from "./driver-api.mixin";
+import { SandboxMixin } from "./sandbox.mixin";
 import { DriverTokens } from "./driver-tokens";
 import { KnownCredentials } from "../../lib/known-credentials";
 import { OfferWaits } from "./offer-waits";
@@ -70,7 +71,7 @@ type This = Service<DispatchSettings> & DispatchLocal & DbThis;
 
 const DispatchService: ServiceSchema<DispatchSettings, Record<string, never>, DispatchLocal & DbThis> = {
 	name: "dispatch",
-	mixins: [DbMixin({ service: "dispatch", migrations }), DriverApiMixin],
+	mixins: [DbMixin({ service: "dispatch", migrations }), DriverApiMixin, SandboxMixin],
 
 	actions: {
 		/**

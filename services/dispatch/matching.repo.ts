@@ -198,27 +198,27 @@ export class MatchingRepo {
 		return rows[0];
 	}
 
-	// ---- the simulated fleet's inbox ----
+	// ---- the simulated fleet's inbox (manual sandbox rides move only when advanced: sandbox-steps.ts) ----
 
 	async simulatedOffers() {
 		return this.db.rows<{ driver_id: string; order_id: string; created_at: Date; expires_at: Date; sandbox: SandboxScenario | null }>(
 			`SELECT o.driver_id, o.order_id, o.created_at, o.expires_at, r.sandbox
 			 FROM dispatch_offers o JOIN drivers d ON d.id = o.driver_id JOIN dispatch_rides r ON r.order_id = o.order_id
-			 WHERE o.state = 'pending' AND d.simulated AND o.expires_at > now()`,
+			 WHERE o.state = 'pending' AND d.simulated AND o.expires_at > now() AND r.sandbox IS DISTINCT FROM 'manual'`,
 		);
 	}
 
 	async simulatedRides(): Promise<RideRow[]> {
 		return this.db.rows<RideRow>(
 			`SELECT r.* FROM dispatch_rides r JOIN drivers d ON d.id = r.driver_id
-			 WHERE r.state = 'assigned' AND d.simulated AND d.status = 'on_trip' AND d.order_id = r.order_id`,
+			 WHERE r.state = 'assigned' AND d.simulated AND d.status = 'on_trip' AND d.order_id = r.order_id AND r.sandbox IS DISTINCT FROM 'manual'`,
 		);
 	}
 
 	/** Searching test-mode rides with no offer out, oldest first (the sandbox never serves live rides). */
 	async unofferedSearches(): Promise<RideRow[]> {
 		return this.db.rows<RideRow>(
-			`SELECT r.* FROM dispatch_rides r WHERE r.state = 'searching' AND r.mode = 'test'
+			`SELECT r.* FROM dispatch_rides r WHERE r.state = 'searching' AND r.mode = 'test' AND r.sandbox IS DISTINCT FROM 'manual'
 			 AND NOT EXISTS (SELECT 1 FROM dispatch_offers o WHERE o.order_id = r.order_id AND o.state = 'pending')
 			 ORDER BY r.created_at LIMIT 500`,
 		);

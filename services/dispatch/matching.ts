@@ -201,8 +201,8 @@ export class Matcher {
 		});
 	}
 
-	/** Nobody took the ride in time: `searching → no_driver_found` (orders decides if somebody moved first). */
-	private async endRide(orderId: string): Promise<void> {
+	/** Nobody took the ride in time (or a sandbox advance says so): `searching → no_driver_found` (orders decides if somebody moved first). */
+	async endRide(orderId: string): Promise<void> {
 		const { orders, mirror, metrics, log } = this.deps;
 		try {
 			const order = await orders.transition({

@@ -20,6 +20,9 @@ import type {
 } from "../../contracts/driver";
 import { ORDER_EVENTS, type OrderIdParams, type RiderOtpResult } from "../../contracts/orders";
 import { CoalescedPass } from "../../lib/coalesced-pass";
+import { ApiError } from "../../lib/errors";
+import { sandboxStepParams, type SandboxStepParams } from "../../contracts/sandbox";
+import { SandboxDriver } from "./sandbox-driver";
 import { readFleetSettings, spawnSlots, type FleetSettings } from "./fleet.settings";
 import { offerStep, pickSlots, reportIntervalMs, rideStep, seedDriver, spawnDriver, type SeedDriver, type SimStep } from "./simulation";
 import { useServiceSettings } from "../../lib/settings";
@@ -121,6 +124,28 @@ const FleetService: ServiceSchema<FleetSettings, FleetMethods, FleetLocal> = {
 					seeded: this.seeded,
 					busyDrivers: this.busy.size,
 				};
+			},
+		},
+
+		/**
+		 * One step of a manual sandbox ride, as its driver (orders calls it for
+		 * POST /ride/sandbox/advance; sandbox-driver.ts).
+		 * REPL: `call fleet.sandboxStep --orderId ord_… --step accept`
+		 */
+		sandboxStep: {
+			access: "internal",
+			params: sandboxStepParams,
+			async handler(this: FleetThis, ctx: Context<SandboxStepParams>) {
+				if (this.settings.fleetMode !== "simulated") throw new ApiError("SANDBOX_UNAVAILABLE", "The simulated fleet is not running (FLEET_MODE=live)");
+				const driver = new SandboxDriver({
+					// Through the broker, not ctx: the partner's call meta must not travel into the driver actions.
+					call: (action, params) => this.broker.call(action, params),
+					asDriver: (driverId, action, params) => this.asDriver(driverId, action, params),
+					reportAt: (driverId, location) => this.reportAt(driverId, location),
+					placeNear: (ride) => this.placeNear(ride),
+				});
+				await driver.take(ctx.params.orderId, ctx.params.step);
+				return { ok: true };
 			},
 		},
 

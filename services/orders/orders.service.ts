@@ -62,6 +62,7 @@ import { serviceEnv, useServiceSettings } from "../../lib/settings";
 import { RetentionPass } from "../../lib/retention";
 import { OrdersRetentionRepo, type FinishedKey } from "./retention.repo";
 import { removeFinishedOrders } from "./retention";
+import { SandboxMixin } from "./sandbox.mixin";
 
 /**
  * Orders: the rides, their state machine (ride-state.ts) and the
@@ -113,7 +114,7 @@ const CANCEL_ATTEMPTS = 10;
 
 const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & DbThis> = {
 	name: "orders",
-	mixins: [DbMixin({ service: "orders", migrations })],
+	mixins: [DbMixin({ service: "orders", migrations }), SandboxMixin],
 
 	hooks: {
 		before: {

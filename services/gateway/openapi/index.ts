@@ -88,6 +88,12 @@ function rideOperations(): Record<string, Record<string, unknown>> {
 				"The ride's webhook events in `sequence` order, each with its delivery state (`pending`, `delivered`, `failed`), attempt count, last HTTP status and last error, a page at a time: up to `limit` (default 100, at most 1000) events, then `nextCursor` to send as `cursor` for the next page (`null` at the end). Without `cursor`, the first page.",
 			ok: [["200", "The events.", "RideEvents"]],
 		},
+		"/sandbox/advance": {
+			summary: "Move a manual sandbox ride (test keys)",
+			description:
+				'A test ride booked with `"metadata": { "sandbox": "manual" }` waits until this moves it: one step, or every step up to `to`. Each step is taken by the simulated driver through the same paths as an automatic sandbox ride, so it writes exactly the webhooks a real ride writes (`accepted`; a `location_updated` on the way, then `arrived`; `started`; a `location_updated` on the way, then `dropped`; `no_driver_found`; a driver drop-out writes none and the ride searches again). Answers the ride as `/ride/status` does, after the steps. One advance per ride at a time: a second one meanwhile is `409 CONFLICT`. Live keys: `403 SANDBOX_ONLY`; a deployment without the simulated fleet: `409 SANDBOX_UNAVAILABLE`.',
+			ok: [["200", "The ride after the steps (the Order, as `/ride/status` answers it).", "Order"]],
+		},
 	};
 	const paths: Record<string, Record<string, unknown>> = {};
 	for (const route of RIDE_ROUTES) {
@@ -96,7 +102,7 @@ function rideOperations(): Record<string, Record<string, unknown>> {
 		const parameters: unknown[] = [{ $ref: "#/components/parameters/XRequestId" }];
 		if (op.idempotency) parameters.unshift({ $ref: "#/components/parameters/IdempotencyKey" });
 		const operation: Record<string, unknown> = {
-			operationId: route.path.slice(1).replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase()),
+			operationId: route.path.slice(1).replace(/[-/]([a-z])/g, (_m, c: string) => c.toUpperCase()),
 			tags: ["Rides"],
 			summary: op.summary,
 			description: op.description,

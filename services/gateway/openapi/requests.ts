@@ -51,7 +51,8 @@ const sandbox =
 	"Sandbox directives (only when the server runs the simulated fleet, `FLEET_MODE=simulated`; test keys only: on a live key `metadata.sandbox` is refused with `400 VALIDATION_ERROR`; ignored when the server runs no simulated fleet (`FLEET_MODE=live`) and when unknown): " +
 	'`{ "sandbox": { "scenario": "no_driver_found" } }` ends the ride as `no_driver_found`; ' +
 	'`"driver_drop_out"` makes the first driver drop out before the start, so the ride is dispatched again and a second `accepted` names the new driver; ' +
-	'`"fast"` makes every step of the ride immediate. `"sandbox": "<scenario>"` is accepted too.';
+	'`"fast"` makes every step of the ride immediate; ' +
+	'`"manual"` makes the ride wait until you move it with `POST /ride/sandbox/advance`. `"sandbox": "<scenario>"` is accepted too.';
 
 /** The components generated from NAMED_RULES, each with its prose. */
 function namedSchemas(): Record<string, JsonSchema> {
@@ -110,6 +111,18 @@ const REQUESTS: Record<string, { name: string; prose: Prose }> = {
 	"/cancel": { name: "CancelRequest", prose: {} },
 	"/feedback": { name: "FeedbackRequest", prose: {} },
 	"/status": { name: "StatusRequest", prose: { properties: { orderId: { example: "ord_8x2k…" } } } },
+	"/sandbox/advance": {
+		name: "SandboxAdvanceRequest",
+		prose: {
+			properties: {
+				orderId: { description: 'A ride booked with a test key and `"metadata": { "sandbox": "manual" }`.', example: "ord_8x2k…" },
+				to: {
+					description:
+						"Optional. Without it the ride moves one step (`searching` → `accepted` → `arrived` → `started` → `dropped`). A status walks every step up to it, each with its webhooks; `no_driver_found` ends a searching ride; `driver_drop_out` has the driver give the ride up before the start (a searching ride is accepted first), so it searches again. Anything else → `400 VALIDATION_ERROR`.",
+				},
+			},
+		},
+	},
 	"/events": {
 		name: "EventsRequest",
 		prose: {

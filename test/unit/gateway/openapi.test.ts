@@ -48,7 +48,15 @@ describe("OpenAPI document", () => {
 	it("is OpenAPI 3.1 with exactly the six partner routes under /ride, all POST", () => {
 		expect(doc.openapi).toBe("3.1.0");
 		const ridePaths = Object.keys(doc.paths).filter((p) => p.startsWith("/ride/"));
-		expect(ridePaths.sort()).toEqual(["/ride/cancel", "/ride/create-order", "/ride/events", "/ride/fare-estimate", "/ride/feedback", "/ride/status"]);
+		expect(ridePaths.sort()).toEqual([
+			"/ride/cancel",
+			"/ride/create-order",
+			"/ride/events",
+			"/ride/fare-estimate",
+			"/ride/feedback",
+			"/ride/sandbox/advance",
+			"/ride/status",
+		]);
 		expect(ridePaths.sort()).toEqual(RIDE_ROUTES.map((r) => `/ride${r.path}`).sort());
 		for (const p of ridePaths) expect(Object.keys(doc.paths[p])).toEqual(["post"]);
 	});
