@@ -124,6 +124,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/ride/sandbox/advance": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Move a manual sandbox ride (test keys)
+         * @description A test ride booked with `"metadata": { "sandbox": "manual" }` waits until this moves it: one step, or every step up to `to`. Each step is taken by the simulated driver through the same paths as an automatic sandbox ride, so it writes exactly the webhooks a real ride writes (`accepted`; a `location_updated` on the way, then `arrived`; `started`; a `location_updated` on the way, then `dropped`; `no_driver_found`; a driver drop-out writes none and the ride searches again). Answers the ride as `/ride/status` does, after the steps. One advance per ride at a time: a second one meanwhile is `409 CONFLICT`. Live keys: `403 SANDBOX_ONLY`; a deployment without the simulated fleet: `409 SANDBOX_UNAVAILABLE`.
+         */
+        post: operations["sandboxAdvance"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/driver/online": {
         parameters: {
             query?: never;
@@ -562,7 +582,7 @@ export interface components {
         /**
          * @description Any JSON object of the partner's, at most 4 KB serialised (`4096` bytes); echoed back in every order response and every webhook (`null` when none was given).
          *
-         *     Sandbox directives (only when the server runs the simulated fleet, `FLEET_MODE=simulated`; test keys only: on a live key `metadata.sandbox` is refused with `400 VALIDATION_ERROR`; ignored when the server runs no simulated fleet (`FLEET_MODE=live`) and when unknown): `{ "sandbox": { "scenario": "no_driver_found" } }` ends the ride as `no_driver_found`; `"driver_drop_out"` makes the first driver drop out before the start, so the ride is dispatched again and a second `accepted` names the new driver; `"fast"` makes every step of the ride immediate. `"sandbox": "<scenario>"` is accepted too.
+         *     Sandbox directives (only when the server runs the simulated fleet, `FLEET_MODE=simulated`; test keys only: on a live key `metadata.sandbox` is refused with `400 VALIDATION_ERROR`; ignored when the server runs no simulated fleet (`FLEET_MODE=live`) and when unknown): `{ "sandbox": { "scenario": "no_driver_found" } }` ends the ride as `no_driver_found`; `"driver_drop_out"` makes the first driver drop out before the start, so the ride is dispatched again and a second `accepted` names the new driver; `"fast"` makes every step of the ride immediate; `"manual"` makes the ride wait until you move it with `POST /ride/sandbox/advance`. `"sandbox": "<scenario>"` is accepted too.
          * @example {
          *       "partnerRef": "booking-8812"
          *     }
@@ -610,6 +630,18 @@ export interface components {
             cursor?: string;
             /** @description Events per page (default 100). */
             limit?: number;
+        };
+        SandboxAdvanceRequest: {
+            /**
+             * @description A ride booked with a test key and `"metadata": { "sandbox": "manual" }`.
+             * @example ord_8x2k…
+             */
+            orderId: string;
+            /**
+             * @description Optional. Without it the ride moves one step (`searching` → `accepted` → `arrived` → `started` → `dropped`). A status walks every step up to it, each with its webhooks; `no_driver_found` ends a searching ride; `driver_drop_out` has the driver give the ride up before the start (a searching ride is accepted first), so it searches again. Anything else → `400 VALIDATION_ERROR`.
+             * @enum {string}
+             */
+            to?: "accepted" | "arrived" | "started" | "dropped" | "no_driver_found" | "driver_drop_out";
         };
         /**
          * @description Active: `searching`, `accepted`, `arrived`, `started`. Terminal: `dropped`, `customer_cancelled`, `no_driver_found`. searching → accepted → arrived → started → dropped; any active state → customer_cancelled (POST /ride/cancel); searching → no_driver_found (dispatch timeout); accepted/arrived → searching when the driver drops out (dispatched again, no webhook). A ride starts only with the correct OTP.
@@ -806,7 +838,7 @@ export interface components {
         /** @description Every 4xx/5xx answer. `details` only on validation problems. Never a stack trace, SQL or internal names. */
         Error: {
             /** @enum {string} */
-            code: "INVALID_JSON" | "VALIDATION_ERROR" | "INVALID_WEBHOOK_URL" | "UNAUTHORIZED" | "ORDER_NOT_FOUND" | "NOT_FOUND" | "RIDE_NOT_ACTIVE" | "RIDE_NOT_COMPLETED" | "FEEDBACK_ALREADY_SUBMITTED" | "IDEMPOTENCY_KEY_IN_USE" | "CONFLICT" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "QUOTE_INVALID" | "QUOTE_EXPIRED" | "IDEMPOTENCY_KEY_REUSED" | "RATE_LIMITED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
+            code: "INVALID_JSON" | "VALIDATION_ERROR" | "INVALID_WEBHOOK_URL" | "UNAUTHORIZED" | "SANDBOX_ONLY" | "ORDER_NOT_FOUND" | "NOT_FOUND" | "RIDE_NOT_ACTIVE" | "RIDE_NOT_COMPLETED" | "FEEDBACK_ALREADY_SUBMITTED" | "SANDBOX_UNAVAILABLE" | "SANDBOX_NOT_MANUAL" | "SANDBOX_TARGET_UNREACHABLE" | "IDEMPOTENCY_KEY_IN_USE" | "CONFLICT" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "QUOTE_INVALID" | "QUOTE_EXPIRED" | "IDEMPOTENCY_KEY_REUSED" | "RATE_LIMITED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
             /** @description For people; do not parse it. */
             message: string;
             details?: components["schemas"]["ErrorDetail"][];
@@ -1423,7 +1455,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: `RIDE_NOT_ACTIVE`, `CONFLICT`. RIDE_NOT_ACTIVE: Cancel of a ride that is `dropped` or `no_driver_found`. CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. */
+            /** @description Conflict: `RIDE_NOT_ACTIVE`, `CONFLICT`. RIDE_NOT_ACTIVE: Cancel of a ride that is `dropped` or `no_driver_found`; a sandbox advance of a ride that has ended. CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -1933,6 +1965,199 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         code?: "ORDER_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description Payload too large: `PAYLOAD_TOO_LARGE`. PAYLOAD_TOO_LARGE: The body is larger than the limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description Unsupported media type: `UNSUPPORTED_MEDIA_TYPE`. UNSUPPORTED_MEDIA_TYPE: The body is not sent as `application/json` (UTF-8), or is compressed (`Content-Encoding`). Not in the contract's table: added by this gateway. */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNSUPPORTED_MEDIA_TYPE";
+                    };
+                };
+            };
+            /** @description Too many requests: `RATE_LIMITED`. RATE_LIMITED: The partner's rate limit is exhausted; wait `Retry-After` seconds (`retryable: true`). */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal error: `INTERNAL_ERROR`. INTERNAL_ERROR: Anything else. The body never carries a stack trace, SQL or internal names. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service unavailable: `SERVICE_UNAVAILABLE`. SERVICE_UNAVAILABLE: An internal service is down or did not answer in time; retry after `Retry-After` seconds (`retryable: true`). A create-order retry should carry the same `Idempotency-Key`. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    sandboxAdvance: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
+                "X-Request-Id"?: components["parameters"]["XRequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SandboxAdvanceRequest"];
+            };
+        };
+        responses: {
+            /** @description The ride after the steps (the Order, as `/ride/status` answers it). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Order"];
+                };
+            };
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Unauthorized: `UNAUTHORIZED`. UNAUTHORIZED: No API key, a malformed `Authorization` header, or an unknown or disabled key. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description undefined: `SANDBOX_ONLY`. SANDBOX_ONLY: A sandbox control (`/ride/sandbox/advance`) with a live key: sandbox controls steer simulated drivers and serve test keys only. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "SANDBOX_ONLY";
+                    };
+                };
+            };
+            /** @description Not found: `ORDER_NOT_FOUND`. ORDER_NOT_FOUND: Unknown `orderId`, or one that belongs to another partner. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "ORDER_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description Conflict: `RIDE_NOT_ACTIVE`, `CONFLICT`, `SANDBOX_UNAVAILABLE`, `SANDBOX_NOT_MANUAL`, `SANDBOX_TARGET_UNREACHABLE`. RIDE_NOT_ACTIVE: Cancel of a ride that is `dropped` or `no_driver_found`; a sandbox advance of a ride that has ended. CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. SANDBOX_UNAVAILABLE: A sandbox control on a deployment that runs no simulated fleet (`FLEET_MODE=live`): test rides there wait for test drivers. SANDBOX_NOT_MANUAL: A sandbox advance of a ride not booked in manual mode (`"metadata": { "sandbox": "manual" }`): other sandbox rides move by themselves. SANDBOX_TARGET_UNREACHABLE: A sandbox advance whose `to` the ride cannot reach from its status: a status it already passed, `no_driver_found` once a driver accepted, `driver_drop_out` once the ride started. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Ride-Request-Id": components["headers"]["RideRequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "RIDE_NOT_ACTIVE" | "CONFLICT" | "SANDBOX_UNAVAILABLE" | "SANDBOX_NOT_MANUAL" | "SANDBOX_TARGET_UNREACHABLE";
                     };
                 };
             };
