@@ -1,4 +1,5 @@
 import type { Migration } from "../../../mixins/db.mixin";
+import { fareTermsMigration } from "./008-fare-terms";
 
 /**
  * Tables of the orders service: `orders` (the rides), `ride_events` (the
@@ -200,4 +201,5 @@ export const migrations: Migration[] = [
 			await sequelize.query("DROP INDEX IF EXISTS orders_finished_updated");
 		},
 	},
+	fareTermsMigration,
 ];
