@@ -108,6 +108,19 @@ export const ERRORS = {
 		documented: true,
 		meaning: "Cancel of a ride that is `dropped` or `no_driver_found`; a sandbox advance of a ride that has ended.",
 	},
+	RIDE_NOT_CANCELLABLE: {
+		status: 409,
+		retryable: false,
+		documented: true,
+		meaning: "A cancel preview or a confirmed cancel (`confirmFee`) of a `started` ride: the rider is on board; the trip ends with the drop.",
+	},
+	CANCELLATION_FEE_CHANGED: {
+		status: 409,
+		retryable: false,
+		documented: true,
+		meaning:
+			"A confirmed cancel whose fee is now higher than `confirmFee` (the driver came near or arrived since the preview); nothing changed. `details` carries the new fee (`cancellationFee.amount`, `cancellationFee.currency`, `cancellationFee.rule`): confirm again with it.",
+	},
 	RIDE_NOT_COMPLETED: {
 		status: 409,
 		retryable: false,

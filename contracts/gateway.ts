@@ -76,7 +76,13 @@ export const RIDE_ROUTES: readonly RideRoute[] = [
 		params: createOrderParams,
 		errors: ["INVALID_WEBHOOK_URL", "IDEMPOTENCY_KEY_IN_USE", "CONFLICT", "QUOTE_INVALID", "QUOTE_EXPIRED", "IDEMPOTENCY_KEY_REUSED"],
 	},
-	{ path: "/cancel", method: "POST", action: "orders.cancel", params: cancelParams, errors: ["ORDER_NOT_FOUND", "RIDE_NOT_ACTIVE", "CONFLICT"] },
+	{
+		path: "/cancel",
+		method: "POST",
+		action: "orders.cancel",
+		params: cancelParams,
+		errors: ["ORDER_NOT_FOUND", "RIDE_NOT_ACTIVE", "RIDE_NOT_CANCELLABLE", "CANCELLATION_FEE_CHANGED", "CONFLICT"],
+	},
 	{
 		path: "/feedback",
 		method: "POST",

@@ -76,14 +76,95 @@ export interface CreateOrderParams {
 	metadata?: Record<string, unknown>;
 }
 
-/** POST /ride/cancel (orders.cancel). */
+// ---- cancellation policy (API.md, "Cancellation policy") ---------------------------
+
+/** Why a partner cancels (`reasonCode`; required with `confirmFee`). */
+export const CANCEL_REASON_CODES = [
+	"RIDER_CHANGED_PLANS",
+	"DRIVER_TOO_FAR",
+	"DRIVER_NOT_MOVING",
+	"DRIVER_ASKED_TO_CANCEL",
+	"WRONG_PICKUP",
+	"FOUND_OTHER_RIDE",
+	"PRICE_TOO_HIGH",
+	"OTHER",
+] as const;
+export type CancelReasonCode = (typeof CANCEL_REASON_CODES)[number];
+
+/**
+ * Which rule of the policy set a cancel's fee: free while the ride is not yet
+ * with a driver, in the grace period after acceptance or while the driver is
+ * far; the service type's fixed fee once the driver is near or has arrived;
+ * the fare for a plain cancel of a started ride.
+ */
+export const CANCELLATION_RULES = ["searching", "scheduled", "grace_period", "driver_far", "driver_near", "driver_arrived", "ride_started"] as const;
+export type CancellationRule = (typeof CANCELLATION_RULES)[number];
+
+/** Cancels within this many seconds of the driver's acceptance are free (`CANCEL_GRACE_SECONDS`). */
+export const DEFAULT_CANCEL_GRACE_SECONDS = 120;
+/** The driver counts as near (the fee applies) within this distance of the pickup … */
+export const DRIVER_NEAR_METRES = 500;
+/** … or when its ETA to the pickup is at most this. */
+export const DRIVER_NEAR_ETA_SECONDS = 120;
+
+/** POST /ride/cancel (orders.cancel): a plain cancel, a preview (`preview: true`, writes nothing) or a confirmed cancel (`confirmFee` + `reasonCode`). */
 export const cancelParams = {
 	$$strict: true,
 	orderId: orderIdRule,
 	reason: { type: "string", max: 200, optional: true },
+	preview: { type: "boolean", optional: true },
+	confirmFee: { type: "number", min: 0, max: 1_000_000, optional: true },
+	reasonCode: { type: "enum", values: [...CANCEL_REASON_CODES], optional: true },
 } as const;
 export interface CancelParams extends OrderIdParams {
 	reason?: string;
+	/** A dry run: the fee a cancel now would cost; nothing is written. */
+	preview?: boolean;
+	/** The fee (major units) the partner accepted, usually from a preview: the cancel happens only while the fee is at most this. */
+	confirmFee?: number;
+	reasonCode?: CancelReasonCode;
+}
+
+/** A cancel's fee: major units (≤ 2 decimals), and the rule that set it. */
+export interface CancellationFee {
+	amount: number;
+	currency: string;
+	rule: CancellationRule;
+}
+
+// ---- final fare (API.md, "Final fare") ---------------------------------------------
+
+/** A ride dropped within this distance of its booked drop pays its quote (a longer route never costs more). */
+export const DROP_TOLERANCE_METRES = 500;
+export const FINAL_FARE_BASES = ["quote", "metered"] as const;
+export type FinalFareBasis = (typeof FINAL_FARE_BASES)[number];
+
+/** What the ride costs once dropped: the trip (quoted or metered) plus waiting at the pickup. */
+export interface FinalFare {
+	/** Major units, ≤ 2 decimals: `tripFare` + `waitingCharge`. */
+	totalAmount: number;
+	currency: string;
+	/** `quote`: dropped at the booked drop, the quote holds; `metered`: ended elsewhere, metered from the distance driven (never above the quote). */
+	basis: FinalFareBasis;
+	/** The fare booked (the order's `fare.totalAmount`). */
+	quotedAmount: number;
+	tripFare: number;
+	waitingCharge: number;
+	/** How the trip fare was made: the quote's breakdown, or the metered one. */
+	fareBreakdown: {
+		baseFare: number;
+		distanceFare: number;
+		timeFare: number;
+		surgeMultiplier: number;
+		tax: number;
+	};
+	/** Metres driven from the start to the drop, as dispatch measured them from the driver's positions. */
+	distance: number;
+	/** Seconds from `started` to `dropped`. */
+	duration: number;
+	/** Seconds from `arrived` to `started`, and how many of them were charged. */
+	waitingSeconds: number;
+	chargedWaitingSeconds: number;
 }
 
 /** POST /ride/feedback (orders.feedback). */
@@ -166,6 +247,8 @@ export const transitionParams = {
 	eta: etaRule,
 	otp: { type: "string", max: 16, optional: true },
 	reason: { type: "string", max: 200, optional: true },
+	/** `dropped` only: metres driven since `started`, as dispatch accumulated them from the driver's positions. */
+	drivenMeters: { type: "number", integer: true, min: 0, optional: true },
 } as const;
 export interface TransitionDriver {
 	id: string;
@@ -185,6 +268,7 @@ export interface TransitionParams {
 	eta?: number | null;
 	otp?: string;
 	reason?: string;
+	drivenMeters?: number;
 }
 
 /** orders.recordLocation: the driver's position while the ride moves. */
@@ -266,6 +350,12 @@ export interface Order {
 	metadata: Record<string, unknown> | null;
 	createdAt: string;
 	updatedAt: string;
+	/** Once `customer_cancelled`: what the cancel cost. */
+	cancellationFee?: CancellationFee;
+	/** Once `dropped`: what the ride cost. */
+	finalFare?: FinalFare;
+	/** While `accepted` (and `arrived`, 0): seconds until the driver reaches the pickup, as last estimated. */
+	etaToPickupSeconds?: number;
 }
 
 /** What services (dispatch, operators) get from orders.get/transition/recordLocation/listActive: every field but the OTP, plus ownership and version. */
@@ -292,6 +382,17 @@ export interface CancelResult {
 	code: "RIDE_CANCELLED";
 	orderId: string;
 	status: "customer_cancelled";
+	/** What the cancel cost (absent only for rides cancelled before fees were recorded). */
+	cancellationFee?: CancellationFee;
+}
+
+/** `preview: true`: what a cancel now would cost; nothing changed. */
+export interface CancelPreviewResult {
+	code: "CANCEL_PREVIEW";
+	orderId: string;
+	/** The ride's status now (still active). */
+	status: RideStatus;
+	cancellationFee: CancellationFee;
 }
 
 export interface FeedbackResult {
@@ -316,6 +417,12 @@ export interface RideEventPayload {
 	driver?: OrderDriver;
 	location?: DriverLocation;
 	eta?: number;
+	/** `accepted`, `arrived` (0) and their `location_updated` events: seconds until the driver reaches the pickup. */
+	etaToPickupSeconds?: number;
+	/** `customer_cancelled`: what the cancel cost. */
+	cancellationFee?: CancellationFee;
+	/** `dropped`: what the ride cost. */
+	finalFare?: FinalFare;
 	metadata: Record<string, unknown> | null;
 }
 

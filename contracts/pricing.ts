@@ -81,6 +81,29 @@ export interface EstimateResult {
 	quotes: Quote[];
 }
 
+/**
+ * The terms a ride is booked on, stored with the order (orders migration 008):
+ * the tariff and surge the fare was made with, what waiting at the pickup
+ * costs, and the cancellation fee. Integer paise; orders computes the final
+ * fare and the cancellation fee from these, so a tariff change never reaches
+ * a booked ride.
+ */
+export interface FareTerms {
+	currency: string;
+	baseFarePaise: number;
+	perKmPaise: number;
+	perMinutePaise: number;
+	minimumFarePaise: number;
+	taxBasisPoints: number;
+	/** The quote's surge multiplier × 10. */
+	surgeTenths: number;
+	/** Charged per minute of waiting at the pickup beyond the free minutes (per second, pro rata). */
+	waitingPerMinutePaise: number;
+	freeWaitingSeconds: number;
+	/** The fixed fee of a cancel once the driver is near or has arrived (API.md, "Cancellation policy"). */
+	cancellationFeePaise: number;
+}
+
 /** `pricing.verifyQuote` / `pricing.quote`'s reply: a trip with its price, as create-order stores it. */
 export interface PricedTrip {
 	serviceType: ServiceType;
@@ -94,6 +117,8 @@ export interface PricedTrip {
 	duration: number;
 	/** Present when the price comes from a verified quote. */
 	quoteId?: string;
+	/** The terms the ride is booked on (the tariff in force, the quote's surge). */
+	terms?: FareTerms;
 }
 
 /** One service type's tariff as operators read it (major units). */
@@ -104,6 +129,9 @@ export interface TariffView {
 	perMinute: number;
 	minimumFare: number;
 	taxPercent: number;
+	waitingPerMinute: number;
+	freeWaitingMinutes: number;
+	cancellationFee: number;
 }
 
 /** `pricing.tariffs`' reply (operators). */

@@ -2,6 +2,7 @@ import type { Transaction } from "sequelize";
 import type { SandboxScenario } from "../../contracts/dispatch";
 import type { Db } from "../../mixins/db.mixin";
 import { EXCLUDE, MS, NO_DRIVER_NEAR, type RideRow } from "./ride-mirror.repo";
+import { haversineSql } from "./driven-distance";
 
 /**
  * Matching's SQL (matching.ts): which searching rides are due a look and
@@ -122,14 +123,22 @@ export class MatchingRepo {
 	 * `IN (subquery)`: with the subquery, a planner without fresh statistics
 	 * hash-joined it against every ride, closed ones included (1,470 rows read
 	 * for 1 due); the CTE's at most 200 rows are joined by primary key.
+	 * A started ride's driver position is sampled in the same update: the leg
+	 * from the last sample (the pickup at first) is added to its driven
+	 * distance (driven-distance.ts).
 	 */
 	async claimDueLocations(intervalMs: number, liveIntervalMs: number) {
+		const started = "r.order_status = 'started' AND d.lat IS NOT NULL AND d.lng IS NOT NULL";
+		const leg = haversineSql("COALESCE(r.driven_lat, r.pickup_lat)", "COALESCE(r.driven_lng, r.pickup_lng)", "d.lat", "d.lng");
 		return this.db.rows<RideRow & { d_lat: number | null; d_lng: number | null; d_heading: number | null }>(
 			`WITH due AS (
 				SELECT order_id FROM dispatch_rides WHERE state = 'assigned' AND next_location_at <= now()
 				ORDER BY next_location_at LIMIT 200 FOR UPDATE SKIP LOCKED
 			 )
-			 UPDATE dispatch_rides r SET next_location_at = now() + (CASE WHEN r.mode = 'live' THEN $2::double precision ELSE $1::double precision END) ${MS}
+			 UPDATE dispatch_rides r SET next_location_at = now() + (CASE WHEN r.mode = 'live' THEN $2::double precision ELSE $1::double precision END) ${MS},
+			   driven_m = CASE WHEN ${started} THEN r.driven_m + ${leg} ELSE r.driven_m END,
+			   driven_lat = CASE WHEN ${started} THEN d.lat ELSE r.driven_lat END,
+			   driven_lng = CASE WHEN ${started} THEN d.lng ELSE r.driven_lng END
 			 FROM due, drivers d
 			 WHERE r.order_id = due.order_id AND d.id = r.driver_id
 			 RETURNING r.*, d.lat AS d_lat, d.lng AS d_lng, d.heading AS d_heading`,

@@ -49,6 +49,10 @@ export interface RideRow {
 	lease_until: Date | null;
 	next_location_at: Date | null;
 	created_at: Date;
+	/** Dispatch migration 011 (driven-distance.ts): metres driven since started, and the last position sampled. */
+	driven_m?: number | null;
+	driven_lat?: number | null;
+	driven_lng?: number | null;
 }
 
 /** Which order snapshot a ride row last followed: `[orderId, version, updatedAt]`, the first binds of the mirror updates. */

@@ -4,6 +4,7 @@ import type { InternalOrder } from "../../contracts/orders";
 import { ApiError } from "../../lib/errors";
 import { haversineMeters } from "../../lib/geo";
 import { errorType, etaBetween, isDefinitiveRefusal, legTarget } from "./dispatch-rules";
+import { drivenMetersAtDrop } from "./driven-distance";
 import { dropOf, locationOf, pickupOf, rideJob, toDriverView } from "./dispatch-views";
 import type { DispatchMetrics } from "./dispatch.metrics";
 import type { DispatchRepo } from "./dispatch.repo";
@@ -161,9 +162,12 @@ export class RideSteps {
 		if (to === "arrived") await this.requireAtPickup(driverId, ride);
 		// At the pickup or the drop the driver is there (eta 0); once started, the eta is to the drop.
 		const eta = to === "started" ? this.etaFor(driver, ride, to) : 0;
+		const location = locationOf(driver) ?? undefined;
+		// The drop: the distance driven so far plus the last leg (orders meters a ride that ends elsewhere from it).
+		const drivenMeters = to === "dropped" ? drivenMetersAtDrop(ride, location ?? null) : undefined;
 		let order: InternalOrder;
 		try {
-			order = await this.deps.orders.transition({ orderId, from, to, otp, location: locationOf(driver) ?? undefined, eta }, ctx);
+			order = await this.deps.orders.transition({ orderId, from, to, otp, location, eta, ...(drivenMeters !== undefined ? { drivenMeters } : {}) }, ctx);
 		} catch (err) {
 			if (otp !== undefined && errorType(err) === "INVALID_OTP") {
 				await this.deps.repo.drivers.countWrongOtp(driverId);

@@ -123,6 +123,7 @@ async function placeOrder(deps: CreateOrderDeps, ctx: Context<CreateOrderParams,
 			otp: generateOtp(),
 			webhookURL: p.webhookURL,
 			metadata: p.metadata,
+			fareTerms: priced.terms ?? null,
 		};
 		// One statement: the insert, and with a claim its 201 answer in the same
 		// statement, so a replay can never miss an order that exists.

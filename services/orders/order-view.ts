@@ -1,6 +1,9 @@
 import { randomInt } from "node:crypto";
 import type {
+	CancellationFee,
+	CancellationRule,
 	EventDelivery,
+	FinalFare,
 	DriverInfo,
 	OrderDriver,
 	InternalOrder,
@@ -13,6 +16,7 @@ import type {
 import type { DriverLocation, Place, ServiceType } from "../../contracts/common";
 import { OTP_DIGITS } from "../../contracts/constants";
 import type { KeyMode } from "../../contracts/partners";
+import type { FareTerms } from "../../contracts/pricing";
 
 /**
  * Pure views of an order: the database row turned into the contract's Order
@@ -49,6 +53,19 @@ export interface OrderRow {
 	cancel_reason: string | null;
 	created_at: Date | string;
 	updated_at: Date | string;
+	// Orders migration 008 (absent on rows read before it, null on rides booked before it).
+	/** The terms the ride was booked on (final-fare.ts, cancel-policy.ts). */
+	fare_terms?: FareTerms | null;
+	/** When the current driver accepted, arrived at the pickup, started the ride. */
+	accepted_at?: Date | string | null;
+	arrived_at?: Date | string | null;
+	started_at?: Date | string | null;
+	/** Once cancelled: what the cancel cost and the policy rule that said so. */
+	cancellation_fee_paise?: number | null;
+	cancellation_rule?: CancellationRule | null;
+	cancel_reason_code?: string | null;
+	/** Once dropped: the final fare as presented. */
+	final_fare?: FinalFare | null;
 }
 
 /** OTP_DIGITS (4) digits from a cryptographic random source, leading zeros kept. */
@@ -88,6 +105,30 @@ export function driverView(row: Pick<OrderRow, "driver" | "driver_location">): O
 	return { id: d.id, name: d.name, phone: d.phone, vehicleNumber: d.vehicleNumber, location: location(row.driver_location) };
 }
 
+/** What the cancel cost, once cancelled; undefined for rides cancelled before the policy recorded fees. */
+export function cancellationFeeOf(row: Pick<OrderRow, "cancellation_fee_paise" | "cancellation_rule" | "currency">): CancellationFee | undefined {
+	if (row.cancellation_fee_paise === null || row.cancellation_fee_paise === undefined || !row.cancellation_rule) return undefined;
+	return { amount: paiseToMajor(row.cancellation_fee_paise), currency: row.currency, rule: row.cancellation_rule };
+}
+
+/** Seconds until the driver reaches the pickup: the last ETA while accepted, 0 once arrived; undefined otherwise. */
+export function etaToPickup(row: Pick<OrderRow, "status" | "eta">): number | undefined {
+	if (row.status === "arrived") return 0;
+	if (row.status === "accepted" && typeof row.eta === "number") return row.eta;
+	return undefined;
+}
+
+/** The fields the policy adds to an Order or a webhook for the ride's status (ETA to the pickup, cancellation fee, final fare). */
+function policyFields(row: OrderRow, status: string): Pick<Order, "etaToPickupSeconds" | "cancellationFee" | "finalFare"> {
+	const out: Pick<Order, "etaToPickupSeconds" | "cancellationFee" | "finalFare"> = {};
+	const eta = etaToPickup(row);
+	if (eta !== undefined && (status === row.status || status === "location_updated")) out.etaToPickupSeconds = eta;
+	const fee = status === "customer_cancelled" ? cancellationFeeOf(row) : undefined;
+	if (fee) out.cancellationFee = fee;
+	if (status === "dropped" && row.final_fare) out.finalFare = row.final_fare;
+	return out;
+}
+
 export function toOrder(row: OrderRow): Order {
 	return {
 		orderId: row.id,
@@ -103,6 +144,7 @@ export function toOrder(row: OrderRow): Order {
 		metadata: row.metadata ?? null,
 		createdAt: iso(row.created_at),
 		updatedAt: iso(row.updated_at),
+		...policyFields(row, row.status),
 	};
 }
 
@@ -131,7 +173,7 @@ export function toInternalOrder(row: OrderRow): InternalOrder {
  */
 export function buildEventPayload(input: {
 	eventId: string;
-	row: Pick<OrderRow, "id" | "driver" | "driver_location" | "eta" | "metadata" | "mode">;
+	row: OrderRow;
 	status: RideEventPayload["status"];
 	sequence: number;
 	occurredAt: Date | string;
@@ -151,7 +193,9 @@ export function buildEventPayload(input: {
 	const loc = location(row.driver_location);
 	if (loc) payload.location = loc;
 	if (typeof row.eta === "number") payload.eta = row.eta;
-	return payload;
+	// Before the metadata, so the contract's fields keep their order (metadata last).
+	const { metadata, ...rest } = payload;
+	return { ...rest, ...policyFields(row, input.status), metadata };
 }
 
 /** Size of a JSON value as sent (UTF-8 bytes of its serialisation): the contract's "4 KB serialised" limit. */

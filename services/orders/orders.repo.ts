@@ -3,6 +3,8 @@ import {
 	ACTIVE_STATUSES,
 	MOVING_STATUSES,
 	type ActiveStatus,
+	type CancellationRule,
+	type FinalFare,
 	type DriverInfo,
 	type RideStatus,
 	type WebhookStatus,
@@ -10,6 +12,7 @@ import {
 } from "../../contracts/orders";
 import type { DriverLocation } from "../../contracts/common";
 import type { KeyMode } from "../../contracts/partners";
+import type { FareTerms } from "../../contracts/pricing";
 import { isUniqueViolation, type Db } from "../../mixins/db.mixin";
 import { newId } from "../../lib/ids";
 import { emitsEvent } from "./ride-state";
@@ -46,6 +49,8 @@ export interface NewOrder {
 	otp: string;
 	webhookURL: string;
 	metadata: unknown;
+	/** The terms the ride is booked on (pricing's; null when pricing gave none). */
+	fareTerms?: FareTerms | null;
 }
 
 /** Column changes a status move makes besides status/version (undefined = keep). */
@@ -56,7 +61,14 @@ export interface MoveChanges {
 	cancelReason?: string | null;
 	/** A fresh set of OTP tries (`otp_tries = 0`), in the same statement as the move. */
 	resetOtpTries?: boolean;
+	/** A cancel: its fee, the policy rule and the partner's reason code (cancel-policy.ts). */
+	cancellation?: { feePaise: number; rule: CancellationRule; reasonCode: string | null };
+	/** A drop: the final fare (final-fare.ts). */
+	finalFare?: FinalFare;
 }
+
+/** The moves whose time the policy needs (the grace period, waiting at the pickup, the trip's duration) stamp it in the same update. */
+const STAMPED_AT: Partial<Record<RideStatus, string>> = { accepted: "accepted_at", arrived: "arrived_at", started: "started_at" };
 
 /** The order as the move left it, and its event row's id (null for a move that is not a webhook event). */
 export interface MoveResult {
@@ -79,8 +91,36 @@ export interface PartnerScope {
 	mode: KeyMode;
 }
 
-const INSERT_COLUMNS = `id, partner_id, rider_id, status, service_type, pickup, "drop", fare_paise, currency, fare_breakdown,
-	distance, duration, quote_id, otp, webhook_url, metadata, mode`;
+/**
+ * The insert's columns, each with its SQL type and its value from a NewOrder:
+ * the one list both inserts (one order, several in one statement) are made of.
+ */
+const INSERT_FIELDS: ReadonlyArray<{ column: string; type: "text" | "int" | "jsonb"; value: (o: NewOrder) => unknown }> = [
+	{ column: "id", type: "text", value: (o) => o.id },
+	{ column: "partner_id", type: "text", value: (o) => o.partnerId },
+	{ column: "rider_id", type: "text", value: (o) => o.riderId },
+	{ column: "status", type: "text", value: () => "searching" },
+	{ column: "service_type", type: "text", value: (o) => o.serviceType },
+	{ column: "pickup", type: "jsonb", value: (o) => JSON.stringify(o.pickup) },
+	{ column: '"drop"', type: "jsonb", value: (o) => JSON.stringify(o.drop) },
+	{ column: "fare_paise", type: "int", value: (o) => o.farePaise },
+	{ column: "currency", type: "text", value: (o) => o.currency },
+	{ column: "fare_breakdown", type: "jsonb", value: (o) => (o.fareBreakdown ? JSON.stringify(o.fareBreakdown) : null) },
+	{ column: "distance", type: "int", value: (o) => o.distance },
+	{ column: "duration", type: "int", value: (o) => o.duration },
+	{ column: "quote_id", type: "text", value: (o) => o.quoteId },
+	{ column: "otp", type: "text", value: (o) => o.otp },
+	{ column: "webhook_url", type: "text", value: (o) => o.webhookURL },
+	{ column: "metadata", type: "jsonb", value: (o) => (o.metadata !== undefined ? JSON.stringify(o.metadata) : null) },
+	{ column: "mode", type: "text", value: (o) => o.mode },
+	{ column: "fare_terms", type: "jsonb", value: (o) => jsonOrNull(o.fareTerms) },
+];
+const INSERT_COLUMNS = INSERT_FIELDS.map((f) => f.column).join(", ");
+/** `$1::text, $2::text, …`: one order's values. */
+const INSERT_VALUES = INSERT_FIELDS.map((f, i) => `$${i + 1}::${f.type}`).join(", ");
+/** The bind position of the order's mode (the claim is looked up in the same mode). */
+const MODE_BIND = INSERT_FIELDS.findIndex((f) => f.column === "mode") + 1;
+const bindOf = (order: NewOrder): unknown[] => INSERT_FIELDS.map((f) => f.value(order));
 const ON_ACTIVE_CONFLICT = `ON CONFLICT (rider_id, mode) WHERE status IN (${ACTIVE_SQL}) DO NOTHING`;
 
 /** A timestamptz as JavaScript's toISOString() writes it (UTC, milliseconds truncated like node-postgres' parse). */
@@ -190,26 +230,9 @@ export class OrdersRepo {
 	 * taken over meanwhile inserts nothing: `claimLost`.
 	 */
 	async insertOrder(order: NewOrder, claim: IdempotencyClaim | null, answer?: unknown): Promise<InsertOutcome> {
-		const bind: unknown[] = [
-			order.id,
-			order.partnerId,
-			order.riderId,
-			order.serviceType,
-			JSON.stringify(order.pickup),
-			JSON.stringify(order.drop),
-			order.farePaise,
-			order.currency,
-			order.fareBreakdown ? JSON.stringify(order.fareBreakdown) : null,
-			order.distance,
-			order.duration,
-			order.quoteId,
-			order.otp,
-			order.webhookURL,
-			order.metadata !== undefined ? JSON.stringify(order.metadata) : null,
-			order.mode,
-		];
-		const values =
-			"$1::text, $2::text, $3::text, 'searching', $4::text, $5::jsonb, $6::jsonb, $7::int, $8::text, $9::jsonb, $10::int, $11::int, $12::text, $13::text, $14::text, $15::jsonb, $16::text";
+		const bind = bindOf(order);
+		const values = INSERT_VALUES;
+		const n = INSERT_FIELDS.length;
 		try {
 			if (!claim) {
 				const row = await this.db.row<OrderRow>(`INSERT INTO orders (${INSERT_COLUMNS}) VALUES (${values}) ${ON_ACTIVE_CONFLICT} RETURNING *`, bind);
@@ -219,14 +242,14 @@ export class OrdersRepo {
 			const rows = await this.db.rows<OrderRow & { claim_held: number }>(
 				`WITH claim AS (
 				   SELECT 1 FROM idempotency_keys
-				   WHERE partner_id = $17 AND key = $18 AND claim_token = $19 AND state = 'running' AND mode = $16
+				   WHERE partner_id = $${n + 1} AND key = $${n + 2} AND claim_token = $${n + 3} AND state = 'running' AND mode = $${MODE_BIND}
 				   FOR UPDATE
 				 ), ins AS (
 				   INSERT INTO orders (${INSERT_COLUMNS}) SELECT ${values} FROM claim ${ON_ACTIVE_CONFLICT} RETURNING *
 				 ), fin AS (
 				   UPDATE idempotency_keys k SET state = 'done', response_status = 201,
-				          response_body = $20::jsonb || jsonb_build_object('createdAt', ${isoSql("ins.created_at")}, 'updatedAt', ${isoSql("ins.updated_at")})
-				   FROM ins WHERE k.partner_id = $17 AND k.key = $18 AND k.claim_token = $19 AND k.mode = $16
+				          response_body = $${n + 4}::jsonb || jsonb_build_object('createdAt', ${isoSql("ins.created_at")}, 'updatedAt', ${isoSql("ins.updated_at")})
+				   FROM ins WHERE k.partner_id = $${n + 1} AND k.key = $${n + 2} AND k.claim_token = $${n + 3} AND k.mode = $${MODE_BIND}
 				   RETURNING 1
 				 )
 				 SELECT ins.*, held.n AS claim_held FROM (SELECT count(*)::int AS n FROM claim) held LEFT JOIN ins ON true`,
@@ -252,33 +275,14 @@ export class OrdersRepo {
 	 */
 	async insertOrders(orders: NewOrder[]): Promise<Array<OrderRow | null>> {
 		if (orders.length === 1) return [(await this.insertOrder(orders[0], null)).row];
-		const col = <T>(f: (o: NewOrder) => T) => orders.map(f);
+		// One array per column (jsonb travels as text and is cast back), unnested into rows in the list's order.
 		const rows = await this.db.rows<OrderRow>(
 			`INSERT INTO orders (${INSERT_COLUMNS})
-			 SELECT id, partner_id, rider_id, 'searching', service_type, pickup::jsonb, dropoff::jsonb, fare_paise, currency, fare_breakdown::jsonb,
-			        distance, duration, quote_id, otp, webhook_url, metadata::jsonb, mode
-			 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::text[],
-			             $10::int[], $11::int[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[])
-			   AS n(id, partner_id, rider_id, service_type, pickup, dropoff, fare_paise, currency, fare_breakdown, distance, duration, quote_id, otp, webhook_url, metadata, mode)
+			 SELECT ${INSERT_FIELDS.map((f, i) => `c${i}::${f.type}`).join(", ")}
+			 FROM unnest(${INSERT_FIELDS.map((f, i) => `$${i + 1}::${f.type === "jsonb" ? "text" : f.type}[]`).join(", ")})
+			   AS n(${INSERT_FIELDS.map((_f, i) => `c${i}`).join(", ")})
 			 ${ON_ACTIVE_CONFLICT} RETURNING *`,
-			[
-				col((o) => o.id),
-				col((o) => o.partnerId),
-				col((o) => o.riderId),
-				col((o) => o.serviceType),
-				col((o) => JSON.stringify(o.pickup)),
-				col((o) => JSON.stringify(o.drop)),
-				col((o) => o.farePaise),
-				col((o) => o.currency),
-				col((o) => (o.fareBreakdown ? JSON.stringify(o.fareBreakdown) : null)),
-				col((o) => o.distance),
-				col((o) => o.duration),
-				col((o) => o.quoteId),
-				col((o) => o.otp),
-				col((o) => o.webhookURL),
-				col((o) => (o.metadata !== undefined ? JSON.stringify(o.metadata) : null)),
-				col((o) => o.mode),
-			],
+			INSERT_FIELDS.map((f) => orders.map((o) => f.value(o))),
 		);
 		const byId = new Map(rows.map((r) => [r.id, r]));
 		return orders.map((o) => byId.get(o.id) ?? null);
@@ -288,9 +292,10 @@ export class OrdersRepo {
 	 * One status move as a conditional update `WHERE id AND status = from`
 	 * plus, when the move is a webhook event, its event row with
 	 * sequence = the version the same update produced. Null when somebody
-	 * moved the ride first (nothing written).
+	 * moved the ride first (nothing written). `expectVersion`: only while the
+	 * order is still exactly as read (a cancel's fee was judged on it).
 	 */
-	async applyMove(from: OrderRow, to: RideStatus, changes: MoveChanges, expectDriverId?: string): Promise<MoveResult | null> {
+	async applyMove(from: OrderRow, to: RideStatus, changes: MoveChanges, expectDriverId?: string, expectVersion?: number): Promise<MoveResult | null> {
 		const withEvent = emitsEvent(to);
 		const bind: unknown[] = [from.id, from.status, to];
 		// clock_timestamp(), not now(): evaluated after the row lock is won, so
@@ -306,10 +311,22 @@ export class OrdersRepo {
 		if (changes.eta !== undefined) set("eta", changes.eta);
 		if (changes.cancelReason !== undefined) set("cancel_reason", changes.cancelReason);
 		if (changes.resetOtpTries) sets.push("otp_tries = 0");
+		if (changes.cancellation) {
+			set("cancellation_fee_paise", changes.cancellation.feePaise);
+			set("cancellation_rule", changes.cancellation.rule);
+			set("cancel_reason_code", changes.cancellation.reasonCode);
+		}
+		if (changes.finalFare) set("final_fare", JSON.stringify(changes.finalFare), "::jsonb");
+		const stamped = STAMPED_AT[to];
+		if (stamped) sets.push(`${stamped} = clock_timestamp()`);
 		let where = "id = $1 AND status = $2";
 		if (expectDriverId !== undefined) {
 			bind.push(expectDriverId);
 			where += ` AND driver->>'id' = $${bind.length}`;
+		}
+		if (expectVersion !== undefined) {
+			bind.push(expectVersion);
+			where += ` AND version = $${bind.length}`;
 		}
 		return this.db.tx(async (t) => {
 			const row = await this.db.row<OrderRow>(`UPDATE orders SET ${sets.join(", ")} WHERE ${where} RETURNING *`, bind, t);

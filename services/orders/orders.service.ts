@@ -7,7 +7,6 @@ import {
 	ACTIVE_STATUSES,
 	type ActiveStatus,
 	ORDER_EVENTS,
-	ORDERS_RETRY_AFTER_SECONDS,
 	cancelParams,
 	createOrderParams,
 	eventsParams,
@@ -19,6 +18,7 @@ import {
 	statusParams,
 	transitionParams,
 	type CancelParams,
+	type CancelPreviewResult,
 	type CancelResult,
 	type CreateOrderParams,
 	type CreateOrderResult,
@@ -45,7 +45,6 @@ import {
 } from "../../contracts/orders";
 import type { DriverLocation } from "../../contracts/common";
 import { migrations } from "./migrations";
-import { canTransition, isActive } from "./ride-state";
 import { deliveryStatesById, eventViewBytes, toInternalOrder, toOrder, toRideEventView, type OrderRow } from "./order-view";
 import { cutEventsPage } from "./events-page";
 import { OrdersRepo, type MoveResult, type NewOrder } from "./orders.repo";
@@ -53,7 +52,8 @@ import { StatementBatcher } from "../../lib/statement-batcher";
 import { IdempotencyRepo } from "./idempotency.repo";
 import { readOrdersSettings, type OrdersSettings } from "./orders.settings";
 import { createOrder } from "./create-order";
-import { planTransition } from "./transition-plan";
+import { cancelOrder } from "./cancel-order";
+import { finalFareOf, planTransition } from "./transition-plan";
 import { callService } from "./remote-calls";
 import { decodeActiveCursor, decodeEventsCursor, encodeActiveCursor, encodeEventsCursor, type ActiveKey } from "./cursor";
 import { otpTryAllowed } from "./otp";
@@ -109,9 +109,6 @@ function nextActiveCursor(rows: ReadonlyArray<{ id: string; key_at: string }>, l
 	return rows.length === limit && last ? encodeActiveCursor({ createdAt: last.key_at, id: last.id }) : null;
 }
 
-/** How often cancel re-reads when a driver move landed between its read and its update. */
-const CANCEL_ATTEMPTS = 10;
-
 const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & DbThis> = {
 	name: "orders",
 	mixins: [DbMixin({ service: "orders", migrations }), SandboxMixin],
@@ -149,28 +146,21 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			},
 		},
 
-		/** POST /ride/cancel: safe to retry (a cancelled ride answers the same, and no second event is written). */
+		/** POST /ride/cancel: plain, preview or confirmed (cancel-order.ts); safe to retry (a cancelled ride answers the same, and no second event is written). */
 		cancel: {
 			access: "partner",
 			params: cancelParams,
-			async handler(this: OrdersThis, ctx: Context<CancelParams, OrdersMeta>): Promise<CancelResult> {
-				const answer: CancelResult = { code: "RIDE_CANCELLED", orderId: ctx.params.orderId, status: "customer_cancelled" };
-				let row: OrderRow | null = loadedOrder(ctx);
-				for (let attempt = 0; attempt < CANCEL_ATTEMPTS; attempt++) {
-					if (attempt > 0) row = await this.orders.findOrder(ctx.params.orderId, { partnerId: ctx.meta.partnerId!, mode: modeOf(ctx.meta) });
-					if (!row) throw orderNotFound();
-					if (row.status === "customer_cancelled") return answer;
-					if (!isActive(row.status) || !canTransition(row.status, "customer_cancelled", "partner")) {
-						throw new ApiError("RIDE_NOT_ACTIVE", `The ride is ${row.status} and can no longer be cancelled`);
-					}
-					const moved = await this.orders.applyMove(row, "customer_cancelled", { cancelReason: ctx.params.reason ?? null, eta: null });
-					if (moved) {
-						this.announceMove(row.status, moved, row.driver?.id ?? null);
-						return answer;
-					}
-					// A driver move landed between the read and the update: judge again on the new status.
-				}
-				throw new ApiError("CONFLICT", "The ride kept changing; try again", { retryAfter: ORDERS_RETRY_AFTER_SECONDS });
+			async handler(this: OrdersThis, ctx: Context<CancelParams, OrdersMeta>): Promise<CancelResult | CancelPreviewResult> {
+				return cancelOrder(
+					{
+						orders: this.orders,
+						graceSeconds: this.settings.cancelGraceSeconds,
+						announceMove: (from, moved, previousDriverId) => this.announceMove(from, moved, previousDriverId),
+					},
+					ctx.params,
+					loadedOrder(ctx),
+					{ partnerId: ctx.meta.partnerId!, mode: modeOf(ctx.meta) },
+				);
 			},
 		},
 
@@ -268,6 +258,7 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 				let row = loadedOrder(ctx);
 				if (ctx.params.to === "started" && row.status === "arrived") row = await this.countOtpTry(row);
 				const plan = planTransition(ctx.params, row);
+				if (ctx.params.to === "dropped") plan.changes.finalFare = finalFareOf(row, ctx.params, Date.now());
 				const moved = await this.orders.applyMove(row, ctx.params.to, plan.changes, plan.expectDriverId);
 				if (!moved) throw new ApiError("CONFLICT", `The ride is no longer ${plan.from}`);
 				this.announceMove(plan.from, moved, row.driver?.id ?? null);

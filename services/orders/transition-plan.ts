@@ -4,6 +4,8 @@ import { canTransition, defaultActorFor } from "./ride-state";
 import type { OrderRow } from "./order-view";
 import type { MoveChanges } from "./orders.repo";
 import { otpMatches } from "./otp";
+import { computeFinalFare } from "./final-fare";
+import type { FinalFare } from "../../contracts/orders";
 
 /**
  * What an internal move (orders.transition) writes, decided from the
@@ -66,4 +68,29 @@ export function planTransition(p: TransitionParams, row: Pick<OrderRow, "status"
 			changes.eta = p.eta ?? null;
 	}
 	return { from, actor, changes, expectDriverId };
+}
+
+const msOf = (value: Date | string | null | undefined): number | null => (value ? new Date(value).getTime() : null);
+
+/**
+ * A drop's final fare (final-fare.ts) from the order as read and the drop:
+ * where the driver is (the drop's location, else its last known one), the
+ * distance dispatch measured, and `nowMs` as the drop's time.
+ */
+export function finalFareOf(row: OrderRow, p: Pick<TransitionParams, "location" | "drivenMeters">, nowMs: number): FinalFare {
+	const at = p.location ?? row.driver_location;
+	return computeFinalFare({
+		terms: row.fare_terms ?? null,
+		quotedPaise: row.fare_paise,
+		quotedBreakdown: (row.fare_breakdown as FinalFare["fareBreakdown"] | null) ?? null,
+		quotedDistance: row.distance,
+		quotedDuration: row.duration,
+		currency: row.currency,
+		bookedDrop: row.drop,
+		droppedAt: at ? { lat: at.lat, lng: at.lng } : null,
+		drivenMeters: p.drivenMeters ?? null,
+		startedAtMs: msOf(row.started_at),
+		arrivedAtMs: msOf(row.arrived_at),
+		droppedAtMs: nowMs,
+	});
 }

@@ -19,7 +19,7 @@ import {
 } from "../../contracts/pricing";
 import type { SupplyDemandReply } from "../../contracts/dispatch";
 import { SERVICE_RETRY_AFTER_SECONDS } from "../../contracts/constants";
-import { breakdownOf, computeFare, pricedTrip, surgeTenths, tariffView, toMajor, type FarePaise, type SurgePolicy } from "./fare";
+import { breakdownOf, computeFare, fareTerms, pricedTrip, surgeTenths, tariffView, toMajor, type FarePaise, type SurgePolicy } from "./fare";
 import { readPricingSettings, type PricingSettings } from "./pricing.settings";
 import { PricingRepo } from "./pricing.repo";
 import { createRouteEstimator, type RouteEstimate, type RouteEstimator } from "./routing";
@@ -137,7 +137,9 @@ const PricingService: ServiceSchema<PricingSettings, PricingMethods, PricingLoca
 					throw new ApiError(check.code, check.message, { details: [{ field: check.field ?? "quoteId", message: check.message }] });
 				}
 				const c = check.claims;
-				return pricedTrip(c.serviceType, c.fare, c.distance, c.duration, quoteId);
+				// The ride's terms: the tariff in force at booking at the quote's surge (the quoted total still holds).
+				const terms = fareTerms(this.settings.tariffs[c.serviceType], c.fare.surgeTenths);
+				return { ...pricedTrip(c.serviceType, c.fare, c.distance, c.duration, quoteId), terms };
 			},
 		},
 
@@ -149,7 +151,9 @@ const PricingService: ServiceSchema<PricingSettings, PricingMethods, PricingLoca
 				const { serviceType, pickup, drop } = ctx.params;
 				this.checkTrip(pickup, drop);
 				const [route, supply] = await Promise.all([this.route(pickup, drop, serviceType), this.supplyNear(ctx, pickup)]);
-				return pricedTrip(serviceType, this.fareOf(serviceType, route, supply), route.distance, route.duration);
+				const fare = this.fareOf(serviceType, route, supply);
+				const terms = fareTerms(this.settings.tariffs[serviceType], fare.surgeTenths);
+				return { ...pricedTrip(serviceType, fare, route.distance, route.duration), terms };
 			},
 		},
 

@@ -2,7 +2,7 @@ import { readTravelSettings } from "../../lib/travel-settings";
 import { envEnum, envNumber, envPositive, envString, SettingError, type Env } from "../../lib/settings";
 import { DEFAULT_QUOTE_TTL_SECONDS, QUOTE_MATCH_RADIUS_METRES } from "../../contracts/constants";
 import { SERVICE_TYPES, type ServiceType } from "../../contracts/common";
-import { toPaise, type Tariff, type Tariffs } from "./fare";
+import { toPaise, type RideTariff, type Tariffs } from "./fare";
 
 /**
  * Pricing configuration from the environment. Pure: pass any env object.
@@ -50,17 +50,42 @@ export interface TariffConfig {
 	perMinute?: number;
 	minimumFare?: number;
 	taxPercent?: number;
+	/** Per minute waited at the pickup beyond `freeWaitingMinutes` (charged per second, pro rata). */
+	waitingPerMinute?: number;
+	freeWaitingMinutes?: number;
+	/** The fixed fee of a cancel once the driver is near or has arrived (API.md, "Cancellation policy"). */
+	cancellationFee?: number;
 }
 
 export const DEFAULT_TARIFFS: Record<ServiceType, Required<TariffConfig>> = {
-	scooty: { currency: "INR", baseFare: 20, perKm: 5, perMinute: 0.5, minimumFare: 30, taxPercent: 5 },
-	cab: { currency: "INR", baseFare: 50, perKm: 14, perMinute: 1.5, minimumFare: 80, taxPercent: 5 },
+	scooty: {
+		currency: "INR",
+		baseFare: 20,
+		perKm: 5,
+		perMinute: 0.5,
+		minimumFare: 30,
+		taxPercent: 5,
+		waitingPerMinute: 1,
+		freeWaitingMinutes: 3,
+		cancellationFee: 20,
+	},
+	cab: {
+		currency: "INR",
+		baseFare: 50,
+		perKm: 14,
+		perMinute: 1.5,
+		minimumFare: 80,
+		taxPercent: 5,
+		waitingPerMinute: 2,
+		freeWaitingMinutes: 3,
+		cancellationFee: 50,
+	},
 };
 
 /** Secrets shorter than this are refused: an HMAC key must not be guessable. */
 export const MIN_SECRET_LENGTH = 32;
 
-function tariffFrom(type: ServiceType, cfg: Required<TariffConfig>): Tariff {
+function tariffFrom(type: ServiceType, cfg: Required<TariffConfig>): RideTariff {
 	const where = `TARIFFS_JSON.${type}`;
 	if (!/^[A-Z]{3}$/.test(cfg.currency)) throw new Error(`${where}.currency must be an ISO 4217 code like "INR"`);
 	const money = (field: keyof TariffConfig, v: unknown): number => {
@@ -82,7 +107,19 @@ function tariffFrom(type: ServiceType, cfg: Required<TariffConfig>): Tariff {
 		perMinutePaise: money("perMinute", cfg.perMinute),
 		minimumFarePaise: money("minimumFare", cfg.minimumFare),
 		taxBasisPoints,
+		waitingPerMinutePaise: money("waitingPerMinute", cfg.waitingPerMinute),
+		freeWaitingSeconds: freeWaitingSeconds(where, cfg.freeWaitingMinutes),
+		cancellationFeePaise: money("cancellationFee", cfg.cancellationFee),
 	};
+}
+
+/** Free waiting in whole seconds: 0..60 minutes, in steps of a second. */
+function freeWaitingSeconds(where: string, minutes: unknown): number {
+	const seconds = typeof minutes === "number" ? minutes * 60 : NaN;
+	if (!Number.isFinite(seconds) || seconds < 0 || seconds > 3600 || Math.abs(seconds - Math.round(seconds)) > 1e-6) {
+		throw new Error(`${where}.freeWaitingMinutes must be 0..60 in steps of a second`);
+	}
+	return Math.round(seconds);
 }
 
 /**

@@ -3,8 +3,10 @@ import { setTimeout as sleep } from "node:timers/promises";
 import createClient, { type Client } from "openapi-fetch";
 import { RideApiError, RideConnectionError, type RideError } from "./errors";
 import { DEFAULT_RETRY, failedBeforeSending, retryDelayMs, type RetrySettings } from "./retry";
+import { RideSandbox } from "./sandbox";
 import type {
 	ActiveRideOrder,
+	CancelPreview,
 	CancelRequest,
 	CancelResult,
 	CreateOrderRequest,
@@ -91,6 +93,8 @@ type LoosePost = (
 export class RideClient {
 	/** The generated, typed openapi-fetch client with the API key set: no retries, no error mapping. */
 	readonly api: Client<paths>;
+	/** Sandbox controls (test keys): move a manual ride step by step. */
+	readonly sandbox: RideSandbox = new RideSandbox(this);
 	private readonly timeoutMs: number;
 	private readonly retry: RetrySettings;
 	private readonly apiVersion?: string;
@@ -130,9 +134,19 @@ export class RideClient {
 		return this.request("/ride/create-order", body, { ...options, idempotencyKey, repeatable: true });
 	}
 
-	/** Cancels an active ride; cancelling it again answers the same (safe to repeat). */
-	cancel(body: CancelRequest, options?: CallOptions): Promise<CancelResult> {
+	/**
+	 * Cancels an active ride; cancelling it again answers the same (safe to
+	 * repeat). With `preview: true` it answers the fee a cancel would be
+	 * charged now (`CANCEL_PREVIEW`) and changes nothing; `previewCancel`
+	 * is that call typed.
+	 */
+	cancel(body: CancelRequest, options?: CallOptions): Promise<CancelResult | CancelPreview> {
 		return this.request("/ride/cancel", body, { ...options, repeatable: true });
+	}
+
+	/** The fee a cancel of the ride would be charged now; confirm with `cancel({ orderId, confirmFee, reasonCode })`. */
+	async previewCancel(body: Omit<CancelRequest, "preview" | "confirmFee" | "reasonCode">, options?: CallOptions): Promise<CancelPreview> {
+		return (await this.request("/ride/cancel", { ...body, preview: true }, { ...options, repeatable: true })) as CancelPreview;
 	}
 
 	/** Rates a dropped ride, once. Not repeated after a timeout: a second feedback is refused. */

@@ -4,6 +4,8 @@
  */
 export { RideClient, SDK_VERSION } from "./client";
 export type { CallOptions, CreateOrderOptions, RequestOptions, RideClientOptions } from "./client";
+export { RideSandbox } from "./sandbox";
+export type { SandboxTarget } from "./sandbox";
 export { RideApiError, RideConnectionError, RideError, parseRetryAfter } from "./errors";
 export type { RideErrorCode } from "./errors";
 export { webhooks, verify as verifyWebhook, WebhookVerificationError } from "./webhooks";

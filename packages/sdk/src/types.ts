@@ -29,6 +29,10 @@ export type Order = Schemas["Order"];
 export type ActiveRideOrder = Schemas["ActiveRideOrder"];
 export type CancelRequest = Schemas["CancelRequest"];
 export type CancelResult = Schemas["CancelResult"];
+/** cancel's answer to `preview: true`: the fee a cancel would be charged now; nothing changed. */
+export type CancelPreview = Schemas["CancelPreview"];
+export type CancellationFee = Schemas["CancellationFee"];
+export type SandboxAdvanceRequest = Schemas["SandboxAdvanceRequest"];
 export type FeedbackRequest = Schemas["FeedbackRequest"];
 export type FeedbackResult = Schemas["FeedbackResult"];
 export type StatusRequest = Schemas["StatusRequest"];

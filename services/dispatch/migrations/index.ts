@@ -5,6 +5,7 @@ import { driverTokenExpiryMigration } from "./006-driver-token-expiry";
 import { auditMigration } from "./007-audit";
 import { retentionMigration } from "./008-retention";
 import { sandboxManualMigration } from "./009-sandbox-manual";
+import { drivenDistanceMigration } from "./011-driven-distance";
 
 /**
  * Tables of the dispatch service: `drivers` (the fleet), `dispatch_rides`
@@ -149,4 +150,5 @@ export const migrations: Migration[] = [
 	auditMigration,
 	retentionMigration,
 	sandboxManualMigration,
+	drivenDistanceMigration,
 ];

@@ -108,7 +108,23 @@ const REQUESTS: Record<string, { name: string; prose: Prose }> = {
 			},
 		},
 	},
-	"/cancel": { name: "CancelRequest", prose: {} },
+	"/cancel": {
+		name: "CancelRequest",
+		prose: {
+			properties: {
+				reason: { description: "Free text, stored with the ride." },
+				preview: {
+					description:
+						"`true`: a dry run. The answer is `CANCEL_PREVIEW` with the fee a cancel now would cost; nothing changes. Not with `confirmFee`.",
+				},
+				confirmFee: {
+					description:
+						"The fee (major units, at most 2 decimals) the rider accepted, usually the preview's `cancellationFee.amount`: the ride is cancelled only while its fee is at most this, else `409 CANCELLATION_FEE_CHANGED`. Needs `reasonCode`.",
+				},
+				reasonCode: { description: "Why the rider cancels; required with `confirmFee`, optional otherwise." },
+			},
+		},
+	},
 	"/feedback": { name: "FeedbackRequest", prose: {} },
 	"/status": { name: "StatusRequest", prose: { properties: { orderId: { example: "ord_8x2k…" } } } },
 	"/sandbox/advance": {

@@ -1,6 +1,17 @@
 import { DEFAULT_QUOTE_TTL_SECONDS, DEFAULT_SEARCH_RADIUS_METRES, OTP_DIGITS } from "../../../contracts/constants";
 import { DELIVERY_STATES, LOCATION_TTL_MS, WEBHOOK_TIMEOUT_MS } from "../../../contracts/notifications";
-import { ACTIVE_STATUSES, EVENTS_PAGE_MAX_BYTES, RIDE_STATUSES, TERMINAL_STATUSES } from "../../../contracts/orders";
+import {
+	ACTIVE_STATUSES,
+	CANCELLATION_RULES,
+	DEFAULT_CANCEL_GRACE_SECONDS,
+	DRIVER_NEAR_ETA_SECONDS,
+	DRIVER_NEAR_METRES,
+	DROP_TOLERANCE_METRES,
+	EVENTS_PAGE_MAX_BYTES,
+	FINAL_FARE_BASES,
+	RIDE_STATUSES,
+	TERMINAL_STATUSES,
+} from "../../../contracts/orders";
 import { KEY_MODES } from "../../../contracts/partners";
 import { ERROR_CODES_BY_STATUS } from "./error-responses";
 import { codeList, seconds } from "./format";
@@ -13,6 +24,13 @@ import type { JsonSchema } from "./json-schema";
 
 export const ref = (name: string): JsonSchema => ({ $ref: `#/components/schemas/${name}` });
 const nullable = (schema: JsonSchema): JsonSchema => ({ oneOf: [schema, { type: "null" }] });
+
+const ETA_TO_PICKUP: JsonSchema = {
+	type: "integer",
+	minimum: 0,
+	description:
+		"While the driver is on its way (`accepted`, and its `location_updated` events): seconds until it reaches the pickup, as last estimated; 0 once `arrived`.",
+};
 
 const isoTime: JsonSchema = { type: "string", format: "date-time", description: "ISO-8601 UTC, e.g. 2026-11-22T10:15:30.123Z." };
 
@@ -135,6 +153,54 @@ export function responseSchemas(): Record<string, JsonSchema> {
 				metadata: nullable(ref("Metadata")),
 				createdAt: isoTime,
 				updatedAt: isoTime,
+				cancellationFee: { ...ref("CancellationFee"), description: "Once `customer_cancelled`: what the cancel cost." },
+				finalFare: { ...ref("FinalFare"), description: "Once `dropped`: what the ride cost." },
+				etaToPickupSeconds: ETA_TO_PICKUP,
+			},
+		},
+		CancellationFee: {
+			type: "object",
+			description:
+				`What a cancel costs under the cancellation policy. \`rule\`: \`searching\`, \`scheduled\` (free: no driver yet); \`grace_period\` (free: within ${DEFAULT_CANCEL_GRACE_SECONDS} s of the driver's acceptance by default); ` +
+				`\`driver_far\` (free: the driver is more than ${DRIVER_NEAR_METRES} m from the pickup and its ETA above ${DRIVER_NEAR_ETA_SECONDS} s); \`driver_near\`, \`driver_arrived\` (the service type's fixed fee); ` +
+				"`ride_started` (a plain cancel of a started ride: the fare booked).",
+			required: ["amount", "currency", "rule"],
+			properties: {
+				amount: { type: "number", minimum: 0, description: "Major units of `currency`, at most 2 decimals.", example: 50 },
+				currency: { type: "string", pattern: "^[A-Z]{3}$", example: "INR" },
+				rule: { type: "string", enum: [...CANCELLATION_RULES] },
+			},
+		},
+		FinalFare: {
+			type: "object",
+			description:
+				`What a dropped ride cost: \`tripFare\` + \`waitingCharge\`. The quote holds when the driver drops within ${DROP_TOLERANCE_METRES} m of the booked drop, whatever the route (\`basis: quote\`); a ride ended elsewhere is metered on the distance driven with the booked terms, never above the quote (\`basis: metered\`). ` +
+				"Waiting at the pickup beyond the service type's free minutes is charged per second.",
+			required: [
+				"totalAmount",
+				"currency",
+				"basis",
+				"quotedAmount",
+				"tripFare",
+				"waitingCharge",
+				"fareBreakdown",
+				"distance",
+				"duration",
+				"waitingSeconds",
+				"chargedWaitingSeconds",
+			],
+			properties: {
+				totalAmount: { type: "number", minimum: 0, description: "Major units, at most 2 decimals.", example: 186 },
+				currency: { type: "string", pattern: "^[A-Z]{3}$", example: "INR" },
+				basis: { type: "string", enum: [...FINAL_FARE_BASES] },
+				quotedAmount: { type: "number", minimum: 0, description: "The fare booked (`fare.totalAmount`)." },
+				tripFare: { type: "number", minimum: 0, description: "The trip: the quote, or the metered fare." },
+				waitingCharge: { type: "number", minimum: 0 },
+				fareBreakdown: { ...ref("FareBreakdown"), description: "How `tripFare` was made (the quote's breakdown, or the metered one)." },
+				distance: { type: "integer", minimum: 0, description: "Metres driven from `started` to `dropped`, measured from the driver's positions." },
+				duration: { type: "integer", minimum: 0, description: "Seconds from `started` to `dropped`." },
+				waitingSeconds: { type: "integer", minimum: 0, description: "Seconds from `arrived` to `started`." },
+				chargedWaitingSeconds: { type: "integer", minimum: 0, description: "Of those, the seconds beyond the free waiting." },
 			},
 		},
 		ActiveRideOrder: {
@@ -149,7 +215,24 @@ export function responseSchemas(): Record<string, JsonSchema> {
 				code: { type: "string", const: "RIDE_CANCELLED" },
 				orderId: { type: "string" },
 				status: { type: "string", const: "customer_cancelled" },
+				cancellationFee: { ...ref("CancellationFee"), description: "What the cancel cost (on every cancel made under the policy)." },
 			},
+		},
+		CancelPreview: {
+			type: "object",
+			description:
+				"`preview: true`: what a cancel now would cost. Nothing changed; confirm with `confirmFee` = `cancellationFee.amount` and a `reasonCode`.",
+			required: ["code", "orderId", "status", "cancellationFee"],
+			properties: {
+				code: { type: "string", const: "CANCEL_PREVIEW" },
+				orderId: { type: "string" },
+				status: { ...ref("RideStatus"), description: "The ride's status now (still active)." },
+				cancellationFee: ref("CancellationFee"),
+			},
+		},
+		CancelAnswer: {
+			description: "`RIDE_CANCELLED` (a plain or confirmed cancel, now or before) or `CANCEL_PREVIEW` (`preview: true`).",
+			oneOf: [ref("CancelResult"), ref("CancelPreview")],
 		},
 		FeedbackResult: {
 			type: "object",
@@ -185,6 +268,9 @@ export function responseSchemas(): Record<string, JsonSchema> {
 				driver: ref("Driver"),
 				location: ref("DriverLocation"),
 				eta: { type: "integer", minimum: 0 },
+				etaToPickupSeconds: ETA_TO_PICKUP,
+				cancellationFee: { ...ref("CancellationFee"), description: "On `customer_cancelled`: what the cancel cost." },
+				finalFare: { ...ref("FinalFare"), description: "On `dropped`: what the ride cost." },
 				metadata: nullable(ref("Metadata")),
 			},
 		},
@@ -250,7 +336,8 @@ export function responseSchemas(): Record<string, JsonSchema> {
 		},
 		Error: {
 			type: "object",
-			description: "Every 4xx/5xx answer. `details` only on validation problems. Never a stack trace, SQL or internal names.",
+			description:
+				"Every 4xx/5xx answer. `details` on validation problems, and on `409 CANCELLATION_FEE_CHANGED` (the new fee: `cancellationFee.amount`, `.currency`, `.rule`). Never a stack trace, SQL or internal names.",
 			required: ["code", "message", "retryable"],
 			properties: {
 				code: { type: "string", enum: Object.values(ERROR_CODES_BY_STATUS).flat() },

@@ -1,5 +1,6 @@
 import type { Migration } from "../../../mixins/db.mixin";
 import { sandboxAdvanceMigration } from "./006-sandbox-advance";
+import { fareTermsMigration } from "./008-fare-terms";
 
 /**
  * Tables of the orders service: `orders` (the rides), `ride_events` (the
@@ -202,4 +203,5 @@ export const migrations: Migration[] = [
 		},
 	},
 	sandboxAdvanceMigration,
+	fareTermsMigration,
 ];

@@ -170,7 +170,7 @@ it("answers every ride endpoint as the OpenAPI document says", async () => {
 	expect(feedbackTooEarly.json.code).toBe("RIDE_NOT_COMPLETED");
 	expectDocumented("/ride/feedback", feedbackTooEarly);
 	const cancelled = await post("/ride/cancel", keyA, { orderId, reason: "changed plans" });
-	expect(cancelled.json).toEqual({ code: "RIDE_CANCELLED", orderId, status: "customer_cancelled" });
+	expect(cancelled.json).toEqual({ code: "RIDE_CANCELLED", orderId, status: "customer_cancelled", cancellationFee: expect.objectContaining({ amount: 0 }) });
 	expectDocumented("/ride/cancel", cancelled);
 	const events = await post("/ride/events", keyA, { orderId });
 	expect(events.status).toBe(200);

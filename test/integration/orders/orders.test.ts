@@ -453,7 +453,12 @@ describe("cancel", () => {
 			const versionBefore = (await orderRow(order.orderId)).version;
 
 			const res = await post("/ride/cancel", { orderId: order.orderId, reason: "changed plans" }, partnerA);
-			expect(res).toEqual({ status: 200, body: { code: "RIDE_CANCELLED", orderId: order.orderId, status: "customer_cancelled" } });
+			// Today's answer plus the fee the policy charged (API.md, "Cancellation policy").
+			const rule = { searching: "searching", accepted: "grace_period", arrived: "driver_arrived", started: "ride_started" }[state];
+			expect(res).toEqual({
+				status: 200,
+				body: { code: "RIDE_CANCELLED", orderId: order.orderId, status: "customer_cancelled", cancellationFee: expect.objectContaining({ rule }) },
+			});
 
 			const row = await orderRow(order.orderId);
 			expect(row).toMatchObject({ status: "customer_cancelled", cancel_reason: "changed plans", version: versionBefore + 1 });

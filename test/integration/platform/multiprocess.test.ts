@@ -71,7 +71,13 @@ describe("every service in its own process over NATS", () => {
 
 		const cancelled = await api.post("/ride/cancel", { orderId, reason: "changed plans" }, { "X-Request-Id": "req-multiprocess-cancel" });
 		expect(cancelled.status).toBe(200);
-		expect(cancelled.body).toEqual({ code: "RIDE_CANCELLED", orderId, status: "customer_cancelled" });
+		expect(cancelled.body).toEqual({
+			code: "RIDE_CANCELLED",
+			orderId,
+			status: "customer_cancelled",
+			// Free: searching, or accepted within the grace period.
+			cancellationFee: expect.objectContaining({ amount: 0, currency: "INR" }),
+		});
 		expect(cancelled.headers.get("x-request-id")).toBe("req-multiprocess-cancel");
 
 		const after = await api.post<{ status: string }>("/ride/status", { orderId });

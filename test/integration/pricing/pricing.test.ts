@@ -167,6 +167,19 @@ describe("pricing.verifyQuote", () => {
 			distance: res.distance,
 			duration: res.duration,
 			quoteId: q.quoteId,
+			// The terms the ride is booked on: the default cab tariff at the quote's surge (none here).
+			terms: {
+				currency: "INR",
+				baseFarePaise: 5000,
+				perKmPaise: 1400,
+				perMinutePaise: 150,
+				minimumFarePaise: 8000,
+				taxBasisPoints: 500,
+				surgeTenths: Math.round(q.fareBreakdown.surgeMultiplier * 10),
+				waitingPerMinutePaise: 200,
+				freeWaitingSeconds: 180,
+				cancellationFeePaise: 5000,
+			},
 		});
 	});
 

@@ -99,7 +99,12 @@ describe("OpenAPI document", () => {
 			"metadata",
 			"createdAt",
 			"updatedAt",
+			// Optional, where they apply (API.md, "Cancellation policy", "Final fare").
+			"cancellationFee",
+			"finalFare",
+			"etaToPickupSeconds",
 		]);
+		expect(schemas.Order.required).not.toContain("finalFare");
 		expect(Object.keys(schemas.WebhookEvent.properties!)).toEqual([
 			"eventId",
 			"orderId",
@@ -110,6 +115,9 @@ describe("OpenAPI document", () => {
 			"driver",
 			"location",
 			"eta",
+			"etaToPickupSeconds",
+			"cancellationFee",
+			"finalFare",
 			"metadata",
 		]);
 		expect(Object.keys(schemas.Error.properties!)).toEqual(["code", "message", "details", "retryable"]);
@@ -162,7 +170,7 @@ describe("OpenAPI document", () => {
 		expect(Object.values(errorCodesOf(post("/ride/fare-estimate"))).flat()).not.toContain("ORDER_NOT_FOUND");
 		expect(errorCodesOf(post("/ride/create-order"))["422"]).toEqual(["QUOTE_INVALID", "QUOTE_EXPIRED", "IDEMPOTENCY_KEY_REUSED"]);
 		expect(errorCodesOf(post("/ride/feedback"))["409"]).toEqual(["RIDE_NOT_COMPLETED", "FEEDBACK_ALREADY_SUBMITTED"]);
-		expect(errorCodesOf(post("/ride/cancel"))["409"]).toEqual(["RIDE_NOT_ACTIVE", "CONFLICT"]);
+		expect(errorCodesOf(post("/ride/cancel"))["409"]).toEqual(["RIDE_NOT_ACTIVE", "RIDE_NOT_CANCELLABLE", "CANCELLATION_FEE_CHANGED", "CONFLICT"]);
 		expect(post("/ride/cancel").responses["409"].headers).toHaveProperty("Retry-After");
 		expect(post("/ride/feedback").responses["409"].headers).not.toHaveProperty("Retry-After");
 	});

@@ -10,6 +10,7 @@ describe("orders settings", () => {
 			webhookAllowPrivate: true,
 			fleetMode: "simulated",
 			otpMaxTries: 5,
+			cancelGraceSeconds: 120,
 			retentionDays: 90,
 			retentionBatchSize: 500,
 			retentionMaxBatches: 20,

@@ -140,6 +140,7 @@ describe("buildEventPayload", () => {
 			driver: { ...driver, location: { lat: 12.97, lng: 77.59, heading: 90 } },
 			location: { lat: 12.97, lng: 77.59, heading: 90 },
 			eta: 120,
+			etaToPickupSeconds: 120,
 			metadata: { partnerRef: "booking-8812" },
 		});
 	});

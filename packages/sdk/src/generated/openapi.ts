@@ -55,7 +55,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel a ride
-         * @description Allowed while the ride is active (`searching`, `accepted`, `arrived`, `started`); sends the `customer_cancelled` webhook once. Cancelling a `customer_cancelled` ride again answers `200 RIDE_CANCELLED` and sends nothing (safe retries).
+         * @description Allowed while the ride is active (`searching`, `accepted`, `arrived`, `started`); sends the `customer_cancelled` webhook once. Cancelling a `customer_cancelled` ride again answers `200 RIDE_CANCELLED` and sends nothing (safe retries). The cancellation policy sets the fee (`cancellationFee`): `preview: true` answers `CANCEL_PREVIEW` with the fee and changes nothing; a confirmed cancel sends `confirmFee` (the fee accepted) and a `reasonCode`, and cancels only while the fee is at most `confirmFee` (else `409 CANCELLATION_FEE_CHANGED` with the new fee). A preview or a confirmed cancel of a `started` ride is `409 RIDE_NOT_CANCELLABLE`; a plain cancel (neither field) of a started ride still ends it and is charged the fare booked.
          */
         post: operations["cancel"];
         delete?: never;
@@ -611,7 +611,17 @@ export interface components {
         };
         CancelRequest: {
             orderId: string;
+            /** @description Free text, stored with the ride. */
             reason?: string;
+            /** @description `true`: a dry run. The answer is `CANCEL_PREVIEW` with the fee a cancel now would cost; nothing changes. Not with `confirmFee`. */
+            preview?: boolean;
+            /** @description The fee (major units, at most 2 decimals) the rider accepted, usually the preview's `cancellationFee.amount`: the ride is cancelled only while its fee is at most this, else `409 CANCELLATION_FEE_CHANGED`. Needs `reasonCode`. */
+            confirmFee?: number;
+            /**
+             * @description Why the rider cancels; required with `confirmFee`, optional otherwise.
+             * @enum {string}
+             */
+            reasonCode?: "RIDER_CHANGED_PLANS" | "DRIVER_TOO_FAR" | "DRIVER_NOT_MOVING" | "DRIVER_ASKED_TO_CANCEL" | "WRONG_PICKUP" | "FOUND_OTHER_RIDE" | "PRICE_TOO_HIGH" | "OTHER";
         };
         FeedbackRequest: {
             orderId: string;
@@ -749,6 +759,51 @@ export interface components {
              * @description ISO-8601 UTC, e.g. 2026-11-22T10:15:30.123Z.
              */
             updatedAt: string;
+            /** @description Once `customer_cancelled`: what the cancel cost. */
+            cancellationFee?: components["schemas"]["CancellationFee"];
+            /** @description Once `dropped`: what the ride cost. */
+            finalFare?: components["schemas"]["FinalFare"];
+            /** @description While the driver is on its way (`accepted`, and its `location_updated` events): seconds until it reaches the pickup, as last estimated; 0 once `arrived`. */
+            etaToPickupSeconds?: number;
+        };
+        /** @description What a cancel costs under the cancellation policy. `rule`: `searching`, `scheduled` (free: no driver yet); `grace_period` (free: within 120 s of the driver's acceptance by default); `driver_far` (free: the driver is more than 500 m from the pickup and its ETA above 120 s); `driver_near`, `driver_arrived` (the service type's fixed fee); `ride_started` (a plain cancel of a started ride: the fare booked). */
+        CancellationFee: {
+            /**
+             * @description Major units of `currency`, at most 2 decimals.
+             * @example 50
+             */
+            amount: number;
+            /** @example INR */
+            currency: string;
+            /** @enum {string} */
+            rule: "searching" | "scheduled" | "grace_period" | "driver_far" | "driver_near" | "driver_arrived" | "ride_started";
+        };
+        /** @description What a dropped ride cost: `tripFare` + `waitingCharge`. The quote holds when the driver drops within 500 m of the booked drop, whatever the route (`basis: quote`); a ride ended elsewhere is metered on the distance driven with the booked terms, never above the quote (`basis: metered`). Waiting at the pickup beyond the service type's free minutes is charged per second. */
+        FinalFare: {
+            /**
+             * @description Major units, at most 2 decimals.
+             * @example 186
+             */
+            totalAmount: number;
+            /** @example INR */
+            currency: string;
+            /** @enum {string} */
+            basis: "quote" | "metered";
+            /** @description The fare booked (`fare.totalAmount`). */
+            quotedAmount: number;
+            /** @description The trip: the quote, or the metered fare. */
+            tripFare: number;
+            waitingCharge: number;
+            /** @description How `tripFare` was made (the quote's breakdown, or the metered one). */
+            fareBreakdown: components["schemas"]["FareBreakdown"];
+            /** @description Metres driven from `started` to `dropped`, measured from the driver's positions. */
+            distance: number;
+            /** @description Seconds from `started` to `dropped`. */
+            duration: number;
+            /** @description Seconds from `arrived` to `started`. */
+            waitingSeconds: number;
+            /** @description Of those, the seconds beyond the free waiting. */
+            chargedWaitingSeconds: number;
         };
         /** @description The rider already has an active ride: the existing Order plus `code`. Holds under concurrency: simultaneous create-order calls for one rider make exactly one ride. */
         ActiveRideOrder: components["schemas"]["Order"] & {
@@ -761,7 +816,20 @@ export interface components {
             orderId: string;
             /** @constant */
             status: "customer_cancelled";
+            /** @description What the cancel cost (on every cancel made under the policy). */
+            cancellationFee?: components["schemas"]["CancellationFee"];
         };
+        /** @description `preview: true`: what a cancel now would cost. Nothing changed; confirm with `confirmFee` = `cancellationFee.amount` and a `reasonCode`. */
+        CancelPreview: {
+            /** @constant */
+            code: "CANCEL_PREVIEW";
+            orderId: string;
+            /** @description The ride's status now (still active). */
+            status: components["schemas"]["RideStatus"];
+            cancellationFee: components["schemas"]["CancellationFee"];
+        };
+        /** @description `RIDE_CANCELLED` (a plain or confirmed cancel, now or before) or `CANCEL_PREVIEW` (`preview: true`). */
+        CancelAnswer: components["schemas"]["CancelResult"] | components["schemas"]["CancelPreview"];
         FeedbackResult: {
             /** @constant */
             code: "FEEDBACK_SUBMITTED";
@@ -792,6 +860,12 @@ export interface components {
             driver?: components["schemas"]["Driver"];
             location?: components["schemas"]["DriverLocation"];
             eta?: number;
+            /** @description While the driver is on its way (`accepted`, and its `location_updated` events): seconds until it reaches the pickup, as last estimated; 0 once `arrived`. */
+            etaToPickupSeconds?: number;
+            /** @description On `customer_cancelled`: what the cancel cost. */
+            cancellationFee?: components["schemas"]["CancellationFee"];
+            /** @description On `dropped`: what the ride cost. */
+            finalFare?: components["schemas"]["FinalFare"];
             metadata: components["schemas"]["Metadata"] | null;
         };
         DeliveryState: {
@@ -835,10 +909,10 @@ export interface components {
             field: string;
             message: string;
         };
-        /** @description Every 4xx/5xx answer. `details` only on validation problems. Never a stack trace, SQL or internal names. */
+        /** @description Every 4xx/5xx answer. `details` on validation problems, and on `409 CANCELLATION_FEE_CHANGED` (the new fee: `cancellationFee.amount`, `.currency`, `.rule`). Never a stack trace, SQL or internal names. */
         Error: {
             /** @enum {string} */
-            code: "INVALID_JSON" | "VALIDATION_ERROR" | "INVALID_WEBHOOK_URL" | "UNAUTHORIZED" | "SANDBOX_ONLY" | "ORDER_NOT_FOUND" | "NOT_FOUND" | "RIDE_NOT_ACTIVE" | "RIDE_NOT_COMPLETED" | "FEEDBACK_ALREADY_SUBMITTED" | "SANDBOX_UNAVAILABLE" | "SANDBOX_NOT_MANUAL" | "SANDBOX_TARGET_UNREACHABLE" | "IDEMPOTENCY_KEY_IN_USE" | "CONFLICT" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "QUOTE_INVALID" | "QUOTE_EXPIRED" | "IDEMPOTENCY_KEY_REUSED" | "RATE_LIMITED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
+            code: "INVALID_JSON" | "VALIDATION_ERROR" | "INVALID_WEBHOOK_URL" | "UNAUTHORIZED" | "SANDBOX_ONLY" | "ORDER_NOT_FOUND" | "NOT_FOUND" | "RIDE_NOT_ACTIVE" | "RIDE_NOT_CANCELLABLE" | "CANCELLATION_FEE_CHANGED" | "RIDE_NOT_COMPLETED" | "FEEDBACK_ALREADY_SUBMITTED" | "SANDBOX_UNAVAILABLE" | "SANDBOX_NOT_MANUAL" | "SANDBOX_TARGET_UNREACHABLE" | "IDEMPOTENCY_KEY_IN_USE" | "CONFLICT" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "QUOTE_INVALID" | "QUOTE_EXPIRED" | "IDEMPOTENCY_KEY_REUSED" | "RATE_LIMITED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
             /** @description For people; do not parse it. */
             message: string;
             details?: components["schemas"]["ErrorDetail"][];
@@ -1395,7 +1469,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Cancelled (now or before). */
+            /** @description Cancelled (now or before), or the preview. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -1405,7 +1479,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["CancelResult"];
+                    "application/json": components["schemas"]["CancelAnswer"];
                 };
             };
             /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
@@ -1455,7 +1529,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: `RIDE_NOT_ACTIVE`, `CONFLICT`. RIDE_NOT_ACTIVE: Cancel of a ride that is `dropped` or `no_driver_found`; a sandbox advance of a ride that has ended. CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. */
+            /** @description Conflict: `RIDE_NOT_ACTIVE`, `RIDE_NOT_CANCELLABLE`, `CANCELLATION_FEE_CHANGED`, `CONFLICT`. RIDE_NOT_ACTIVE: Cancel of a ride that is `dropped` or `no_driver_found`; a sandbox advance of a ride that has ended. RIDE_NOT_CANCELLABLE: A cancel preview or a confirmed cancel (`confirmFee`) of a `started` ride: the rider is on board; the trip ends with the drop. CANCELLATION_FEE_CHANGED: A confirmed cancel whose fee is now higher than `confirmFee` (the driver came near or arrived since the preview); nothing changed. `details` carries the new fee (`cancellationFee.amount`, `cancellationFee.currency`, `cancellationFee.rule`): confirm again with it. CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -1468,7 +1542,7 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "RIDE_NOT_ACTIVE" | "CONFLICT";
+                        code?: "RIDE_NOT_ACTIVE" | "RIDE_NOT_CANCELLABLE" | "CANCELLATION_FEE_CHANGED" | "CONFLICT";
                     };
                 };
             };
