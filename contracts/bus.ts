@@ -78,8 +78,9 @@ export const BUS_USERS = {
 		services: ["orders"],
 		// notifications.undeliveredOrders: the retention pass keeps a finished ride whose webhooks are still owed.
 		calls: ["pricing.quote", "pricing.verifyQuote", "riders.upsert", "notifications.deliveryStates", "notifications.undeliveredOrders"],
-		emits: [ORDER_EVENTS.created, ORDER_EVENTS.statusChanged, ORDER_EVENTS.rideEventRecorded, TRACING_SPANS_EVENT],
-		receives: [],
+		// orders.scheduleChanged: broadcast to every orders instance so each re-arms its schedule timer.
+		emits: [ORDER_EVENTS.created, ORDER_EVENTS.statusChanged, ORDER_EVENTS.rideEventRecorded, ORDER_EVENTS.scheduleChanged, TRACING_SPANS_EVENT],
+		receives: [ORDER_EVENTS.scheduleChanged],
 	},
 	dispatch: {
 		services: ["dispatch"],

@@ -47,6 +47,9 @@ export interface OrderRow {
 	eta: number | null;
 	version: number;
 	cancel_reason: string | null;
+	/** A scheduled ride's pickup time and when its dispatch starts (migration 007); null for a ride booked now. */
+	pickup_at?: Date | string | null;
+	dispatch_at?: Date | string | null;
 	created_at: Date | string;
 	updated_at: Date | string;
 }
@@ -101,6 +104,7 @@ export function toOrder(row: OrderRow): Order {
 		duration: row.duration,
 		driver: driverView(row),
 		metadata: row.metadata ?? null,
+		...(row.pickup_at ? { pickupAt: iso(row.pickup_at) } : {}),
 		createdAt: iso(row.created_at),
 		updatedAt: iso(row.updated_at),
 	};
@@ -131,7 +135,7 @@ export function toInternalOrder(row: OrderRow): InternalOrder {
  */
 export function buildEventPayload(input: {
 	eventId: string;
-	row: Pick<OrderRow, "id" | "driver" | "driver_location" | "eta" | "metadata" | "mode">;
+	row: Pick<OrderRow, "id" | "driver" | "driver_location" | "eta" | "metadata" | "mode" | "pickup_at">;
 	status: RideEventPayload["status"];
 	sequence: number;
 	occurredAt: Date | string;
@@ -151,6 +155,7 @@ export function buildEventPayload(input: {
 	const loc = location(row.driver_location);
 	if (loc) payload.location = loc;
 	if (typeof row.eta === "number") payload.eta = row.eta;
+	if (row.pickup_at) payload.pickupAt = iso(row.pickup_at);
 	return payload;
 }
 

@@ -25,12 +25,15 @@ import type { IdempotencyClaim } from "./idempotency.repo";
  * commit order.
  */
 
+/** Times a bound number of milliseconds into an interval. */
+const MS = "* interval '1 millisecond'";
 const ACTIVE_SQL = ACTIVE_STATUSES.map((s) => `'${s}'`).join(",");
 const MOVING_SQL = MOVING_STATUSES.map((s) => `'${s}'`).join(",");
 
-/** A new order's columns (status is always `searching`). */
+/** A new order's columns: a ride now is inserted `searching`, a ride booked with a pickup time `scheduled`. */
 export interface NewOrder {
 	id: string;
+	status: "searching" | "scheduled";
 	partnerId: string;
 	mode: KeyMode;
 	riderId: string;
@@ -46,6 +49,9 @@ export interface NewOrder {
 	otp: string;
 	webhookURL: string;
 	metadata: unknown;
+	/** A scheduled ride's pickup time and dispatch start (ISO 8601); null for a ride now. */
+	pickupAt: string | null;
+	dispatchAt: string | null;
 }
 
 /** Column changes a status move makes besides status/version (undefined = keep). */
@@ -79,9 +85,48 @@ export interface PartnerScope {
 	mode: KeyMode;
 }
 
-const INSERT_COLUMNS = `id, partner_id, rider_id, status, service_type, pickup, "drop", fare_paise, currency, fare_breakdown,
-	distance, duration, quote_id, otp, webhook_url, metadata, mode`;
+const jsonOrNull = (value: unknown) => (value === undefined || value === null ? null : JSON.stringify(value));
+
+/**
+ * A new order's columns, written once: the single insert binds them as
+ * `$1::type, …` and the batch insert as one array each, so a new column is
+ * added here and nowhere else.
+ */
+const ORDER_COLUMNS: ReadonlyArray<{ name: string; type: "text" | "int" | "jsonb" | "timestamptz"; value: (o: NewOrder) => unknown }> = [
+	{ name: "id", type: "text", value: (o) => o.id },
+	{ name: "partner_id", type: "text", value: (o) => o.partnerId },
+	{ name: "rider_id", type: "text", value: (o) => o.riderId },
+	{ name: "status", type: "text", value: (o) => o.status },
+	{ name: "service_type", type: "text", value: (o) => o.serviceType },
+	{ name: "pickup", type: "jsonb", value: (o) => JSON.stringify(o.pickup) },
+	{ name: '"drop"', type: "jsonb", value: (o) => JSON.stringify(o.drop) },
+	{ name: "fare_paise", type: "int", value: (o) => o.farePaise },
+	{ name: "currency", type: "text", value: (o) => o.currency },
+	{ name: "fare_breakdown", type: "jsonb", value: (o) => (o.fareBreakdown ? JSON.stringify(o.fareBreakdown) : null) },
+	{ name: "distance", type: "int", value: (o) => o.distance },
+	{ name: "duration", type: "int", value: (o) => o.duration },
+	{ name: "quote_id", type: "text", value: (o) => o.quoteId },
+	{ name: "otp", type: "text", value: (o) => o.otp },
+	{ name: "webhook_url", type: "text", value: (o) => o.webhookURL },
+	{ name: "metadata", type: "jsonb", value: (o) => jsonOrNull(o.metadata) },
+	{ name: "mode", type: "text", value: (o) => o.mode },
+	// A scheduled ride's `scheduled` event is sequence 1, written with the insert.
+	{ name: "version", type: "int", value: (o) => (o.status === "scheduled" ? 1 : 0) },
+	{ name: "pickup_at", type: "timestamptz", value: (o) => o.pickupAt },
+	{ name: "dispatch_at", type: "timestamptz", value: (o) => o.dispatchAt },
+];
+const INSERT_COLUMNS = ORDER_COLUMNS.map((c) => c.name).join(", ");
+const INSERT_VALUES = ORDER_COLUMNS.map((c, i) => `$${i + 1}::${c.type}`).join(", ");
+/** The batch insert: each column as an array (jsonb travels as text), unnested and cast back. */
+const UNNEST_ARRAYS = ORDER_COLUMNS.map((c, i) => `$${i + 1}::${c.type === "jsonb" ? "text" : c.type}[]`).join(", ");
+const UNNEST_ALIASES = ORDER_COLUMNS.map((_c, i) => `c${i}`).join(", ");
+const UNNEST_SELECT = ORDER_COLUMNS.map((c, i) => `c${i}::${c.type}`).join(", ");
+const bindOf = (o: NewOrder): unknown[] => ORDER_COLUMNS.map((c) => c.value(o));
+
+/** The unique index that judges a new order: the rider's one active ride, or its one waiting scheduled ride. */
 const ON_ACTIVE_CONFLICT = `ON CONFLICT (rider_id, mode) WHERE status IN (${ACTIVE_SQL}) DO NOTHING`;
+const ON_SCHEDULED_CONFLICT = "ON CONFLICT (rider_id, mode) WHERE status = 'scheduled' DO NOTHING";
+const onConflictOf = (o: NewOrder) => (o.status === "scheduled" ? ON_SCHEDULED_CONFLICT : ON_ACTIVE_CONFLICT);
 
 /** A timestamptz as JavaScript's toISOString() writes it (UTC, milliseconds truncated like node-postgres' parse). */
 const isoSql = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
@@ -91,8 +136,6 @@ export interface InsertOutcome {
 	row: OrderRow | null;
 	claimLost: boolean;
 }
-
-const jsonOrNull = (value: unknown) => (value === undefined || value === null ? null : JSON.stringify(value));
 
 export class OrdersRepo {
 	constructor(private readonly db: Db) {}
@@ -110,12 +153,12 @@ export class OrdersRepo {
 		return row ?? null;
 	}
 
-	async findActiveForRider(riderId: string, scope: PartnerScope): Promise<OrderRow | null> {
-		const row = await this.db.row<OrderRow>(`SELECT * FROM orders WHERE rider_id = $1 AND partner_id = $2 AND mode = $3 AND status IN (${ACTIVE_SQL})`, [
-			riderId,
-			scope.partnerId,
-			scope.mode,
-		]);
+	/** The rider's active ride, or with `scheduled` its waiting scheduled ride (each judged by its unique index). */
+	async findActiveForRider(riderId: string, scope: PartnerScope, scheduled = false): Promise<OrderRow | null> {
+		const row = await this.db.row<OrderRow>(
+			`SELECT * FROM orders WHERE rider_id = $1 AND partner_id = $2 AND mode = $3 AND ${scheduled ? "status = 'scheduled'" : `status IN (${ACTIVE_SQL})`}`,
+			[riderId, scope.partnerId, scope.mode],
+		);
 		return row ?? null;
 	}
 
@@ -189,56 +232,55 @@ export class OrdersRepo {
 	 * rendered like `toISOString()` (both truncate to milliseconds). A claim
 	 * taken over meanwhile inserts nothing: `claimLost`.
 	 */
-	async insertOrder(order: NewOrder, claim: IdempotencyClaim | null, answer?: unknown): Promise<InsertOutcome> {
-		const bind: unknown[] = [
-			order.id,
-			order.partnerId,
-			order.riderId,
-			order.serviceType,
-			JSON.stringify(order.pickup),
-			JSON.stringify(order.drop),
-			order.farePaise,
-			order.currency,
-			order.fareBreakdown ? JSON.stringify(order.fareBreakdown) : null,
-			order.distance,
-			order.duration,
-			order.quoteId,
-			order.otp,
-			order.webhookURL,
-			order.metadata !== undefined ? JSON.stringify(order.metadata) : null,
-			order.mode,
-		];
-		const values =
-			"$1::text, $2::text, $3::text, 'searching', $4::text, $5::jsonb, $6::jsonb, $7::int, $8::text, $9::jsonb, $10::int, $11::int, $12::text, $13::text, $14::text, $15::jsonb, $16::text";
+	async insertOrder(order: NewOrder, claim: IdempotencyClaim | null, answer?: unknown, t?: Transaction): Promise<InsertOutcome> {
+		const bind = bindOf(order);
+		const onConflict = onConflictOf(order);
 		try {
 			if (!claim) {
-				const row = await this.db.row<OrderRow>(`INSERT INTO orders (${INSERT_COLUMNS}) VALUES (${values}) ${ON_ACTIVE_CONFLICT} RETURNING *`, bind);
+				const row = await this.db.row<OrderRow>(`INSERT INTO orders (${INSERT_COLUMNS}) VALUES (${INSERT_VALUES}) ${onConflict} RETURNING *`, bind, t);
 				return { row: row ?? null, claimLost: false };
 			}
-			bind.push(claim.partnerId, claim.key, claim.token, JSON.stringify(answer ?? {}));
+			const n = bind.length;
+			const [partner, key, token, body, mode] = [n + 1, n + 2, n + 3, n + 4, n + 5].map((i) => `$${i}`);
+			bind.push(claim.partnerId, claim.key, claim.token, JSON.stringify(answer ?? {}), order.mode);
 			const rows = await this.db.rows<OrderRow & { claim_held: number }>(
 				`WITH claim AS (
 				   SELECT 1 FROM idempotency_keys
-				   WHERE partner_id = $17 AND key = $18 AND claim_token = $19 AND state = 'running' AND mode = $16
+				   WHERE partner_id = ${partner} AND key = ${key} AND claim_token = ${token} AND state = 'running' AND mode = ${mode}
 				   FOR UPDATE
 				 ), ins AS (
-				   INSERT INTO orders (${INSERT_COLUMNS}) SELECT ${values} FROM claim ${ON_ACTIVE_CONFLICT} RETURNING *
+				   INSERT INTO orders (${INSERT_COLUMNS}) SELECT ${INSERT_VALUES} FROM claim ${onConflict} RETURNING *
 				 ), fin AS (
 				   UPDATE idempotency_keys k SET state = 'done', response_status = 201,
-				          response_body = $20::jsonb || jsonb_build_object('createdAt', ${isoSql("ins.created_at")}, 'updatedAt', ${isoSql("ins.updated_at")})
-				   FROM ins WHERE k.partner_id = $17 AND k.key = $18 AND k.claim_token = $19 AND k.mode = $16
+				          response_body = ${body}::jsonb || jsonb_build_object('createdAt', ${isoSql("ins.created_at")}, 'updatedAt', ${isoSql("ins.updated_at")})
+				   FROM ins WHERE k.partner_id = ${partner} AND k.key = ${key} AND k.claim_token = ${token} AND k.mode = ${mode}
 				   RETURNING 1
 				 )
 				 SELECT ins.*, held.n AS claim_held FROM (SELECT count(*)::int AS n FROM claim) held LEFT JOIN ins ON true`,
 				bind,
+				t,
 			);
 			const { claim_held: held, ...row } = rows[0];
 			if (held === 0) return { row: null, claimLost: true };
 			return { row: row.id === null ? null : (row as OrderRow), claimLost: false };
 		} catch (err) {
-			if (isUniqueViolation(err, "orders_one_active_per_rider")) return { row: null, claimLost: false };
+			if (!t && (isUniqueViolation(err, "orders_one_active_per_rider") || isUniqueViolation(err, "orders_one_scheduled_per_rider")))
+				return { row: null, claimLost: false };
 			throw err;
 		}
+	}
+
+	/**
+	 * A scheduled ride: `insertOrder` and its `scheduled` event (sequence 1)
+	 * in one transaction, so the partner hears of every ride booked and of
+	 * nothing that was not.
+	 */
+	async insertScheduled(order: NewOrder, claim: IdempotencyClaim | null, answer?: unknown): Promise<MoveResult & InsertOutcome> {
+		return this.db.tx(async (t) => {
+			const outcome = await this.insertOrder(order, claim, answer, t);
+			if (!outcome.row) return { ...outcome, eventId: null } as MoveResult & InsertOutcome;
+			return { ...outcome, row: outcome.row, eventId: await this.appendEvent(outcome.row, "status", "scheduled", t) };
+		});
 	}
 
 	/**
@@ -252,33 +294,13 @@ export class OrdersRepo {
 	 */
 	async insertOrders(orders: NewOrder[]): Promise<Array<OrderRow | null>> {
 		if (orders.length === 1) return [(await this.insertOrder(orders[0], null)).row];
-		const col = <T>(f: (o: NewOrder) => T) => orders.map(f);
+		// Rides now only (one conflict target); scheduled rides are inserted alone with their event (insertScheduled).
+		const binds = orders.map(bindOf);
 		const rows = await this.db.rows<OrderRow>(
 			`INSERT INTO orders (${INSERT_COLUMNS})
-			 SELECT id, partner_id, rider_id, 'searching', service_type, pickup::jsonb, dropoff::jsonb, fare_paise, currency, fare_breakdown::jsonb,
-			        distance, duration, quote_id, otp, webhook_url, metadata::jsonb, mode
-			 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::text[],
-			             $10::int[], $11::int[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[])
-			   AS n(id, partner_id, rider_id, service_type, pickup, dropoff, fare_paise, currency, fare_breakdown, distance, duration, quote_id, otp, webhook_url, metadata, mode)
+			 SELECT ${UNNEST_SELECT} FROM unnest(${UNNEST_ARRAYS}) AS n(${UNNEST_ALIASES})
 			 ${ON_ACTIVE_CONFLICT} RETURNING *`,
-			[
-				col((o) => o.id),
-				col((o) => o.partnerId),
-				col((o) => o.riderId),
-				col((o) => o.serviceType),
-				col((o) => JSON.stringify(o.pickup)),
-				col((o) => JSON.stringify(o.drop)),
-				col((o) => o.farePaise),
-				col((o) => o.currency),
-				col((o) => (o.fareBreakdown ? JSON.stringify(o.fareBreakdown) : null)),
-				col((o) => o.distance),
-				col((o) => o.duration),
-				col((o) => o.quoteId),
-				col((o) => o.otp),
-				col((o) => o.webhookURL),
-				col((o) => (o.metadata !== undefined ? JSON.stringify(o.metadata) : null)),
-				col((o) => o.mode),
-			],
+			ORDER_COLUMNS.map((_c, i) => binds.map((b) => b[i])),
 		);
 		const byId = new Map(rows.map((r) => [r.id, r]));
 		return orders.map((o) => byId.get(o.id) ?? null);
@@ -291,7 +313,18 @@ export class OrdersRepo {
 	 * moved the ride first (nothing written).
 	 */
 	async applyMove(from: OrderRow, to: RideStatus, changes: MoveChanges, expectDriverId?: string): Promise<MoveResult | null> {
-		const withEvent = emitsEvent(to);
+		return this.db.tx((t) => this.moveWithin(t, from, to, changes, emitsEvent(to), expectDriverId));
+	}
+
+	/** `applyMove` inside the caller's transaction; `withEvent` says whether the move is a webhook event. */
+	private async moveWithin(
+		t: Transaction,
+		from: Pick<OrderRow, "id" | "status">,
+		to: RideStatus,
+		changes: MoveChanges,
+		withEvent: boolean,
+		expectDriverId?: string,
+	): Promise<MoveResult | null> {
 		const bind: unknown[] = [from.id, from.status, to];
 		// clock_timestamp(), not now(): evaluated after the row lock is won, so
 		// occurredAt follows the sequence even when transactions queue on the row.
@@ -311,11 +344,56 @@ export class OrdersRepo {
 			bind.push(expectDriverId);
 			where += ` AND driver->>'id' = $${bind.length}`;
 		}
+		const row = await this.db.row<OrderRow>(`UPDATE orders SET ${sets.join(", ")} WHERE ${where} RETURNING *`, bind, t);
+		if (!row) return null;
+		if (!withEvent) return { row, eventId: null };
+		return { row, eventId: await this.appendEvent(row, "status", to as WebhookStatus, t) };
+	}
+
+	// ---- the schedule (schedule.ts) ----
+
+	/** When the earliest waiting scheduled ride is due (the first entry of `orders_scheduled_due`), or null when none waits. */
+	async nextDispatchAt(): Promise<Date | null> {
+		const row = await this.db.row<{ dispatch_at: Date }>("SELECT dispatch_at FROM orders WHERE status = 'scheduled' ORDER BY dispatch_at LIMIT 1");
+		return row ? new Date(row.dispatch_at) : null;
+	}
+
+	/**
+	 * One due scheduled ride, decided and moved in one transaction: the row
+	 * is taken `FOR UPDATE SKIP LOCKED` (another instance on it: the next
+	 * one), `decide` says what to do from whether its rider is on an active
+	 * ride and whether its search could still end before the pickup time,
+	 * and the move is a conditional update `WHERE status = 'scheduled'` plus
+	 * its event. Null when nothing is due. A ride whose rider is busy is
+	 * looked at again at `retryAt` (never past its last chance).
+	 */
+	async takeDueScheduled(
+		o: { searchMarginMs: number; retryMs: number },
+		decide: (ride: { riderBusy: boolean; tooLate: boolean }) => "start" | "give_up" | "wait",
+	): Promise<{ step: "start" | "give_up" | "wait"; row: OrderRow; moved: MoveResult | null } | null> {
 		return this.db.tx(async (t) => {
-			const row = await this.db.row<OrderRow>(`UPDATE orders SET ${sets.join(", ")} WHERE ${where} RETURNING *`, bind, t);
-			if (!row) return null;
-			if (!withEvent) return { row, eventId: null };
-			return { row, eventId: await this.appendEvent(row, "status", to, t) };
+			const ride = await this.db.row<OrderRow & { rider_busy: boolean; too_late: boolean }>(
+				`SELECT o.*,
+				   EXISTS (SELECT 1 FROM orders a WHERE a.rider_id = o.rider_id AND a.mode = o.mode AND a.status IN (${ACTIVE_SQL})) AS rider_busy,
+				   (o.pickup_at - $1 ${MS} <= now()) AS too_late
+				 FROM orders o WHERE o.status = 'scheduled' AND o.dispatch_at <= now()
+				 ORDER BY o.dispatch_at LIMIT 1 FOR UPDATE SKIP LOCKED`,
+				[o.searchMarginMs],
+				t,
+			);
+			if (!ride) return null;
+			const { rider_busy: riderBusy, too_late: tooLate, ...row } = ride;
+			const step = decide({ riderBusy, tooLate });
+			if (step === "wait") {
+				await this.db.run(
+					`UPDATE orders SET dispatch_at = LEAST(now() + $2 ${MS}, pickup_at - $3 ${MS}) WHERE id = $1 AND status = 'scheduled'`,
+					[row.id, o.retryMs, o.searchMarginMs],
+					t,
+				);
+				return { step, row, moved: null };
+			}
+			const to = step === "start" ? "searching" : "no_driver_found";
+			return { step, row, moved: await this.moveWithin(t, row, to, { eta: null }, true) };
 		});
 	}
 

@@ -2,6 +2,7 @@ import { envNumber, envPositive, readSettings, type Env } from "../../lib/settin
 import { readRetentionSettings, type RetentionSettings } from "../../lib/retention";
 import { DEFAULT_RUNNING_TIMEOUT_MS } from "./idempotency";
 import { DEFAULT_OTP_MAX_TRIES } from "./otp";
+import { readScheduleSettings, type ScheduleSettings } from "../../lib/schedule";
 
 /**
  * The orders service's settings, read once when it is created. Pure: pass
@@ -23,6 +24,8 @@ export interface OrdersSettings extends RetentionSettings {
 	fleetMode: "simulated" | "live";
 	/** OTP tries per order before starting it with an OTP is locked (`OTP_MAX_TRIES`, 1..20). */
 	otpMaxTries: number;
+	/** Scheduled rides: the booking window, the dispatch lead, the schedule's poll (lib/schedule.ts). */
+	schedule: ScheduleSettings;
 }
 
 /** Keys are replayed for 24 h; sweeping older ones every ten minutes keeps the table small. */
@@ -37,6 +40,7 @@ export function readOrdersSettings(env: Env): OrdersSettings {
 		webhookPorts: runtime.webhookPorts,
 		fleetMode: runtime.fleetMode,
 		otpMaxTries: envNumber(env, "OTP_MAX_TRIES", DEFAULT_OTP_MAX_TRIES, (n) => Number.isInteger(n) && n >= 1 && n <= 20, "an integer 1..20"),
+		schedule: readScheduleSettings(env),
 		...readRetentionSettings(env, "ORDERS_RETENTION_DAYS"),
 	};
 }

@@ -4,6 +4,7 @@ import { presenceMigration } from "./005-presence";
 import { driverTokenExpiryMigration } from "./006-driver-token-expiry";
 import { auditMigration } from "./007-audit";
 import { retentionMigration } from "./008-retention";
+import { scheduledRidesMigration } from "./010-scheduled-rides";
 
 /**
  * Tables of the dispatch service: `drivers` (the fleet), `dispatch_rides`
@@ -147,4 +148,5 @@ export const migrations: Migration[] = [
 	driverTokenExpiryMigration,
 	auditMigration,
 	retentionMigration,
+	scheduledRidesMigration,
 ];

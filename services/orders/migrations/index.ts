@@ -1,4 +1,5 @@
 import type { Migration } from "../../../mixins/db.mixin";
+import { scheduledRidesMigration } from "./007-scheduled-rides";
 
 /**
  * Tables of the orders service: `orders` (the rides), `ride_events` (the
@@ -200,4 +201,5 @@ export const migrations: Migration[] = [
 			await sequelize.query("DROP INDEX IF EXISTS orders_finished_updated");
 		},
 	},
+	scheduledRidesMigration,
 ];
