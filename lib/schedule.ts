@@ -53,19 +53,25 @@ export type PickupCheck = { ok: true; pickupAtMs: number } | { ok: false; code: 
  * whole seconds (rounded down), as quotes carry it.
  */
 export function checkPickupAt(pickupAt: string, nowMs: number, s: Pick<ScheduleSettings, "minLeadMs" | "maxAheadMs">): PickupCheck {
-	const parsed = PICKUP_AT_PATTERN.test(pickupAt) ? Date.parse(pickupAt) : NaN;
+	const parsed = PICKUP_AT_PATTERN.test(pickupAt) && realCalendarTime(pickupAt) ? Date.parse(pickupAt) : NaN;
 	if (!Number.isFinite(parsed)) {
 		return { ok: false, code: "VALIDATION_ERROR", message: "pickupAt must be an ISO 8601 date and time with an offset, e.g. 2026-12-24T18:30:00+05:30" };
 	}
-	const pickupAtMs = Math.floor(parsed / 1000) * 1000;
-	if (pickupAtMs < nowMs + s.minLeadMs || pickupAtMs > nowMs + s.maxAheadMs) {
+	if (parsed < nowMs + s.minLeadMs || parsed > nowMs + s.maxAheadMs) {
 		return {
 			ok: false,
 			code: "PICKUP_TIME_OUT_OF_RANGE",
 			message: `pickupAt must be from ${describe(s.minLeadMs)} to ${describe(s.maxAheadMs)} ahead`,
 		};
 	}
-	return { ok: true, pickupAtMs };
+	return { ok: true, pickupAtMs: Math.floor(parsed / 1000) * 1000 };
+}
+
+/** Whether the written date and time exist (Date.parse rolls 2030-02-30 over into March). */
+function realCalendarTime(text: string): boolean {
+	const [y, mo, d, h, mi, s] = text.slice(0, 19).split(/[-T:]/).map(Number);
+	const daysInMonth = new Date(Date.UTC(y, mo, 0)).getUTCDate();
+	return mo >= 1 && mo <= 12 && d >= 1 && d <= daysInMonth && h <= 23 && mi <= 59 && s <= 59;
 }
 
 /** When dispatch of a ride picked up at `pickupAtMs` starts. */
