@@ -89,6 +89,8 @@ describe("OpenAPI document", () => {
 			"duration",
 			"driver",
 			"metadata",
+			// Only on rides booked with pickupAt (scheduled rides).
+			"pickupAt",
 			"createdAt",
 			"updatedAt",
 		]);
@@ -102,6 +104,7 @@ describe("OpenAPI document", () => {
 			"driver",
 			"location",
 			"eta",
+			"pickupAt",
 			"metadata",
 		]);
 		expect(Object.keys(schemas.Error.properties!)).toEqual(["code", "message", "details", "retryable"]);
