@@ -150,7 +150,9 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 							this.schedule.noteDue(dispatchAt);
 							// The other orders instances re-arm too (a hint: each also polls the table).
 							Promise.resolve()
-								.then(() => this.broker.broadcast(ORDER_EVENTS.scheduleChanged, { dispatchAt } satisfies ScheduleChangedEvent, { groups: ["orders"] }))
+								.then(() =>
+									this.broker.broadcast(ORDER_EVENTS.scheduleChanged, { dispatchAt } satisfies ScheduleChangedEvent, { groups: ["orders"] }),
+								)
 								.catch((err: unknown) => this.logger.warn(`Could not broadcast ${ORDER_EVENTS.scheduleChanged}`, (err as Error)?.message));
 						},
 					},

@@ -155,7 +155,10 @@ const PricingService: ServiceSchema<PricingSettings, PricingMethods, PricingLoca
 			async handler(this: PricingThis, ctx: Context<QuoteParams>): Promise<PricedTrip> {
 				const { serviceType, pickup, drop } = ctx.params;
 				this.checkTrip(pickup, drop);
-				const [route, supply] = await Promise.all([this.route(pickup, drop, serviceType), ctx.params.scheduled ? UNKNOWN_REPLY : this.supplyNear(ctx, pickup)]);
+				const [route, supply] = await Promise.all([
+					this.route(pickup, drop, serviceType),
+					ctx.params.scheduled ? UNKNOWN_REPLY : this.supplyNear(ctx, pickup),
+				]);
 				return pricedTrip(serviceType, this.fareOf(serviceType, route, supply), route.distance, route.duration);
 			},
 		},

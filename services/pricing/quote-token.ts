@@ -224,7 +224,8 @@ function decodePayload(payload: Buffer, partnerId: string, mode: KeyMode): Quote
 function checkToken(body: string, partnerId: string, mode: KeyMode, keyring: QuoteKeyring): QuoteClaims | undefined {
 	const bytes = Buffer.from(body, "base64url");
 	// One spelling per token: base64 ignores the last character's spare bits.
-	if (bytes.length < 6 + 16 + 9 + 3 + MAC_BYTES || (bytes[0] !== FORMAT_NOW && bytes[0] !== FORMAT_SCHEDULED) || bytes.toString("base64url") !== body) return undefined;
+	if (bytes.length < 6 + 16 + 9 + 3 + MAC_BYTES || (bytes[0] !== FORMAT_NOW && bytes[0] !== FORMAT_SCHEDULED) || bytes.toString("base64url") !== body)
+		return undefined;
 	const payload = bytes.subarray(0, bytes.length - MAC_BYTES);
 	const given = bytes.subarray(bytes.length - MAC_BYTES);
 	const buf = macBuffer(partnerId, payload.length);

@@ -113,7 +113,7 @@ const REQUESTS: Record<string, { name: string; prose: Prose }> = {
 				},
 				pickupAt: {
 					description:
-						"Optional: book a scheduled ride picked up then. ISO 8601 with seconds and an offset (`Z` or `±hh:mm`), from 30 minutes to 7 days ahead by default (`SCHEDULE_MIN_LEAD_SECONDS`, `SCHEDULE_MAX_AHEAD_SECONDS`); outside → `400 PICKUP_TIME_OUT_OF_RANGE`, badly written → `400 VALIDATION_ERROR`, nothing booked. Answers `201` with status `scheduled`; dispatch starts 15 minutes before the pickup time by default (`SCHEDULE_DISPATCH_LEAD_SECONDS`). See API.md, \"Scheduled rides\".",
+						'Optional: book a scheduled ride picked up then. ISO 8601 with seconds and an offset (`Z` or `±hh:mm`), from 30 minutes to 7 days ahead by default (`SCHEDULE_MIN_LEAD_SECONDS`, `SCHEDULE_MAX_AHEAD_SECONDS`); outside → `400 PICKUP_TIME_OUT_OF_RANGE`, badly written → `400 VALIDATION_ERROR`, nothing booked. Answers `201` with status `scheduled`; dispatch starts 15 minutes before the pickup time by default (`SCHEDULE_DISPATCH_LEAD_SECONDS`). See API.md, "Scheduled rides".',
 					example: "2026-12-24T18:30:00+05:30",
 				},
 			},

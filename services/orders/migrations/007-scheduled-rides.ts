@@ -19,7 +19,9 @@ export const scheduledRidesMigration: Migration = {
 				CHECK (status IN ('scheduled','searching','accepted','arrived','started','dropped','customer_cancelled','no_driver_found'))`);
 			await run("ALTER TABLE orders ADD COLUMN pickup_at timestamptz");
 			await run("ALTER TABLE orders ADD COLUMN dispatch_at timestamptz");
-			await run("ALTER TABLE orders ADD CONSTRAINT orders_scheduled_has_times CHECK (status <> 'scheduled' OR (pickup_at IS NOT NULL AND dispatch_at IS NOT NULL))");
+			await run(
+				"ALTER TABLE orders ADD CONSTRAINT orders_scheduled_has_times CHECK (status <> 'scheduled' OR (pickup_at IS NOT NULL AND dispatch_at IS NOT NULL))",
+			);
 			await run("CREATE INDEX orders_scheduled_due ON orders (dispatch_at) WHERE status = 'scheduled'");
 			await run("CREATE UNIQUE INDEX orders_one_scheduled_per_rider ON orders (rider_id, mode) WHERE status = 'scheduled'");
 		});

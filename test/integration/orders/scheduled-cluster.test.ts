@@ -144,9 +144,10 @@ async function expectStartedOnceOnTime(orderIds: string[]): Promise<void> {
 		expect(r.searching_at.getTime()).toBeGreaterThanOrEqual(r.dispatch_at.getTime());
 	}
 	// Dispatch mirrored each ride once, with its search deadline before the pickup time.
-	const mirrored = await bed.pg.query<{ n: number }>("SELECT count(*)::int AS n FROM dispatch_rides WHERE order_id = ANY($1::text[]) AND search_until IS NOT NULL", [
-		orderIds,
-	]);
+	const mirrored = await bed.pg.query<{ n: number }>(
+		"SELECT count(*)::int AS n FROM dispatch_rides WHERE order_id = ANY($1::text[]) AND search_until IS NOT NULL",
+		[orderIds],
+	);
 	expect(mirrored.rows[0].n).toBe(orderIds.length);
 }
 

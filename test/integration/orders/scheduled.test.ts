@@ -124,10 +124,12 @@ it("refuses a pickup time outside the window or badly written, booking nothing; 
 
 it("binds a quote to its pickup time: only that time books with it; older (ride-now) quotes keep working for rides now", async () => {
 	const pickupAt = inSeconds(30);
-	const later = await api.post<{ quotes: Array<{ quoteId: string; serviceType: string; eta: number | null; totalAmount: number }> }>(
-		"/ride/fare-estimate",
-		{ pickup: PICKUP, drop: DROP, serviceType: "cab", pickupAt },
-	);
+	const later = await api.post<{ quotes: Array<{ quoteId: string; serviceType: string; eta: number | null; totalAmount: number }> }>("/ride/fare-estimate", {
+		pickup: PICKUP,
+		drop: DROP,
+		serviceType: "cab",
+		pickupAt,
+	});
 	expect(later.status).toBe(200);
 	const quote = later.body.quotes[0];
 	// A ride for later: no ETA from today's drivers.

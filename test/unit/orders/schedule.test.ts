@@ -31,7 +31,11 @@ describe("pickupAt", () => {
 	});
 
 	it("refuses a time outside the window, or one badly written or not in the calendar", () => {
-		expect(checkPickupAt(at(S.minLeadMs - 1), NOW, S)).toMatchObject({ ok: false, code: "PICKUP_TIME_OUT_OF_RANGE", message: expect.stringMatching(/30 minutes to 7 days/) });
+		expect(checkPickupAt(at(S.minLeadMs - 1), NOW, S)).toMatchObject({
+			ok: false,
+			code: "PICKUP_TIME_OUT_OF_RANGE",
+			message: expect.stringMatching(/30 minutes to 7 days/),
+		});
 		expect(checkPickupAt(at(S.maxAheadMs + 1000), NOW, S)).toMatchObject({ ok: false, code: "PICKUP_TIME_OUT_OF_RANGE" });
 		expect(checkPickupAt(at(-60_000), NOW, S)).toMatchObject({ ok: false, code: "PICKUP_TIME_OUT_OF_RANGE" });
 		for (const bad of ["2026-12-25T10:00:00", "2026-12-25 10:00:00Z", "2026-12-25", "2027-02-29T10:00:00Z", "2026-12-25T24:00:00Z", "next tuesday"]) {
