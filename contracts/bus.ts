@@ -86,8 +86,9 @@ export const BUS_USERS = {
 			"notifications.undeliveredOrders",
 			"fleet.sandboxStep",
 		],
-		emits: [ORDER_EVENTS.created, ORDER_EVENTS.statusChanged, ORDER_EVENTS.rideEventRecorded, TRACING_SPANS_EVENT],
-		receives: [],
+		// orders.scheduleChanged: broadcast to every orders instance so each re-arms its schedule timer.
+		emits: [ORDER_EVENTS.created, ORDER_EVENTS.statusChanged, ORDER_EVENTS.rideEventRecorded, ORDER_EVENTS.scheduleChanged, TRACING_SPANS_EVENT],
+		receives: [ORDER_EVENTS.scheduleChanged],
 	},
 	dispatch: {
 		services: ["dispatch"],

@@ -37,6 +37,18 @@ export const placeRule = {
 	props: { lat: latitudeRule, lng: longitudeRule, address: { type: "string", max: 500, optional: true } },
 } as const;
 
+/** ISO 8601 date and time with seconds and an explicit offset (`Z` or `±hh:mm`): how `pickupAt` is written. */
+export const PICKUP_AT_PATTERN = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
+
+/** A scheduled ride's pickup time (create-order, fare-estimate); the window is checked by the services (lib/schedule.ts). */
+export const pickupAtRule = {
+	type: "string",
+	max: 40,
+	pattern: PICKUP_AT_PATTERN,
+	optional: true,
+	messages: { stringPattern: "pickupAt must be an ISO 8601 date and time with an offset, e.g. 2026-12-24T18:30:00+05:30" },
+} as const;
+
 /** A bare coordinate (internal calls). */
 export const pointRule = {
 	type: "object",

@@ -63,6 +63,13 @@ export const ERRORS = {
 		meaning:
 			"`webhookURL` is not an absolute http(s) URL, or is refused by the SSRF policy (private, loopback, link-local or metadata address in production).",
 	},
+	PICKUP_TIME_OUT_OF_RANGE: {
+		status: 400,
+		retryable: false,
+		documented: true,
+		meaning:
+			"`pickupAt` (create-order, fare-estimate) is sooner than the minimum lead or further ahead than the maximum (by default 30 minutes to 7 days); nothing was booked.",
+	},
 	UNAUTHORIZED: {
 		status: 401,
 		retryable: false,
@@ -224,7 +231,7 @@ export const ERRORS = {
 		status: 422,
 		retryable: false,
 		documented: true,
-		meaning: `Unknown, foreign or mismatched \`quoteId\` (other service type, or pickup/drop more than ${QUOTE_MATCH_RADIUS_METRES} m from the quoted one).`,
+		meaning: `Unknown, foreign or mismatched \`quoteId\` (other service type, pickup/drop more than ${QUOTE_MATCH_RADIUS_METRES} m from the quoted one, or another \`pickupAt\`: a quote for a pickup time books only that time, a quote without one only a ride now).`,
 	},
 	QUOTE_EXPIRED: {
 		status: 422,

@@ -68,13 +68,21 @@ export const COMMON_RIDE_ERRORS: readonly ErrorCode[] = [
 ];
 
 export const RIDE_ROUTES: readonly RideRoute[] = [
-	{ path: "/fare-estimate", method: "POST", action: "pricing.estimate", params: estimateParams, errors: [] },
+	{ path: "/fare-estimate", method: "POST", action: "pricing.estimate", params: estimateParams, errors: ["PICKUP_TIME_OUT_OF_RANGE"] },
 	{
 		path: "/create-order",
 		method: "POST",
 		action: "orders.create",
 		params: createOrderParams,
-		errors: ["INVALID_WEBHOOK_URL", "IDEMPOTENCY_KEY_IN_USE", "CONFLICT", "QUOTE_INVALID", "QUOTE_EXPIRED", "IDEMPOTENCY_KEY_REUSED"],
+		errors: [
+			"INVALID_WEBHOOK_URL",
+			"PICKUP_TIME_OUT_OF_RANGE",
+			"IDEMPOTENCY_KEY_IN_USE",
+			"CONFLICT",
+			"QUOTE_INVALID",
+			"QUOTE_EXPIRED",
+			"IDEMPOTENCY_KEY_REUSED",
+		],
 	},
 	{
 		path: "/cancel",

@@ -5,7 +5,7 @@
  * body it stores, the broker events it emits, and the ride statuses.
  * Type-only plus plain data: no service code, no I/O.
  */
-import { etaRule, locationRule, orderIdRule, placeRule, serviceTypeRule, type DriverLocation, type Place, type ServiceType } from "./common";
+import { etaRule, locationRule, orderIdRule, pickupAtRule, placeRule, serviceTypeRule, type DriverLocation, type Place, type ServiceType } from "./common";
 import { E164_PATTERN } from "./riders";
 import { SERVICE_RETRY_AFTER_SECONDS } from "./constants";
 import type { EventDeliveryState } from "./notifications";
@@ -13,9 +13,10 @@ import type { KeyMode } from "./partners";
 
 // ---- ride statuses (API.md, "Ride states") -----------------------------------------
 
-export const RIDE_STATUSES = ["searching", "accepted", "arrived", "started", "dropped", "customer_cancelled", "no_driver_found"] as const;
+export const RIDE_STATUSES = ["scheduled", "searching", "accepted", "arrived", "started", "dropped", "customer_cancelled", "no_driver_found"] as const;
 export type RideStatus = (typeof RIDE_STATUSES)[number];
 
+/** A ride dispatch works on (one per rider and mode); a `scheduled` ride waits for its dispatch time and is not among them. */
 export const ACTIVE_STATUSES = ["searching", "accepted", "arrived", "started"] as const satisfies readonly RideStatus[];
 export const TERMINAL_STATUSES = ["dropped", "customer_cancelled", "no_driver_found"] as const satisfies readonly RideStatus[];
 /** Statuses in which the driver's location is tracked and location events go out. */
@@ -64,6 +65,8 @@ export const createOrderParams = {
 	drop: placeRule,
 	webhookURL: { type: "string", min: 1, max: 2048 },
 	quoteId: { type: "string", min: 1, max: 2048, optional: true },
+	/** A scheduled ride's pickup time (lib/schedule.ts checks the format and the window). */
+	pickupAt: pickupAtRule,
 	metadata: { type: "object", optional: true },
 } as const;
 export interface CreateOrderParams {
@@ -73,6 +76,8 @@ export interface CreateOrderParams {
 	drop: Place;
 	webhookURL: string;
 	quoteId?: string;
+	/** ISO 8601 with an offset; absent = a ride now. */
+	pickupAt?: string;
 	metadata?: Record<string, unknown>;
 }
 
@@ -348,6 +353,8 @@ export interface Order {
 	duration: number;
 	driver: OrderDriver | null;
 	metadata: Record<string, unknown> | null;
+	/** A scheduled ride's pickup time (ISO 8601, UTC); absent for a ride booked for now. */
+	pickupAt?: string;
 	createdAt: string;
 	updatedAt: string;
 	/** Once `customer_cancelled`: what the cancel cost. */
@@ -417,6 +424,8 @@ export interface RideEventPayload {
 	driver?: OrderDriver;
 	location?: DriverLocation;
 	eta?: number;
+	/** A scheduled ride's pickup time; absent for a ride booked for now. */
+	pickupAt?: string;
 	/** `accepted`, `arrived` (0) and their `location_updated` events: seconds until the driver reaches the pickup. */
 	etaToPickupSeconds?: number;
 	/** `customer_cancelled`: what the cancel cost. */
@@ -447,12 +456,14 @@ export interface EventsResult {
 
 export const ORDER_EVENTS = {
 	created: "orders.created",
+	/** A scheduled ride was booked or is due: every orders instance re-arms its schedule timer. */
+	scheduleChanged: "orders.scheduleChanged",
 	statusChanged: "orders.statusChanged",
 	rideEventRecorded: "orders.rideEventRecorded",
 } as const;
 
 /**
- * `orders.created`: a new ride is searching. It carries the order's
+ * `orders.created`: a new ride is searching (booked now, or a scheduled ride whose dispatch started). It carries the order's
  * snapshot as inserted, so dispatch mirrors the ride in one statement
  * instead of asking `orders.get` for every new order.
  */
@@ -468,8 +479,14 @@ export interface OrderCreatedEvent {
 	/** The order's version (0) and `updatedAt` at the insert: the snapshot dispatch's mirror records, so an older one never overwrites a newer one. */
 	version: number;
 	updatedAt: string;
+	/** A scheduled ride's pickup time: its search ends before it (dispatch's deadline). */
+	pickupAt?: string;
 	/** `metadata.sandbox` as the partner sent it, when present (dispatch decides whether it applies); the rest of the metadata stays with orders. */
 	sandbox?: unknown;
+}
+/** `orders.scheduleChanged`: the earliest dispatch time it knows of (Unix ms). */
+export interface ScheduleChangedEvent {
+	dispatchAt: number;
 }
 /** `orders.statusChanged`: a committed status move (dispatch frees drivers on it). */
 export interface StatusChangedEvent {

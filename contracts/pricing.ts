@@ -4,7 +4,7 @@
  * reads), the types they validate into, and its replies. Type-only plus plain
  * data: no service code, no I/O.
  */
-import { placeRule, serviceTypeRule, type Place, type ServiceType } from "./common";
+import { pickupAtRule, placeRule, serviceTypeRule, type Place, type ServiceType } from "./common";
 
 /** `pricing.estimate` (partner; POST /ride/fare-estimate): one quote per service type, or only the one asked for. */
 export const estimateParams = {
@@ -12,12 +12,16 @@ export const estimateParams = {
 	pickup: placeRule,
 	drop: placeRule,
 	serviceType: { ...serviceTypeRule, optional: true },
+	/** Quotes for a scheduled ride picked up then (same window as create-order). */
+	pickupAt: pickupAtRule,
 } as const;
 
 export interface EstimateParams {
 	pickup: Place;
 	drop: Place;
 	serviceType?: ServiceType;
+	/** ISO 8601 with an offset; absent = a ride now. */
+	pickupAt?: string;
 }
 
 /** `pricing.verifyQuote` (partner; create-order with a quoteId): the quoted price, if the quote still holds. */
@@ -26,6 +30,8 @@ export const verifyQuoteParams = {
 	serviceType: serviceTypeRule,
 	pickup: placeRule,
 	drop: placeRule,
+	/** The booking's pickup time in whole Unix seconds (create-order checked the window); absent = a ride now. */
+	pickupAtSeconds: { type: "number", integer: true, min: 0, optional: true },
 } as const;
 
 export interface VerifyQuoteParams {
@@ -33,6 +39,7 @@ export interface VerifyQuoteParams {
 	serviceType: ServiceType;
 	pickup: Place;
 	drop: Place;
+	pickupAtSeconds?: number;
 }
 
 /** `pricing.quote` (internal; create-order without a quoteId): the trip at the current price. */
@@ -40,12 +47,15 @@ export const quoteParams = {
 	serviceType: serviceTypeRule,
 	pickup: placeRule,
 	drop: placeRule,
+	/** A scheduled ride: priced for then (no surge from today's supply). */
+	scheduled: { type: "boolean", optional: true },
 } as const;
 
 export interface QuoteParams {
 	serviceType: ServiceType;
 	pickup: Place;
 	drop: Place;
+	scheduled?: boolean;
 }
 
 /** The fare breakdown partners see, in major units with ≤ 2 decimals. */
@@ -64,7 +74,7 @@ export interface Quote {
 	serviceType: ServiceType;
 	totalAmount: number;
 	currency: string;
-	/** Seconds until the nearest available driver reaches the pickup; null when unknown. */
+	/** Seconds until the nearest available driver reaches the pickup; null when unknown (always for a quote with `pickupAt`). */
 	eta: number | null;
 	/** ISO 8601. */
 	expiresAt: string;

@@ -2,6 +2,7 @@ import { envNumber, envPositive, type Env } from "../../lib/settings";
 import { readKnownCredentialsSettings, type KnownCredentialsSettings } from "../../lib/known-credentials";
 import { readTravelSettings, type TravelSettings } from "../../lib/travel-settings";
 import { readRetentionSettings, type RetentionSettings } from "../../lib/retention";
+import { readScheduleSettings } from "../../lib/schedule";
 import type { FleetMode } from "../../contracts/dispatch";
 import { DEFAULT_LOCATION_INTERVAL_MS, DEFAULT_SEARCH_RADIUS_METRES } from "../../contracts/constants";
 
@@ -13,6 +14,8 @@ import { DEFAULT_LOCATION_INTERVAL_MS, DEFAULT_SEARCH_RADIUS_METRES } from "../.
  * An invalid value refuses start-up with a message naming the setting.
  */
 export interface DispatchSettings extends TravelSettings, RetentionSettings {
+	/** A scheduled ride's search ends this long before its pickup time at the latest (`SCHEDULE_SEARCH_MARGIN_SECONDS`, lib/schedule.ts). */
+	scheduleSearchMarginMs: number;
 	/** H3 resolution of the nearest-driver index (8 ≈ 460 m hexagon edges). */
 	h3Resolution: number;
 	/** Drivers farther than this (straight line) from the pickup are never offered the ride. */
@@ -92,6 +95,7 @@ export function readDispatchSettings(env: Env): DispatchSettings {
 		supplyRadiusM: envPositive(env, "DISPATCH_SUPPLY_RADIUS_M", 3000),
 		offerTimeoutMs: atLeast(env, "DISPATCH_OFFER_TIMEOUT_MS", 15_000, 100),
 		dispatchTimeoutMs: atLeast(env, "DISPATCH_TIMEOUT_MS", 120_000, 100),
+		scheduleSearchMarginMs: readScheduleSettings(env).searchMarginMs,
 		retryMatchMs: atLeast(env, "DISPATCH_RETRY_MS", 1000, 10),
 		retryMaxMs: atLeast(env, "DISPATCH_RETRY_MAX_MS", 30_000, 10),
 		locationIntervalMs,

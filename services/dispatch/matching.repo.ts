@@ -1,7 +1,7 @@
 import type { Transaction } from "sequelize";
 import type { SandboxScenario } from "../../contracts/dispatch";
 import type { Db } from "../../mixins/db.mixin";
-import { EXCLUDE, MS, NO_DRIVER_NEAR, type RideRow } from "./ride-mirror.repo";
+import { DEADLINE, EXCLUDE, MS, NO_DRIVER_NEAR, type RideRow } from "./ride-mirror.repo";
 import { haversineSql } from "./driven-distance";
 
 /**
@@ -29,7 +29,7 @@ export class MatchingRepo {
 	/** A searching ride due for matching, locked (SKIP LOCKED: another instance on it means skip), with its deadline state. */
 	async lockDueSearch(orderId: string, dispatchTimeoutMs: number, t: Transaction) {
 		const rows = await this.db.rows<RideRow & { timed_out: boolean; pending_expiry: Date | null }>(
-			`SELECT r.*, (r.search_started_at + $2 ${MS} <= now()) AS timed_out,
+			`SELECT r.*, (${DEADLINE("r.", "$2")} <= now()) AS timed_out,
 				(SELECT o.expires_at FROM dispatch_offers o WHERE o.order_id = r.order_id AND o.state = 'pending') AS pending_expiry
 			 FROM dispatch_rides r WHERE r.order_id = $1 AND r.state = 'searching' AND r.next_match_at <= now() FOR UPDATE SKIP LOCKED`,
 			[orderId, dispatchTimeoutMs],
@@ -45,7 +45,8 @@ export class MatchingRepo {
 	/**
 	 * Nobody to offer the ride to: look again after a wait as long as the ride
 	 * has been searching (so 1, 2, 4, 8 … s: exponential), at least `minMs`, at
-	 * most `maxMs`, and never past its dispatch deadline (it ends on time).
+	 * most `maxMs`, and never past its dispatch deadline (it ends on time; a scheduled ride's
+	 * comes before its pickup time, `DEADLINE`).
 	 * Something that changes its chances (a driver freed, online or moving
 	 * near, an offer ending) wakes it earlier (`wakeSearches`, `excludeAndRematch`).
 	 */
@@ -53,7 +54,7 @@ export class MatchingRepo {
 		await this.db.rows(
 			`UPDATE dispatch_rides SET next_match_at = LEAST(
 				now() + GREATEST($2::double precision, LEAST($3::double precision, EXTRACT(EPOCH FROM now() - search_started_at) * 1000)) ${MS},
-				search_started_at + $4 ${MS})
+				${DEADLINE("", "$4")})
 			 WHERE order_id = $1`,
 			[orderId, minMs, maxMs, dispatchTimeoutMs],
 			t,
@@ -95,16 +96,16 @@ export class MatchingRepo {
 	): Promise<Array<{ order_id: string; backed_off: boolean }>> {
 		return this.db.rows(
 			`WITH due AS (
-				SELECT order_id, mode, service_type, pickup_lat, pickup_lng, excluded_driver_ids, search_started_at, sandbox, next_match_at
+				SELECT order_id, mode, service_type, pickup_lat, pickup_lng, excluded_driver_ids, search_started_at, search_until, sandbox, next_match_at
 				FROM dispatch_rides WHERE state = 'searching' AND next_match_at <= now()
 				ORDER BY next_match_at LIMIT $1 FOR UPDATE SKIP LOCKED
 			 ), nobody AS (
 				UPDATE dispatch_rides r SET next_match_at = LEAST(
 					now() + GREATEST($2::double precision, LEAST($3::double precision, EXTRACT(EPOCH FROM now() - r.search_started_at) * 1000)) ${MS},
-					r.search_started_at + $4::double precision ${MS})
+					${DEADLINE("r.", "$4")})
 				FROM due
 				WHERE r.order_id = due.order_id
-				AND due.search_started_at + $4::double precision ${MS} > now()
+				AND ${DEADLINE("due.", "$4")} > now()
 				AND due.sandbox IS DISTINCT FROM 'no_driver_found'
 				AND NOT EXISTS (SELECT 1 FROM dispatch_offers o WHERE o.order_id = due.order_id AND o.state = 'pending')
 				AND ${NO_DRIVER_NEAR({ mode: "due.mode", serviceType: "due.service_type", lat: "due.pickup_lat", lng: "due.pickup_lng", excluded: "due.excluded_driver_ids" }, "$5")}

@@ -48,6 +48,8 @@ export interface RideRow {
 	origin_lng: number | null;
 	lease_until: Date | null;
 	next_location_at: Date | null;
+	/** A scheduled ride's search ends by then (migration 010); null for a ride booked now. */
+	search_until?: Date | null;
 	created_at: Date;
 	/** Dispatch migration 011 (driven-distance.ts): metres driven since started, and the last position sampled. */
 	driven_m?: number | null;
@@ -60,6 +62,13 @@ export type SeenOrder = [orderId: string, version: number, updatedAt: string];
 
 /** Times a bound number of milliseconds into an interval (also matching.repo.ts). */
 export const MS = "* interval '1 millisecond'";
+/**
+ * When a searching ride ends `no_driver_found`: the dispatch timeout (a bind,
+ * ms) after its search started, and for a scheduled ride no later than its
+ * `search_until` (before its pickup time; LEAST ignores a NULL). `r` is the
+ * ride's alias with its dot, or "".
+ */
+export const DEADLINE = (r: string, timeoutMs: string) => `LEAST(${r}search_started_at + ${timeoutMs}::double precision ${MS}, ${r}search_until)`;
 /** Adds the driver (a bind) to the ride's excluded drivers, once, unless null (also matching.repo.ts). */
 export const EXCLUDE = (id: string) =>
 	`excluded_driver_ids = CASE WHEN ${id}::text IS NULL OR ${id} = ANY(excluded_driver_ids) THEN excluded_driver_ids ELSE array_append(excluded_driver_ids, ${id}::text) END`;
@@ -108,6 +117,8 @@ export interface NewRide {
 	drop: Point;
 	sandbox: SandboxScenario | null;
 	seen: { version: number; updatedAt: string };
+	/** A scheduled ride's last moment of search (its pickup time less the margin), ISO 8601; null for a ride booked now. */
+	searchUntil?: string | null;
 }
 
 export class RideMirrorRepo {
@@ -133,8 +144,8 @@ export class RideMirrorRepo {
 	 */
 	async insertRide(r: Omit<NewRide, "seen"> & { seen?: NewRide["seen"]; closedAs?: string }, t?: Transaction): Promise<boolean> {
 		const rows = await this.db.rows(
-			`INSERT INTO dispatch_rides (order_id, partner_id, service_type, pickup_lat, pickup_lng, drop_lat, drop_lng, state, order_status, sandbox, mode, order_version, order_updated_at)
-			 VALUES ($1, $8, $2, $3, $4, $5, $6, CASE WHEN $12::text IS NULL THEN 'searching' ELSE 'closed' END, COALESCE($12::text, 'searching'), $7, $9, COALESCE($10::int, 0), $11::timestamptz)
+			`INSERT INTO dispatch_rides (order_id, partner_id, service_type, pickup_lat, pickup_lng, drop_lat, drop_lng, state, order_status, sandbox, mode, order_version, order_updated_at, search_until)
+			 VALUES ($1, $8, $2, $3, $4, $5, $6, CASE WHEN $12::text IS NULL THEN 'searching' ELSE 'closed' END, COALESCE($12::text, 'searching'), $7, $9, COALESCE($10::int, 0), $11::timestamptz, $13::timestamptz)
 			 ON CONFLICT (order_id) DO NOTHING RETURNING order_id`,
 			[
 				r.orderId,
@@ -149,6 +160,7 @@ export class RideMirrorRepo {
 				r.seen?.version ?? null,
 				r.seen?.updatedAt ?? null,
 				r.closedAs ?? null,
+				r.searchUntil ?? null,
 			],
 			t,
 		);
@@ -167,12 +179,12 @@ export class RideMirrorRepo {
 		// the update of every lonely new ride. A driver who comes near wakes it
 		// (`wakeSearches`) like any backed-off ride.
 		const rows = await this.db.rows<{ order_id: string }>(
-			`INSERT INTO dispatch_rides (order_id, partner_id, service_type, pickup_lat, pickup_lng, drop_lat, drop_lng, state, order_status, sandbox, mode, order_version, order_updated_at, next_match_at)
-			 SELECT o, p, st, plat, plng, dlat, dlng, 'searching', 'searching', sb, m, v, u,
-			   CASE WHEN sb IS DISTINCT FROM 'no_driver_found' AND ${NO_DRIVER_NEAR({ mode: "m", serviceType: "st", lat: "plat", lng: "plng" }, "$14")}
-			        THEN now() + LEAST($12::double precision, $13::double precision) ${MS} ELSE now() END
-			 FROM unnest(${OPAQUE_ARRAYS(["text", "text", "text", "float8", "float8", "float8", "float8", "text", "text", "int", "timestamptz"])})
-			   AS n(o, p, st, plat, plng, dlat, dlng, sb, m, v, u)
+			`INSERT INTO dispatch_rides (order_id, partner_id, service_type, pickup_lat, pickup_lng, drop_lat, drop_lng, state, order_status, sandbox, mode, order_version, order_updated_at, search_until, next_match_at)
+			 SELECT o, p, st, plat, plng, dlat, dlng, 'searching', 'searching', sb, m, v, u, su,
+			   CASE WHEN sb IS DISTINCT FROM 'no_driver_found' AND ${NO_DRIVER_NEAR({ mode: "m", serviceType: "st", lat: "plat", lng: "plng" }, "$15")}
+			        THEN LEAST(now() + LEAST($13::double precision, $14::double precision) ${MS}, su) ELSE now() END
+			 FROM unnest(${OPAQUE_ARRAYS(["text", "text", "text", "float8", "float8", "float8", "float8", "text", "text", "int", "timestamptz", "timestamptz"])})
+			   AS n(o, p, st, plat, plng, dlat, dlng, sb, m, v, u, su)
 			 ON CONFLICT (order_id) DO NOTHING RETURNING order_id`,
 			[
 				rides.map((r) => r.orderId),
@@ -186,6 +198,7 @@ export class RideMirrorRepo {
 				rides.map((r) => r.mode),
 				rides.map((r) => r.seen.version),
 				rides.map((r) => r.seen.updatedAt),
+				rides.map((r) => r.searchUntil ?? null),
 				first.retryMatchMs,
 				first.dispatchTimeoutMs,
 				first.radiusM / 111_320,
@@ -229,6 +242,8 @@ export class RideMirrorRepo {
 			`UPDATE dispatch_rides SET state = 'searching', order_status = 'searching', order_version = $2, order_updated_at = $3,
 				driver_id = NULL, lease_until = NULL, next_location_at = NULL, origin_lat = NULL, origin_lng = NULL,
 				search_started_at = now(), next_match_at = now(), phase_since = now(), ${EXCLUDE("$4")},
+				-- A scheduled ride's driver dropping out after its pickup time gets a full search, like a ride booked now.
+				search_until = CASE WHEN search_until > now() THEN search_until END,
 				drop_outs = drop_outs + $5, updated_at = now()
 			 WHERE order_id = $1`,
 			[...seen, formerDriverId, droppedOut ? 1 : 0],

@@ -21,7 +21,10 @@ import type { NewRide, SeenOrder } from "./ride-mirror.repo";
  */
 
 export interface RideMirrorDeps {
-	settings: Pick<DispatchSettings, "fleetMode" | "locationIntervalMs" | "liveLocationIntervalMs" | "retryMatchMs" | "dispatchTimeoutMs" | "searchRadiusM">;
+	settings: Pick<
+		DispatchSettings,
+		"fleetMode" | "locationIntervalMs" | "liveLocationIntervalMs" | "retryMatchMs" | "dispatchTimeoutMs" | "searchRadiusM" | "scheduleSearchMarginMs"
+	>;
 	repo: Pick<DispatchRepo, "drivers" | "mirror" | "matching" | "tx">;
 	orders: Pick<OrdersClient, "get" | "listActiveStates">;
 	index: Pick<DriverIndex, "publish" | "setDemand">;
@@ -69,6 +72,7 @@ export class RideMirror {
 					pickup: order.pickup,
 					drop: order.drop,
 					sandbox,
+					...this.searchUntil(order.pickupAt),
 				};
 				if (isTerminalStatus(order.status)) {
 					// A tombstone: the order ended before dispatch mirrored it, and a
@@ -167,9 +171,16 @@ export class RideMirror {
 			drop: event.drop,
 			sandbox: sandboxScenario(event.sandbox === undefined ? null : { sandbox: event.sandbox }, this.deps.settings.fleetMode, event.mode),
 			seen: { version: event.version, updatedAt: event.updatedAt },
+			...this.searchUntil(event.pickupAt),
 		});
 		if (inserted) this.deps.index.setDemand(event, true);
 		this.deps.onWork();
+	}
+
+	/** A scheduled ride's last moment of search: its pickup time less the margin, so `no_driver_found` reaches the partner before it. */
+	private searchUntil(pickupAt: string | undefined): { searchUntil?: string } {
+		const at = pickupAt === undefined ? NaN : Date.parse(pickupAt);
+		return Number.isFinite(at) ? { searchUntil: new Date(at - this.deps.settings.scheduleSearchMarginMs).toISOString() } : {};
 	}
 
 	/** `orders.statusChanged`: reconcile unless dispatch already knows that status. */

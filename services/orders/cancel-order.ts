@@ -74,7 +74,9 @@ export async function cancelOrder(deps: CancelDeps, p: CancelParams, first: Orde
 			nowMs: now(),
 			graceSeconds: deps.graceSeconds,
 		});
-		if (!charge || !isActive(row.status) || !canTransition(row.status, "customer_cancelled", "partner")) {
+		// A scheduled ride is cancelled like an active one (before its dispatch starts, or while it waits for its rider).
+		const cancellable = isActive(row.status) || row.status === "scheduled";
+		if (!charge || !cancellable || !canTransition(row.status, "customer_cancelled", "partner")) {
 			throw new ApiError("RIDE_NOT_ACTIVE", `The ride is ${row.status} and can no longer be cancelled`);
 		}
 		if ((p.preview === true || confirmed !== undefined) && !previewAllowed(charge)) {

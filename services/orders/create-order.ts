@@ -7,11 +7,13 @@ import {
 	type CreateOrderResult,
 	type OrderCreatedEvent,
 	type OrdersMeta,
+	type RideEventRecordedEvent,
 } from "../../contracts/orders";
 import type { Place, Point } from "../../contracts/common";
 import type { PricedTrip } from "../../contracts/pricing";
 import type { Rider } from "../../contracts/riders";
 import { ApiError, validationError } from "../../lib/errors";
+import { checkPickupAt, dispatchAtOf, type ScheduleSettings } from "../../lib/schedule";
 import { newId } from "../../lib/ids";
 import { assertWebhookUrlAllowed, type WebhookUrlPolicy } from "../../lib/webhook-url";
 import { bindLogContext } from "../../middlewares/observability.middleware";
@@ -43,6 +45,11 @@ export interface CreateOrderDeps {
 	insertNew(order: NewOrder): Promise<OrderRow | null>;
 	/** Fire-and-forget broker event (a hint: the tables are the truth). */
 	hint(event: string, payload: unknown): void;
+	/** The booking window and dispatch lead of scheduled rides. */
+	schedule: Pick<ScheduleSettings, "minLeadMs" | "maxAheadMs" | "dispatchLeadMs">;
+	/** A scheduled ride was booked, due at `dispatchAtMs`: arm the schedule (here and on the other instances). */
+	scheduled(dispatchAtMs: number): void;
+	now?: () => number;
 }
 
 export interface CreateOrderAnswer {
@@ -80,6 +87,13 @@ async function placeOrder(deps: CreateOrderDeps, ctx: Context<CreateOrderParams,
 	const p = ctx.params;
 	const partnerId = ctx.meta.partnerId!;
 	const mode = modeOf(ctx.meta);
+	// A ride for later: its pickup time must be inside the booking window (nothing is written otherwise).
+	let pickupAtMs: number | null = null;
+	if (p.pickupAt !== undefined) {
+		const check = checkPickupAt(p.pickupAt, (deps.now ?? Date.now)(), deps.schedule);
+		if (!check.ok) throw new ApiError(check.code, check.message, { details: [{ field: "pickupAt", message: check.message }] });
+		pickupAtMs = check.pickupAtMs;
+	}
 	await assertWebhookUrlAllowed(p.webhookURL, deps.webhookPolicy);
 
 	const pickupPoint: Point = { lat: p.pickup.lat, lng: p.pickup.lng };
@@ -91,8 +105,15 @@ async function placeOrder(deps: CreateOrderDeps, ctx: Context<CreateOrderParams,
 					serviceType: p.serviceType,
 					pickup: pickupPoint,
 					drop: dropPoint,
+					// The quote must be for this pickup time (or, without one, for a ride now).
+					...(pickupAtMs !== null ? { pickupAtSeconds: pickupAtMs / 1000 } : {}),
 				})
-			: await callService<PricedTrip>(ctx, deps.logger, "pricing.quote", { serviceType: p.serviceType, pickup: pickupPoint, drop: dropPoint });
+			: await callService<PricedTrip>(ctx, deps.logger, "pricing.quote", {
+					serviceType: p.serviceType,
+					pickup: pickupPoint,
+					drop: dropPoint,
+					...(pickupAtMs !== null ? { scheduled: true } : {}),
+				});
 
 	// The rider is written only once the request is known to be good: a refused order changes nothing.
 	const rider = await callService<Rider>(ctx, deps.logger, "riders.upsert", {
@@ -108,6 +129,7 @@ async function placeOrder(deps: CreateOrderDeps, ctx: Context<CreateOrderParams,
 	for (let attempt = 0; attempt < ACTIVE_RIDE_ATTEMPTS; attempt++) {
 		const order: NewOrder = {
 			id: newId("ord"),
+			status: pickupAtMs === null ? "searching" : "scheduled",
 			partnerId,
 			mode,
 			riderId: rider.riderId,
@@ -124,23 +146,37 @@ async function placeOrder(deps: CreateOrderDeps, ctx: Context<CreateOrderParams,
 			webhookURL: p.webhookURL,
 			metadata: p.metadata,
 			fareTerms: priced.terms ?? null,
+			pickupAt: pickupAtMs === null ? null : new Date(pickupAtMs).toISOString(),
+			dispatchAt: pickupAtMs === null ? null : new Date(dispatchAtOf(pickupAtMs, deps.schedule)).toISOString(),
 		};
-		// One statement: the insert, and with a claim its 201 answer in the same
-		// statement, so a replay can never miss an order that exists.
-		const { row, claimLost } = claim
-			? await deps.orders.insertOrder(order, claim, answerTemplate(order))
-			: { row: await deps.insertNew(order), claimLost: false };
-		if (claimLost) throw keyTakenOver();
-		if (row) {
-			// From here on this handler's logs (and the calls and events it makes) carry the new order's id.
-			bindLogContext({ orderId: row.id });
-			const body = toOrder(row);
-			deps.hint(ORDER_EVENTS.created, createdEvent(row, body));
-			return { status: 201, body };
+		if (order.status === "scheduled") {
+			// The insert and its `scheduled` event in one transaction (with a claim, its 201 answer too).
+			const { row, claimLost, eventId } = await deps.orders.insertScheduled(order, claim, claim ? answerTemplate(order) : undefined);
+			if (claimLost) throw keyTakenOver();
+			if (row) {
+				bindLogContext({ orderId: row.id });
+				deps.hint(ORDER_EVENTS.rideEventRecorded, { orderId: row.id, eventId: eventId!, kind: "status" } satisfies RideEventRecordedEvent);
+				deps.scheduled(Date.parse(order.dispatchAt!));
+				return { status: 201, body: toOrder(row) };
+			}
+		} else {
+			// One statement: the insert, and with a claim its 201 answer in the same
+			// statement, so a replay can never miss an order that exists.
+			const { row, claimLost } = claim
+				? await deps.orders.insertOrder(order, claim, answerTemplate(order))
+				: { row: await deps.insertNew(order), claimLost: false };
+			if (claimLost) throw keyTakenOver();
+			if (row) {
+				// From here on this handler's logs (and the calls and events it makes) carry the new order's id.
+				bindLogContext({ orderId: row.id });
+				const body = toOrder(row);
+				deps.hint(ORDER_EVENTS.created, createdEvent(row, body));
+				return { status: 201, body };
+			}
 		}
-		// The rider already has an active ride (the index said so, after its
-		// insert committed): answer that one.
-		const existing = await deps.orders.findActiveForRider(rider.riderId, { partnerId, mode });
+		// The rider already has an active ride (or, booking for later, a waiting scheduled one: the
+		// index said so, after its insert committed): answer that one.
+		const existing = await deps.orders.findActiveForRider(rider.riderId, { partnerId, mode }, order.status === "scheduled");
 		if (existing) {
 			bindLogContext({ orderId: existing.id });
 			const body: CreateOrderResult = { code: "USER_HAVE_ACTIVE_RIDE", ...toOrder(existing) };
@@ -157,7 +193,7 @@ async function placeOrder(deps: CreateOrderDeps, ctx: Context<CreateOrderParams,
  * needs to mirror the ride without asking `orders.get` back (one call and one
  * query per order saved); of the metadata only its `sandbox` directive.
  */
-export function createdEvent(row: OrderRow, order: Pick<CreateOrderResult, "pickup" | "drop" | "updatedAt">): OrderCreatedEvent {
+export function createdEvent(row: OrderRow, order: Pick<CreateOrderResult, "pickup" | "drop" | "updatedAt" | "pickupAt">): OrderCreatedEvent {
 	const sandbox = row.metadata !== null && typeof row.metadata === "object" ? (row.metadata as Record<string, unknown>).sandbox : undefined;
 	return {
 		orderId: row.id,
@@ -169,6 +205,7 @@ export function createdEvent(row: OrderRow, order: Pick<CreateOrderResult, "pick
 		status: "searching",
 		version: row.version,
 		updatedAt: order.updatedAt,
+		...(order.pickupAt !== undefined ? { pickupAt: order.pickupAt } : {}),
 		...(sandbox !== undefined ? { sandbox } : {}),
 	};
 }
@@ -184,7 +221,7 @@ export function answerTemplate(order: NewOrder): Omit<CreateOrderResult, "create
 		partner_id: order.partnerId,
 		mode: order.mode,
 		rider_id: order.riderId,
-		status: "searching",
+		status: order.status,
 		service_type: order.serviceType as OrderRow["service_type"],
 		pickup: order.pickup as OrderRow["pickup"],
 		drop: order.drop as OrderRow["drop"],
@@ -201,8 +238,10 @@ export function answerTemplate(order: NewOrder): Omit<CreateOrderResult, "create
 		driver: null,
 		driver_location: null,
 		eta: null,
-		version: 0,
+		version: order.status === "scheduled" ? 1 : 0,
 		cancel_reason: null,
+		pickup_at: order.pickupAt,
+		dispatch_at: order.dispatchAt,
 		created_at: new Date(0),
 		updated_at: new Date(0),
 	};

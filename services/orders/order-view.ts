@@ -51,6 +51,9 @@ export interface OrderRow {
 	eta: number | null;
 	version: number;
 	cancel_reason: string | null;
+	/** A scheduled ride's pickup time and when its dispatch starts (migration 007); null for a ride booked now. */
+	pickup_at?: Date | string | null;
+	dispatch_at?: Date | string | null;
 	created_at: Date | string;
 	updated_at: Date | string;
 	// Orders migration 008 (absent on rows read before it, null on rides booked before it).
@@ -142,6 +145,7 @@ export function toOrder(row: OrderRow): Order {
 		duration: row.duration,
 		driver: driverView(row),
 		metadata: row.metadata ?? null,
+		...(row.pickup_at ? { pickupAt: iso(row.pickup_at) } : {}),
 		createdAt: iso(row.created_at),
 		updatedAt: iso(row.updated_at),
 		...policyFields(row, row.status),
@@ -193,6 +197,7 @@ export function buildEventPayload(input: {
 	const loc = location(row.driver_location);
 	if (loc) payload.location = loc;
 	if (typeof row.eta === "number") payload.eta = row.eta;
+	if (row.pickup_at) payload.pickupAt = iso(row.pickup_at);
 	// Before the metadata, so the contract's fields keep their order (metadata last).
 	const { metadata, ...rest } = payload;
 	return { ...rest, ...policyFields(row, input.status), metadata };

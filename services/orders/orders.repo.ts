@@ -28,12 +28,15 @@ import type { IdempotencyClaim } from "./idempotency.repo";
  * commit order.
  */
 
+/** Times a bound number of milliseconds into an interval. */
+const MS = "* interval '1 millisecond'";
 const ACTIVE_SQL = ACTIVE_STATUSES.map((s) => `'${s}'`).join(",");
 const MOVING_SQL = MOVING_STATUSES.map((s) => `'${s}'`).join(",");
 
-/** A new order's columns (status is always `searching`). */
+/** A new order's columns: a ride now is inserted `searching`, a ride booked with a pickup time `scheduled`. */
 export interface NewOrder {
 	id: string;
+	status: "searching" | "scheduled";
 	partnerId: string;
 	mode: KeyMode;
 	riderId: string;
@@ -51,6 +54,9 @@ export interface NewOrder {
 	metadata: unknown;
 	/** The terms the ride is booked on (pricing's; null when pricing gave none). */
 	fareTerms?: FareTerms | null;
+	/** A scheduled ride's pickup time and dispatch start (ISO 8601); null for a ride now. */
+	pickupAt: string | null;
+	dispatchAt: string | null;
 }
 
 /** Column changes a status move makes besides status/version (undefined = keep). */
@@ -91,37 +97,49 @@ export interface PartnerScope {
 	mode: KeyMode;
 }
 
+const jsonOrNull = (value: unknown) => (value === undefined || value === null ? null : JSON.stringify(value));
+
 /**
- * The insert's columns, each with its SQL type and its value from a NewOrder:
- * the one list both inserts (one order, several in one statement) are made of.
+ * A new order's columns, written once: the single insert binds them as
+ * `$1::type, …` and the batch insert as one array each, so a new column is
+ * added here and nowhere else.
  */
-const INSERT_FIELDS: ReadonlyArray<{ column: string; type: "text" | "int" | "jsonb"; value: (o: NewOrder) => unknown }> = [
-	{ column: "id", type: "text", value: (o) => o.id },
-	{ column: "partner_id", type: "text", value: (o) => o.partnerId },
-	{ column: "rider_id", type: "text", value: (o) => o.riderId },
-	{ column: "status", type: "text", value: () => "searching" },
-	{ column: "service_type", type: "text", value: (o) => o.serviceType },
-	{ column: "pickup", type: "jsonb", value: (o) => JSON.stringify(o.pickup) },
-	{ column: '"drop"', type: "jsonb", value: (o) => JSON.stringify(o.drop) },
-	{ column: "fare_paise", type: "int", value: (o) => o.farePaise },
-	{ column: "currency", type: "text", value: (o) => o.currency },
-	{ column: "fare_breakdown", type: "jsonb", value: (o) => (o.fareBreakdown ? JSON.stringify(o.fareBreakdown) : null) },
-	{ column: "distance", type: "int", value: (o) => o.distance },
-	{ column: "duration", type: "int", value: (o) => o.duration },
-	{ column: "quote_id", type: "text", value: (o) => o.quoteId },
-	{ column: "otp", type: "text", value: (o) => o.otp },
-	{ column: "webhook_url", type: "text", value: (o) => o.webhookURL },
-	{ column: "metadata", type: "jsonb", value: (o) => (o.metadata !== undefined ? JSON.stringify(o.metadata) : null) },
-	{ column: "mode", type: "text", value: (o) => o.mode },
-	{ column: "fare_terms", type: "jsonb", value: (o) => jsonOrNull(o.fareTerms) },
+const ORDER_COLUMNS: ReadonlyArray<{ name: string; type: "text" | "int" | "jsonb" | "timestamptz"; value: (o: NewOrder) => unknown }> = [
+	{ name: "id", type: "text", value: (o) => o.id },
+	{ name: "partner_id", type: "text", value: (o) => o.partnerId },
+	{ name: "rider_id", type: "text", value: (o) => o.riderId },
+	{ name: "status", type: "text", value: (o) => o.status },
+	{ name: "service_type", type: "text", value: (o) => o.serviceType },
+	{ name: "pickup", type: "jsonb", value: (o) => JSON.stringify(o.pickup) },
+	{ name: '"drop"', type: "jsonb", value: (o) => JSON.stringify(o.drop) },
+	{ name: "fare_paise", type: "int", value: (o) => o.farePaise },
+	{ name: "currency", type: "text", value: (o) => o.currency },
+	{ name: "fare_breakdown", type: "jsonb", value: (o) => (o.fareBreakdown ? JSON.stringify(o.fareBreakdown) : null) },
+	{ name: "distance", type: "int", value: (o) => o.distance },
+	{ name: "duration", type: "int", value: (o) => o.duration },
+	{ name: "quote_id", type: "text", value: (o) => o.quoteId },
+	{ name: "otp", type: "text", value: (o) => o.otp },
+	{ name: "webhook_url", type: "text", value: (o) => o.webhookURL },
+	{ name: "metadata", type: "jsonb", value: (o) => jsonOrNull(o.metadata) },
+	{ name: "mode", type: "text", value: (o) => o.mode },
+	// A scheduled ride's `scheduled` event is sequence 1, written with the insert.
+	{ name: "version", type: "int", value: (o) => (o.status === "scheduled" ? 1 : 0) },
+	{ name: "pickup_at", type: "timestamptz", value: (o) => o.pickupAt },
+	{ name: "dispatch_at", type: "timestamptz", value: (o) => o.dispatchAt },
+	{ name: "fare_terms", type: "jsonb", value: (o) => jsonOrNull(o.fareTerms) },
 ];
-const INSERT_COLUMNS = INSERT_FIELDS.map((f) => f.column).join(", ");
-/** `$1::text, $2::text, …`: one order's values. */
-const INSERT_VALUES = INSERT_FIELDS.map((f, i) => `$${i + 1}::${f.type}`).join(", ");
-/** The bind position of the order's mode (the claim is looked up in the same mode). */
-const MODE_BIND = INSERT_FIELDS.findIndex((f) => f.column === "mode") + 1;
-const bindOf = (order: NewOrder): unknown[] => INSERT_FIELDS.map((f) => f.value(order));
+const INSERT_COLUMNS = ORDER_COLUMNS.map((c) => c.name).join(", ");
+const INSERT_VALUES = ORDER_COLUMNS.map((c, i) => `$${i + 1}::${c.type}`).join(", ");
+/** The batch insert: each column as an array (jsonb travels as text), unnested and cast back. */
+const UNNEST_ARRAYS = ORDER_COLUMNS.map((c, i) => `$${i + 1}::${c.type === "jsonb" ? "text" : c.type}[]`).join(", ");
+const UNNEST_ALIASES = ORDER_COLUMNS.map((_c, i) => `c${i}`).join(", ");
+const UNNEST_SELECT = ORDER_COLUMNS.map((c, i) => `c${i}::${c.type}`).join(", ");
+const bindOf = (o: NewOrder): unknown[] => ORDER_COLUMNS.map((c) => c.value(o));
+
+/** The unique index that judges a new order: the rider's one active ride, or its one waiting scheduled ride. */
 const ON_ACTIVE_CONFLICT = `ON CONFLICT (rider_id, mode) WHERE status IN (${ACTIVE_SQL}) DO NOTHING`;
+const ON_SCHEDULED_CONFLICT = "ON CONFLICT (rider_id, mode) WHERE status = 'scheduled' DO NOTHING";
+const onConflictOf = (o: NewOrder) => (o.status === "scheduled" ? ON_SCHEDULED_CONFLICT : ON_ACTIVE_CONFLICT);
 
 /** A timestamptz as JavaScript's toISOString() writes it (UTC, milliseconds truncated like node-postgres' parse). */
 const isoSql = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
@@ -131,8 +149,6 @@ export interface InsertOutcome {
 	row: OrderRow | null;
 	claimLost: boolean;
 }
-
-const jsonOrNull = (value: unknown) => (value === undefined || value === null ? null : JSON.stringify(value));
 
 export class OrdersRepo {
 	constructor(private readonly db: Db) {}
@@ -150,12 +166,12 @@ export class OrdersRepo {
 		return row ?? null;
 	}
 
-	async findActiveForRider(riderId: string, scope: PartnerScope): Promise<OrderRow | null> {
-		const row = await this.db.row<OrderRow>(`SELECT * FROM orders WHERE rider_id = $1 AND partner_id = $2 AND mode = $3 AND status IN (${ACTIVE_SQL})`, [
-			riderId,
-			scope.partnerId,
-			scope.mode,
-		]);
+	/** The rider's active ride, or with `scheduled` its waiting scheduled ride (each judged by its unique index). */
+	async findActiveForRider(riderId: string, scope: PartnerScope, scheduled = false): Promise<OrderRow | null> {
+		const row = await this.db.row<OrderRow>(
+			`SELECT * FROM orders WHERE rider_id = $1 AND partner_id = $2 AND mode = $3 AND ${scheduled ? "status = 'scheduled'" : `status IN (${ACTIVE_SQL})`}`,
+			[riderId, scope.partnerId, scope.mode],
+		);
 		return row ?? null;
 	}
 
@@ -229,39 +245,55 @@ export class OrdersRepo {
 	 * rendered like `toISOString()` (both truncate to milliseconds). A claim
 	 * taken over meanwhile inserts nothing: `claimLost`.
 	 */
-	async insertOrder(order: NewOrder, claim: IdempotencyClaim | null, answer?: unknown): Promise<InsertOutcome> {
+	async insertOrder(order: NewOrder, claim: IdempotencyClaim | null, answer?: unknown, t?: Transaction): Promise<InsertOutcome> {
 		const bind = bindOf(order);
-		const values = INSERT_VALUES;
-		const n = INSERT_FIELDS.length;
+		const onConflict = onConflictOf(order);
 		try {
 			if (!claim) {
-				const row = await this.db.row<OrderRow>(`INSERT INTO orders (${INSERT_COLUMNS}) VALUES (${values}) ${ON_ACTIVE_CONFLICT} RETURNING *`, bind);
+				const row = await this.db.row<OrderRow>(`INSERT INTO orders (${INSERT_COLUMNS}) VALUES (${INSERT_VALUES}) ${onConflict} RETURNING *`, bind, t);
 				return { row: row ?? null, claimLost: false };
 			}
-			bind.push(claim.partnerId, claim.key, claim.token, JSON.stringify(answer ?? {}));
+			const n = bind.length;
+			const [partner, key, token, body, mode] = [n + 1, n + 2, n + 3, n + 4, n + 5].map((i) => `$${i}`);
+			bind.push(claim.partnerId, claim.key, claim.token, JSON.stringify(answer ?? {}), order.mode);
 			const rows = await this.db.rows<OrderRow & { claim_held: number }>(
 				`WITH claim AS (
 				   SELECT 1 FROM idempotency_keys
-				   WHERE partner_id = $${n + 1} AND key = $${n + 2} AND claim_token = $${n + 3} AND state = 'running' AND mode = $${MODE_BIND}
+				   WHERE partner_id = ${partner} AND key = ${key} AND claim_token = ${token} AND state = 'running' AND mode = ${mode}
 				   FOR UPDATE
 				 ), ins AS (
-				   INSERT INTO orders (${INSERT_COLUMNS}) SELECT ${values} FROM claim ${ON_ACTIVE_CONFLICT} RETURNING *
+				   INSERT INTO orders (${INSERT_COLUMNS}) SELECT ${INSERT_VALUES} FROM claim ${onConflict} RETURNING *
 				 ), fin AS (
 				   UPDATE idempotency_keys k SET state = 'done', response_status = 201,
-				          response_body = $${n + 4}::jsonb || jsonb_build_object('createdAt', ${isoSql("ins.created_at")}, 'updatedAt', ${isoSql("ins.updated_at")})
-				   FROM ins WHERE k.partner_id = $${n + 1} AND k.key = $${n + 2} AND k.claim_token = $${n + 3} AND k.mode = $${MODE_BIND}
+				          response_body = ${body}::jsonb || jsonb_build_object('createdAt', ${isoSql("ins.created_at")}, 'updatedAt', ${isoSql("ins.updated_at")})
+				   FROM ins WHERE k.partner_id = ${partner} AND k.key = ${key} AND k.claim_token = ${token} AND k.mode = ${mode}
 				   RETURNING 1
 				 )
 				 SELECT ins.*, held.n AS claim_held FROM (SELECT count(*)::int AS n FROM claim) held LEFT JOIN ins ON true`,
 				bind,
+				t,
 			);
 			const { claim_held: held, ...row } = rows[0];
 			if (held === 0) return { row: null, claimLost: true };
 			return { row: row.id === null ? null : (row as OrderRow), claimLost: false };
 		} catch (err) {
-			if (isUniqueViolation(err, "orders_one_active_per_rider")) return { row: null, claimLost: false };
+			if (!t && (isUniqueViolation(err, "orders_one_active_per_rider") || isUniqueViolation(err, "orders_one_scheduled_per_rider")))
+				return { row: null, claimLost: false };
 			throw err;
 		}
+	}
+
+	/**
+	 * A scheduled ride: `insertOrder` and its `scheduled` event (sequence 1)
+	 * in one transaction, so the partner hears of every ride booked and of
+	 * nothing that was not.
+	 */
+	async insertScheduled(order: NewOrder, claim: IdempotencyClaim | null, answer?: unknown): Promise<MoveResult & InsertOutcome> {
+		return this.db.tx(async (t) => {
+			const outcome = await this.insertOrder(order, claim, answer, t);
+			if (!outcome.row) return { ...outcome, eventId: null } as MoveResult & InsertOutcome;
+			return { ...outcome, row: outcome.row, eventId: await this.appendEvent(outcome.row, "status", "scheduled", t) };
+		});
 	}
 
 	/**
@@ -275,14 +307,13 @@ export class OrdersRepo {
 	 */
 	async insertOrders(orders: NewOrder[]): Promise<Array<OrderRow | null>> {
 		if (orders.length === 1) return [(await this.insertOrder(orders[0], null)).row];
-		// One array per column (jsonb travels as text and is cast back), unnested into rows in the list's order.
+		// Rides now only (one conflict target); scheduled rides are inserted alone with their event (insertScheduled).
+		const binds = orders.map(bindOf);
 		const rows = await this.db.rows<OrderRow>(
 			`INSERT INTO orders (${INSERT_COLUMNS})
-			 SELECT ${INSERT_FIELDS.map((f, i) => `c${i}::${f.type}`).join(", ")}
-			 FROM unnest(${INSERT_FIELDS.map((f, i) => `$${i + 1}::${f.type === "jsonb" ? "text" : f.type}[]`).join(", ")})
-			   AS n(${INSERT_FIELDS.map((_f, i) => `c${i}`).join(", ")})
+			 SELECT ${UNNEST_SELECT} FROM unnest(${UNNEST_ARRAYS}) AS n(${UNNEST_ALIASES})
 			 ${ON_ACTIVE_CONFLICT} RETURNING *`,
-			INSERT_FIELDS.map((f) => orders.map((o) => f.value(o))),
+			ORDER_COLUMNS.map((_c, i) => binds.map((b) => b[i])),
 		);
 		const byId = new Map(rows.map((r) => [r.id, r]));
 		return orders.map((o) => byId.get(o.id) ?? null);
@@ -296,7 +327,19 @@ export class OrdersRepo {
 	 * order is still exactly as read (a cancel's fee was judged on it).
 	 */
 	async applyMove(from: OrderRow, to: RideStatus, changes: MoveChanges, expectDriverId?: string, expectVersion?: number): Promise<MoveResult | null> {
-		const withEvent = emitsEvent(to);
+		return this.db.tx((t) => this.moveWithin(t, from, to, changes, emitsEvent(to), expectDriverId, expectVersion));
+	}
+
+	/** `applyMove` inside the caller's transaction; `withEvent` says whether the move is a webhook event. */
+	private async moveWithin(
+		t: Transaction,
+		from: Pick<OrderRow, "id" | "status">,
+		to: RideStatus,
+		changes: MoveChanges,
+		withEvent: boolean,
+		expectDriverId?: string,
+		expectVersion?: number,
+	): Promise<MoveResult | null> {
 		const bind: unknown[] = [from.id, from.status, to];
 		// clock_timestamp(), not now(): evaluated after the row lock is won, so
 		// occurredAt follows the sequence even when transactions queue on the row.
@@ -328,11 +371,56 @@ export class OrdersRepo {
 			bind.push(expectVersion);
 			where += ` AND version = $${bind.length}`;
 		}
+		const row = await this.db.row<OrderRow>(`UPDATE orders SET ${sets.join(", ")} WHERE ${where} RETURNING *`, bind, t);
+		if (!row) return null;
+		if (!withEvent) return { row, eventId: null };
+		return { row, eventId: await this.appendEvent(row, "status", to as WebhookStatus, t) };
+	}
+
+	// ---- the schedule (schedule.ts) ----
+
+	/** When the earliest waiting scheduled ride is due (the first entry of `orders_scheduled_due`), or null when none waits. */
+	async nextDispatchAt(): Promise<Date | null> {
+		const row = await this.db.row<{ dispatch_at: Date }>("SELECT dispatch_at FROM orders WHERE status = 'scheduled' ORDER BY dispatch_at LIMIT 1");
+		return row ? new Date(row.dispatch_at) : null;
+	}
+
+	/**
+	 * One due scheduled ride, decided and moved in one transaction: the row
+	 * is taken `FOR UPDATE SKIP LOCKED` (another instance on it: the next
+	 * one), `decide` says what to do from whether its rider is on an active
+	 * ride and whether its search could still end before the pickup time,
+	 * and the move is a conditional update `WHERE status = 'scheduled'` plus
+	 * its event. Null when nothing is due. A ride whose rider is busy is
+	 * looked at again at `retryAt` (never past its last chance).
+	 */
+	async takeDueScheduled(
+		o: { searchMarginMs: number; retryMs: number },
+		decide: (ride: { riderBusy: boolean; tooLate: boolean }) => "start" | "give_up" | "wait",
+	): Promise<{ step: "start" | "give_up" | "wait"; row: OrderRow; moved: MoveResult | null } | null> {
 		return this.db.tx(async (t) => {
-			const row = await this.db.row<OrderRow>(`UPDATE orders SET ${sets.join(", ")} WHERE ${where} RETURNING *`, bind, t);
-			if (!row) return null;
-			if (!withEvent) return { row, eventId: null };
-			return { row, eventId: await this.appendEvent(row, "status", to, t) };
+			const ride = await this.db.row<OrderRow & { rider_busy: boolean; too_late: boolean }>(
+				`SELECT o.*,
+				   EXISTS (SELECT 1 FROM orders a WHERE a.rider_id = o.rider_id AND a.mode = o.mode AND a.status IN (${ACTIVE_SQL})) AS rider_busy,
+				   (o.pickup_at - $1 ${MS} <= now()) AS too_late
+				 FROM orders o WHERE o.status = 'scheduled' AND o.dispatch_at <= now()
+				 ORDER BY o.dispatch_at LIMIT 1 FOR UPDATE SKIP LOCKED`,
+				[o.searchMarginMs],
+				t,
+			);
+			if (!ride) return null;
+			const { rider_busy: riderBusy, too_late: tooLate, ...row } = ride;
+			const step = decide({ riderBusy, tooLate });
+			if (step === "wait") {
+				await this.db.run(
+					`UPDATE orders SET dispatch_at = LEAST(now() + $2 ${MS}, pickup_at - $3 ${MS}) WHERE id = $1 AND status = 'scheduled'`,
+					[row.id, o.retryMs, o.searchMarginMs],
+					t,
+				);
+				return { step, row, moved: null };
+			}
+			const to = step === "start" ? "searching" : "no_driver_found";
+			return { step, row, moved: await this.moveWithin(t, row, to, { eta: null }, true) };
 		});
 	}
 

@@ -40,6 +40,7 @@ import {
 	type RideEventRecordedEvent,
 	type RideStatus,
 	type RiderOtpResult,
+	type ScheduleChangedEvent,
 	type StatusChangedEvent,
 	type TransitionParams,
 } from "../../contracts/orders";
@@ -63,6 +64,8 @@ import { RetentionPass } from "../../lib/retention";
 import { OrdersRetentionRepo, type FinishedKey } from "./retention.repo";
 import { removeFinishedOrders } from "./retention";
 import { SandboxMixin } from "./sandbox.mixin";
+import { ScheduleLoop } from "./schedule";
+import { createdEvent } from "./create-order";
 
 /**
  * Orders: the rides, their state machine (ride-state.ts) and the
@@ -79,6 +82,8 @@ interface OrdersLocal {
 	webhookPolicy: WebhookUrlPolicy;
 	cleanupTimer?: NodeJS.Timeout;
 	retention: RetentionPass<FinishedKey>;
+	/** Starts scheduled rides when they are due (schedule.ts). */
+	schedule: ScheduleLoop;
 }
 
 interface OrdersMethods {
@@ -138,6 +143,16 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 						logger: this.logger,
 						insertNew: (order) => this.newOrders.submit(order),
 						hint: (event, payload) => this.hint(event, payload),
+						schedule: this.settings.schedule,
+						scheduled: (dispatchAt) => {
+							this.schedule.noteDue(dispatchAt);
+							// The other orders instances re-arm too (a hint: each also polls the table).
+							Promise.resolve()
+								.then(() =>
+									this.broker.broadcast(ORDER_EVENTS.scheduleChanged, { dispatchAt } satisfies ScheduleChangedEvent, { groups: ["orders"] }),
+								)
+								.catch((err: unknown) => this.logger.warn(`Could not broadcast ${ORDER_EVENTS.scheduleChanged}`, (err as Error)?.message));
+						},
 					},
 					ctx,
 				);
@@ -341,6 +356,15 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		},
 	},
 
+	events: {
+		/** Another orders instance booked a scheduled ride: fire this instance's timer then too, if that is earlier. */
+		[ORDER_EVENTS.scheduleChanged]: {
+			handler(this: OrdersThis, ctx: Context<ScheduleChangedEvent>) {
+				if (typeof ctx.params?.dispatchAt === "number") this.schedule.noteDue(ctx.params.dispatchAt);
+			},
+		},
+	},
+
 	methods: {
 		async loadPartnerOrder(this: OrdersThis, ctx: Context<OrderIdParams, OrdersMeta>) {
 			const partnerId = ctx.meta.partnerId;
@@ -383,6 +407,14 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		/** Post-commit hints: dispatch frees drivers on status changes, notifications wakes up on new events. */
 		announceMove(this: OrdersThis, from: RideStatus, result: MoveResult, previousDriverId: string | null) {
 			const { row } = result;
+			if (from === "scheduled") {
+				// Dispatch never saw the ride: a start is a new searching ride for it, any other end is none of its business.
+				if (row.status === "searching") this.hint(ORDER_EVENTS.created, createdEvent(row, toOrder(row)));
+				if (result.eventId) {
+					this.hint(ORDER_EVENTS.rideEventRecorded, { orderId: row.id, eventId: result.eventId, kind: "status" } satisfies RideEventRecordedEvent);
+				}
+				return;
+			}
 			this.hint(ORDER_EVENTS.statusChanged, {
 				orderId: row.id,
 				partnerId: row.partner_id,
@@ -437,6 +469,12 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 			(o) => `${o.riderId}\u0000${o.mode}`,
 			{ maxBatch: 100, maxInFlight: 4 },
 		);
+		this.schedule = new ScheduleLoop({
+			orders: this.orders,
+			settings: this.settings.schedule,
+			onMoved: (from, result) => this.announceMove(from.status, result, null),
+			log: this.logger,
+		});
 	},
 
 	async started(this: OrdersThis) {
@@ -445,10 +483,12 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 		}, this.settings.idempotencyCleanupMs);
 		this.cleanupTimer.unref();
 		this.retention.start();
+		this.schedule.start();
 	},
 
 	async stopped(this: OrdersThis) {
 		if (this.cleanupTimer) clearInterval(this.cleanupTimer);
+		await this.schedule.stop();
 		await this.retention.stop();
 	},
 };

@@ -3,6 +3,7 @@ import { readRetentionSettings, type RetentionSettings } from "../../lib/retenti
 import { DEFAULT_RUNNING_TIMEOUT_MS } from "./idempotency";
 import { DEFAULT_OTP_MAX_TRIES } from "./otp";
 import { DEFAULT_CANCEL_GRACE_SECONDS } from "../../contracts/orders";
+import { readScheduleSettings, type ScheduleSettings } from "../../lib/schedule";
 
 /**
  * The orders service's settings, read once when it is created. Pure: pass
@@ -26,6 +27,8 @@ export interface OrdersSettings extends RetentionSettings {
 	otpMaxTries: number;
 	/** Cancels within this many seconds of the driver's acceptance are free (`CANCEL_GRACE_SECONDS`, 0..3600; cancel-policy.ts). */
 	cancelGraceSeconds: number;
+	/** Scheduled rides: the booking window, the dispatch lead, the schedule's poll (lib/schedule.ts). */
+	schedule: ScheduleSettings;
 }
 
 /** Keys are replayed for 24 h; sweeping older ones every ten minutes keeps the table small. */
@@ -47,6 +50,7 @@ export function readOrdersSettings(env: Env): OrdersSettings {
 			(n) => Number.isInteger(n) && n >= 0 && n <= 3600,
 			"an integer 0..3600",
 		),
+		schedule: readScheduleSettings(env),
 		...readRetentionSettings(env, "ORDERS_RETENTION_DAYS"),
 	};
 }

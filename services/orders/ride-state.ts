@@ -8,6 +8,8 @@
  *       └─────────────┴────────────┴───────────┴──► customer_cancelled   (partner)
  *   searching ──► no_driver_found                                         (system)
  *   accepted, arrived ──► searching                                       (the driver drops out)
+ *   scheduled ──► searching (dispatch starts), no_driver_found (its rider stayed busy) (system)
+ *   scheduled ──► customer_cancelled                                      (partner)
  */
 
 import {
@@ -37,7 +39,13 @@ type Move = `${RideStatus}>${RideStatus}`;
 
 /** Every legal move, per actor. Anything not listed is illegal. */
 const MOVES: Record<Actor, ReadonlySet<Move>> = {
-	partner: new Set<Move>(["searching>customer_cancelled", "accepted>customer_cancelled", "arrived>customer_cancelled", "started>customer_cancelled"]),
+	partner: new Set<Move>([
+		"scheduled>customer_cancelled",
+		"searching>customer_cancelled",
+		"accepted>customer_cancelled",
+		"arrived>customer_cancelled",
+		"started>customer_cancelled",
+	]),
 	driver: new Set<Move>([
 		"searching>accepted",
 		"accepted>arrived",
@@ -48,6 +56,9 @@ const MOVES: Record<Actor, ReadonlySet<Move>> = {
 		"arrived>searching",
 	]),
 	system: new Set<Move>([
+		// A scheduled ride's dispatch starts at its lead time (schedule.ts), or it ends when its rider was busy until too late.
+		"scheduled>searching",
+		"scheduled>no_driver_found",
 		// Nobody accepted within the dispatch timeout.
 		"searching>no_driver_found",
 		// Dispatch notices the assigned driver is gone (offline, timed out) before the ride started.

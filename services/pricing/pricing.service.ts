@@ -28,6 +28,7 @@ import { fetchSupplyDemand, SupplyCache, UNKNOWN_REPLY } from "./supply";
 import { routedDistanceProblems, straightLineProblems } from "./trip";
 import { migrations } from "./migrations";
 import { useServiceSettings } from "../../lib/settings";
+import { checkPickupAt } from "../../lib/schedule";
 
 /**
  * Pricing: fare estimates, quote tokens and the price of a trip. Nothing is
@@ -42,6 +43,7 @@ type EndpointList = { hasAvailable(): boolean };
 const SIGNING_SECRET_NAME = "quote-signing";
 
 interface PricingMethods {
+	pickupAtSeconds(pickupAt: string): number;
 	checkTrip(pickup: Point, drop: Point): void;
 	route(pickup: Point, drop: Point, serviceType: ServiceType): Promise<RouteEstimate>;
 	fareOf(serviceType: ServiceType, route: RouteEstimate, supply: SupplyDemandReply): FarePaise;
@@ -91,9 +93,14 @@ const PricingService: ServiceSchema<PricingSettings, PricingMethods, PricingLoca
 				const mode = modeOfMeta(ctx.meta);
 				const { pickup, drop } = ctx.params;
 				this.checkTrip(pickup, drop);
+				const pickupAtSeconds = ctx.params.pickupAt === undefined ? undefined : this.pickupAtSeconds(ctx.params.pickupAt);
 				const keyring = keyringOf(this);
 				const types: readonly ServiceType[] = ctx.params.serviceType ? [ctx.params.serviceType] : SERVICE_TYPES;
-				const [routes, supply] = await Promise.all([Promise.all(types.map((t) => this.route(pickup, drop, t))), this.supplyNear(ctx, pickup)]);
+				// A ride for later is priced without today's supply and demand (no surge, no ETA): they say nothing about then.
+				const [routes, supply] = await Promise.all([
+					Promise.all(types.map((t) => this.route(pickup, drop, t))),
+					pickupAtSeconds === undefined ? this.supplyNear(ctx, pickup) : UNKNOWN_REPLY,
+				]);
 				// Whole seconds, rounded up (never shorter than the TTL): the token keeps seconds, so what the partner reads is exactly what is checked.
 				const expiresAt = Math.ceil(this.now() / 1000) * 1000 + this.settings.quoteTtlSeconds * 1000;
 				// Once per estimate, not per quote: toISOString showed in the profile.
@@ -102,7 +109,7 @@ const PricingService: ServiceSchema<PricingSettings, PricingMethods, PricingLoca
 					const { distance, duration } = routes[i];
 					const fare = this.fareOf(serviceType, routes[i], supply);
 					return {
-						quoteId: encodeQuote({ partnerId, mode, serviceType, pickup, drop, distance, duration, fare, expiresAt }, keyring),
+						quoteId: encodeQuote({ partnerId, mode, serviceType, pickup, drop, distance, duration, fare, expiresAt, pickupAtSeconds }, keyring),
 						serviceType,
 						totalAmount: toMajor(fare.total),
 						currency: fare.currency,
@@ -125,10 +132,10 @@ const PricingService: ServiceSchema<PricingSettings, PricingMethods, PricingLoca
 			access: "partner",
 			params: verifyQuoteParams,
 			handler(this: PricingThis, ctx: Context<VerifyQuoteParams, PartnerCallMeta>): PricedTrip {
-				const { quoteId, serviceType, pickup, drop } = ctx.params;
+				const { quoteId, serviceType, pickup, drop, pickupAtSeconds } = ctx.params;
 				const check = verifyQuote(
 					quoteId,
-					{ partnerId: ctx.meta.partnerId!, mode: modeOfMeta(ctx.meta), serviceType, pickup, drop },
+					{ partnerId: ctx.meta.partnerId!, mode: modeOfMeta(ctx.meta), serviceType, pickup, drop, pickupAtSeconds },
 					keyringOf(this),
 					this.now(),
 					this.settings.quoteMatchRadiusMetres,
@@ -150,7 +157,10 @@ const PricingService: ServiceSchema<PricingSettings, PricingMethods, PricingLoca
 			async handler(this: PricingThis, ctx: Context<QuoteParams>): Promise<PricedTrip> {
 				const { serviceType, pickup, drop } = ctx.params;
 				this.checkTrip(pickup, drop);
-				const [route, supply] = await Promise.all([this.route(pickup, drop, serviceType), this.supplyNear(ctx, pickup)]);
+				const [route, supply] = await Promise.all([
+					this.route(pickup, drop, serviceType),
+					ctx.params.scheduled ? UNKNOWN_REPLY : this.supplyNear(ctx, pickup),
+				]);
 				const fare = this.fareOf(serviceType, route, supply);
 				const terms = fareTerms(this.settings.tariffs[serviceType], fare.surgeTenths);
 				return { ...pricedTrip(serviceType, fare, route.distance, route.duration), terms };
@@ -173,6 +183,13 @@ const PricingService: ServiceSchema<PricingSettings, PricingMethods, PricingLoca
 	},
 
 	methods: {
+		/** A fare-estimate's pickupAt in whole Unix seconds, or the 400 of a time outside the booking window. */
+		pickupAtSeconds(this: PricingThis, pickupAt: string): number {
+			const check = checkPickupAt(pickupAt, this.now(), this.settings.schedule);
+			if (!check.ok) throw new ApiError(check.code, check.message, { details: [{ field: "pickupAt", message: check.message }] });
+			return check.pickupAtMs / 1000;
+		},
+
 		checkTrip(this: PricingThis, pickup: Point, drop: Point): void {
 			const problems = straightLineProblems(pickup, drop, this.settings);
 			if (problems.length > 0) throw validation(problems);

@@ -1,3 +1,4 @@
+import { readScheduleSettings, type ScheduleSettings } from "../../lib/schedule";
 import { readTravelSettings } from "../../lib/travel-settings";
 import { envEnum, envNumber, envPositive, envString, SettingError, type Env } from "../../lib/settings";
 import { DEFAULT_QUOTE_TTL_SECONDS, QUOTE_MATCH_RADIUS_METRES } from "../../contracts/constants";
@@ -14,6 +15,8 @@ import { toPaise, type RideTariff, type Tariffs } from "./fare";
 export type { Env };
 
 export interface PricingSettings {
+	/** The booking window of scheduled rides (lib/schedule.ts): fare-estimate quotes only for a pickup time in it. */
+	schedule: ScheduleSettings;
 	tariffs: Tariffs;
 	routing: Routing;
 	osrmUrl: string | undefined;
@@ -170,6 +173,7 @@ export function readPricingSettings(env: Env): PricingSettings {
 	// Road factor and speeds are the road world's, read once for pricing, dispatch and the fleet alike.
 	const travel = readTravelSettings(env);
 	return {
+		schedule: readScheduleSettings(env),
 		tariffs: parseTariffs(envString(env, "TARIFFS_JSON")),
 		routing,
 		osrmUrl: envString(env, "OSRM_URL"),

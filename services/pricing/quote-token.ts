@@ -17,7 +17,10 @@ import type { KeyMode } from "../../contracts/partners";
  * secret agrees without coordination), service type, pickup and drop as int32 of 1e-5
  * degrees (≈ 1 m), then varints: distance, duration, expiry (whole Unix
  * seconds), total, base, distance, time fare, surge tenths, tax (paise), then
- * the 3-letter currency. mac = the first 16 bytes (128 bits) of
+ * the 3-letter currency. Format 3 (0x03) is format 2 with one more varint
+ * after the tax: the pickup time of a scheduled ride (whole Unix seconds);
+ * a quote without one is written as format 2, exactly as before, and both
+ * formats verify. mac = the first 16 bytes (128 bits) of
  * HMAC-SHA256(secret, "qt2" ‖ payload ‖ partnerId ‖ mode). The partner and
  * the key mode are bound by the MAC but not carried: a token verifies only
  * for the partner and mode that asked for it, and for anyone else it reads
@@ -41,6 +44,8 @@ export interface QuoteClaims {
 	fare: QuotedFare;
 	/** Unix milliseconds. */
 	expiresAt: number;
+	/** A scheduled ride's pickup time, whole Unix seconds (format 3); absent = a ride now (format 2). */
+	pickupAtSeconds?: number;
 }
 
 export const QUOTE_PREFIX = "qt_";
@@ -77,7 +82,8 @@ export class QuoteKeyring {
 	}
 }
 
-const FORMAT_VERSION = 0x02;
+const FORMAT_NOW = 0x02;
+const FORMAT_SCHEDULED = 0x03;
 const MAC_BYTES = 16;
 const MAC_DOMAIN = Buffer.from("qt2", "ascii");
 const COORD_SCALE = 10 ** COORD_DECIMALS;
@@ -101,7 +107,7 @@ function writeVarint(buf: Buffer, at: number, n: number): number {
  * serves every call; a partner id too long for it gets a buffer of its own.
  */
 const SCRATCH_BYTES = 512;
-const PAYLOAD_MAX_BYTES = 1 + 4 + 1 + 16 + 9 * 8 + 3;
+const PAYLOAD_MAX_BYTES = 1 + 4 + 1 + 16 + 10 * 8 + 3;
 const scratch = Buffer.alloc(SCRATCH_BYTES);
 MAC_DOMAIN.copy(scratch, 0);
 
@@ -133,7 +139,8 @@ export function encodeQuote(claims: Omit<QuoteClaims, "mode"> & { mode?: KeyMode
 	const buf = macBuffer(claims.partnerId, PAYLOAD_MAX_BYTES);
 	const start = MAC_DOMAIN.length;
 	let at = start;
-	buf[at++] = FORMAT_VERSION;
+	const scheduled = claims.pickupAtSeconds !== undefined;
+	buf[at++] = scheduled ? FORMAT_SCHEDULED : FORMAT_NOW;
 	at += keyring.currentKidBytes.copy(buf, at);
 	buf[at++] = typeIndex;
 	at = buf.writeInt32BE(Math.round(claims.pickup.lat * COORD_SCALE), at);
@@ -150,6 +157,7 @@ export function encodeQuote(claims: Omit<QuoteClaims, "mode"> & { mode?: KeyMode
 		f.timeFare,
 		f.surgeTenths,
 		f.tax,
+		...(scheduled ? [claims.pickupAtSeconds!] : []),
 	];
 	for (const n of numbers) {
 		if (!nonNegInt(n)) throw new Error("Quote numbers must be non-negative integers");
@@ -188,7 +196,8 @@ function decodePayload(payload: Buffer, partnerId: string, mode: KeyMode): Quote
 	const pickup = { lat: int32(), lng: int32() };
 	const drop = { lat: int32(), lng: int32() };
 	const nums: number[] = [];
-	for (let i = 0; i < 9; i++) {
+	const scheduled = payload[0] === FORMAT_SCHEDULED;
+	for (let i = 0; i < (scheduled ? 10 : 9); i++) {
 		const n = varint();
 		if (n === undefined || !nonNegInt(n)) return undefined;
 		nums.push(n);
@@ -196,7 +205,7 @@ function decodePayload(payload: Buffer, partnerId: string, mode: KeyMode): Quote
 	if (at + 3 !== payload.length) return undefined;
 	const currency = payload.toString("ascii", at, at + 3);
 	if (!isValidPoint(pickup) || !isValidPoint(drop) || !isCurrency(currency)) return undefined;
-	const [distance, duration, expiresSec, total, baseFare, distanceFare, timeFare, surgeTenths, tax] = nums;
+	const [distance, duration, expiresSec, total, baseFare, distanceFare, timeFare, surgeTenths, tax, pickupAtSeconds] = nums;
 	return {
 		partnerId,
 		mode,
@@ -207,6 +216,7 @@ function decodePayload(payload: Buffer, partnerId: string, mode: KeyMode): Quote
 		duration,
 		fare: { currency, total, baseFare, distanceFare, timeFare, surgeTenths, tax },
 		expiresAt: expiresSec * 1000,
+		...(scheduled ? { pickupAtSeconds } : {}),
 	};
 }
 
@@ -214,7 +224,8 @@ function decodePayload(payload: Buffer, partnerId: string, mode: KeyMode): Quote
 function checkToken(body: string, partnerId: string, mode: KeyMode, keyring: QuoteKeyring): QuoteClaims | undefined {
 	const bytes = Buffer.from(body, "base64url");
 	// One spelling per token: base64 ignores the last character's spare bits.
-	if (bytes.length < 6 + 16 + 9 + 3 + MAC_BYTES || bytes[0] !== FORMAT_VERSION || bytes.toString("base64url") !== body) return undefined;
+	if (bytes.length < 6 + 16 + 9 + 3 + MAC_BYTES || (bytes[0] !== FORMAT_NOW && bytes[0] !== FORMAT_SCHEDULED) || bytes.toString("base64url") !== body)
+		return undefined;
 	const payload = bytes.subarray(0, bytes.length - MAC_BYTES);
 	const given = bytes.subarray(bytes.length - MAC_BYTES);
 	const buf = macBuffer(partnerId, payload.length);
@@ -234,6 +245,8 @@ export interface QuoteExpectation {
 	serviceType: string;
 	pickup: Point;
 	drop: Point;
+	/** The booking's pickup time, whole Unix seconds; absent = a ride now. The quote must say the same. */
+	pickupAtSeconds?: number;
 }
 
 const nonNegInt = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
@@ -267,6 +280,10 @@ export function verifyQuote(
 	}
 	if (haversineMeters(claims.drop, expect.drop) > matchRadiusMetres) {
 		return { ok: false, code: "QUOTE_INVALID", message: `drop is more than ${matchRadiusMetres} m from the quoted drop`, field: "drop" };
+	}
+	if (claims.pickupAtSeconds !== expect.pickupAtSeconds) {
+		const quoted = claims.pickupAtSeconds === undefined ? "a ride now" : `pickupAt ${new Date(claims.pickupAtSeconds * 1000).toISOString()}`;
+		return { ok: false, code: "QUOTE_INVALID", message: `Quote was made for ${quoted}`, field: "pickupAt" };
 	}
 	if (nowMs >= claims.expiresAt) {
 		return { ok: false, code: "QUOTE_EXPIRED", message: `Quote expired at ${new Date(claims.expiresAt).toISOString()}`, field: "quoteId" };

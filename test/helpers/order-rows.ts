@@ -27,7 +27,19 @@ function booking() {
 
 /** A new order as create-order passes it to `insertOrder`: test mode, no quote, no metadata. */
 export function newOrderFixture(overrides: Partial<NewOrder> = {}): NewOrder {
-	return { id: "ord_abc", partnerId: "ptn_1", mode: "test", riderId: "rdr_1", quoteId: null, metadata: null, ...booking(), ...overrides };
+	return {
+		id: "ord_abc",
+		status: "searching",
+		partnerId: "ptn_1",
+		mode: "test",
+		riderId: "rdr_1",
+		quoteId: null,
+		metadata: null,
+		pickupAt: null,
+		dispatchAt: null,
+		...booking(),
+		...overrides,
+	};
 }
 
 /** A row of `orders` as PostgreSQL returns it: the booking searching (version 0, no driver yet), test mode, no metadata. */

@@ -5,6 +5,7 @@ import { driverTokenExpiryMigration } from "./006-driver-token-expiry";
 import { auditMigration } from "./007-audit";
 import { retentionMigration } from "./008-retention";
 import { sandboxManualMigration } from "./009-sandbox-manual";
+import { scheduledRidesMigration } from "./010-scheduled-rides";
 import { drivenDistanceMigration } from "./011-driven-distance";
 
 /**
@@ -150,5 +151,6 @@ export const migrations: Migration[] = [
 	auditMigration,
 	retentionMigration,
 	sandboxManualMigration,
+	scheduledRidesMigration,
 	drivenDistanceMigration,
 ];

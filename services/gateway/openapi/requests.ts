@@ -90,7 +90,14 @@ const REQUESTS: Record<string, { name: string; prose: Prose }> = {
 		name: "FareEstimateRequest",
 		prose: {
 			description: "Pickup equal to drop, or a trip longer than the configured maximum, is `400 VALIDATION_ERROR`.",
-			properties: { serviceType: { description: "Only this type; without it one quote per type, `scooty` first, then `cab`." } },
+			properties: {
+				serviceType: { description: "Only this type; without it one quote per type, `scooty` first, then `cab`." },
+				pickupAt: {
+					description:
+						"Optional: quotes for a scheduled ride picked up then (same format and window as create-order's `pickupAt`, else `400 PICKUP_TIME_OUT_OF_RANGE`). Priced at the tariff without surge (today's demand says nothing about then), `eta` is `null`; the quote books only that pickup time.",
+					example: "2026-12-24T18:30:00+05:30",
+				},
+			},
 		},
 	},
 	"/create-order": {
@@ -103,7 +110,12 @@ const REQUESTS: Record<string, { name: string; prose: Prose }> = {
 					example: "https://partner.example.com/hooks/rides",
 				},
 				quoteId: {
-					description: `Optional. When valid, the quoted fare is honoured (quotes last ${DEFAULT_QUOTE_TTL_SECONDS / 60} minutes by default). Unknown, foreign or mismatched → \`422 QUOTE_INVALID\`; expired → \`422 QUOTE_EXPIRED\`. Without it the current price applies.`,
+					description: `Optional. When valid, the quoted fare is honoured (quotes last ${DEFAULT_QUOTE_TTL_SECONDS / 60} minutes by default). Unknown, foreign or mismatched → \`422 QUOTE_INVALID\`; expired → \`422 QUOTE_EXPIRED\`. Without it the current price applies. A quote made with \`pickupAt\` books only that pickup time, one without only a ride now (else \`422 QUOTE_INVALID\`, field \`pickupAt\`).`,
+				},
+				pickupAt: {
+					description:
+						'Optional: book a scheduled ride picked up then. ISO 8601 with seconds and an offset (`Z` or `±hh:mm`), from 30 minutes to 7 days ahead by default (`SCHEDULE_MIN_LEAD_SECONDS`, `SCHEDULE_MAX_AHEAD_SECONDS`); outside → `400 PICKUP_TIME_OUT_OF_RANGE`, badly written → `400 VALIDATION_ERROR`, nothing booked. Answers `201` with status `scheduled`; dispatch starts 15 minutes before the pickup time by default (`SCHEDULE_DISPATCH_LEAD_SECONDS`). See API.md, "Scheduled rides".',
+					example: "2026-12-24T18:30:00+05:30",
 				},
 			},
 		},

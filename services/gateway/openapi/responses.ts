@@ -41,8 +41,9 @@ export function responseSchemas(): Record<string, JsonSchema> {
 			enum: [...RIDE_STATUSES],
 			description:
 				`Active: ${codeList(ACTIVE_STATUSES)}. Terminal: ${codeList(TERMINAL_STATUSES)}. ` +
+				"`scheduled` (only for rides booked with `pickupAt`): waiting for its dispatch time, then → searching (at the dispatch lead before the pickup time), → customer_cancelled (POST /ride/cancel, free), or → no_driver_found (the rider was on another ride until too late). " +
 				"searching → accepted → arrived → started → dropped; any active state → customer_cancelled (POST /ride/cancel); " +
-				"searching → no_driver_found (dispatch timeout); accepted/arrived → searching when the driver drops out (dispatched again, no webhook). " +
+				"searching → no_driver_found (dispatch timeout; for a scheduled ride before its pickup time at the latest); accepted/arrived → searching when the driver drops out (dispatched again, no webhook). " +
 				"A ride starts only with the correct OTP.",
 		},
 		FareBreakdown: {
@@ -151,6 +152,7 @@ export function responseSchemas(): Record<string, JsonSchema> {
 				duration: { type: "integer", minimum: 0, description: "Seconds." },
 				driver: { ...nullable(ref("Driver")), description: "`null` until a driver accepts." },
 				metadata: nullable(ref("Metadata")),
+				pickupAt: { ...isoTime, description: "Only on rides booked with `pickupAt`: the pickup time (ISO-8601 UTC, whole seconds)." },
 				createdAt: isoTime,
 				updatedAt: isoTime,
 				cancellationFee: { ...ref("CancellationFee"), description: "Once `customer_cancelled`: what the cancel cost." },
@@ -205,7 +207,8 @@ export function responseSchemas(): Record<string, JsonSchema> {
 		},
 		ActiveRideOrder: {
 			description:
-				"The rider already has an active ride: the existing Order plus `code`. Holds under concurrency: simultaneous create-order calls for one rider make exactly one ride.",
+				"The rider already has an active ride: the existing Order plus `code`. Holds under concurrency: simultaneous create-order calls for one rider make exactly one ride. " +
+				"Booking with `pickupAt`, the rider's waiting `scheduled` ride instead (one per rider besides the active one).",
 			allOf: [ref("Order"), { type: "object", required: ["code"], properties: { code: { type: "string", const: "USER_HAVE_ACTIVE_RIDE" } } }],
 		},
 		CancelResult: {
@@ -244,8 +247,9 @@ export function responseSchemas(): Record<string, JsonSchema> {
 		},
 		WebhookStatus: {
 			type: "string",
-			enum: [...RIDE_STATUSES.filter((s) => s !== "searching"), "location_updated"],
-			description: "`location_updated` is a location event, not a ride state. Going back to `searching` sends no event.",
+			enum: [...RIDE_STATUSES, "location_updated"],
+			description:
+				"`location_updated` is a location event, not a ride state. `scheduled` and `searching` are sent only for rides booked with `pickupAt` (booked, and dispatch started); going back to `searching` after a driver drops out sends no event.",
 		},
 		WebhookEvent: {
 			type: "object",
@@ -268,6 +272,7 @@ export function responseSchemas(): Record<string, JsonSchema> {
 				driver: ref("Driver"),
 				location: ref("DriverLocation"),
 				eta: { type: "integer", minimum: 0 },
+				pickupAt: { ...isoTime, description: "Only for rides booked with `pickupAt`: the pickup time." },
 				etaToPickupSeconds: ETA_TO_PICKUP,
 				cancellationFee: { ...ref("CancellationFee"), description: "On `customer_cancelled`: what the cancel cost." },
 				finalFare: { ...ref("FinalFare"), description: "On `dropped`: what the ride cost." },

@@ -1,5 +1,6 @@
 import type { Migration } from "../../../mixins/db.mixin";
 import { sandboxAdvanceMigration } from "./006-sandbox-advance";
+import { scheduledRidesMigration } from "./007-scheduled-rides";
 import { fareTermsMigration } from "./008-fare-terms";
 
 /**
@@ -203,5 +204,6 @@ export const migrations: Migration[] = [
 		},
 	},
 	sandboxAdvanceMigration,
+	scheduledRidesMigration,
 	fareTermsMigration,
 ];

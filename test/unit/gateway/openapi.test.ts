@@ -97,6 +97,8 @@ describe("OpenAPI document", () => {
 			"duration",
 			"driver",
 			"metadata",
+			// Only on rides booked with pickupAt (scheduled rides).
+			"pickupAt",
 			"createdAt",
 			"updatedAt",
 			// Optional, where they apply (API.md, "Cancellation policy", "Final fare").
@@ -115,6 +117,7 @@ describe("OpenAPI document", () => {
 			"driver",
 			"location",
 			"eta",
+			"pickupAt",
 			"etaToPickupSeconds",
 			"cancellationFee",
 			"finalFare",

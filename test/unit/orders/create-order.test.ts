@@ -152,6 +152,8 @@ function setup(s: Setup = {}) {
 			return nextInsert(order);
 		},
 		hint: (event, payload) => void log.hints.push([event, payload]),
+		schedule: { minLeadMs: 30 * 60_000, maxAheadMs: 7 * 86_400_000, dispatchLeadMs: 15 * 60_000 },
+		scheduled: () => undefined,
 	};
 	const context = (p: CreateOrderParams, meta: OrdersMeta = {}) =>
 		({

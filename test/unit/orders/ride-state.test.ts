@@ -16,6 +16,10 @@ const LEGAL: Array<[RideStatus, RideStatus, Actor]> = [
 	["arrived", "searching", "driver"],
 	["accepted", "searching", "system"],
 	["arrived", "searching", "system"],
+	// Scheduled rides: dispatch starts at the lead time, or the rider stayed busy until too late; the partner cancels.
+	["scheduled", "searching", "system"],
+	["scheduled", "no_driver_found", "system"],
+	["scheduled", "customer_cancelled", "partner"],
 ];
 
 const ACTORS: Actor[] = ["partner", "driver", "system"];
@@ -35,7 +39,7 @@ describe("ride state machine", () => {
 				}
 			}
 		}
-		expect(checked).toBe(7 * 7 * 3);
+		expect(checked).toBe(8 * 8 * 3);
 	});
 
 	it("never leaves a terminal status", () => {
@@ -70,7 +74,9 @@ describe("ride state machine", () => {
 	it("splits statuses into active and terminal", () => {
 		expect([...ACTIVE_STATUSES]).toEqual(["searching", "accepted", "arrived", "started"]);
 		expect([...TERMINAL_STATUSES]).toEqual(["dropped", "customer_cancelled", "no_driver_found"]);
-		for (const s of RIDE_STATUSES) expect(isActive(s)).toBe(!isTerminal(s));
+		// A scheduled ride waits for its dispatch: neither active (dispatch's) nor over.
+		for (const s of RIDE_STATUSES) expect(isActive(s)).toBe(s !== "scheduled" && !isTerminal(s));
+		expect(isTerminal("scheduled")).toBe(false);
 		expect(isRideStatus("accepted")).toBe(true);
 		expect(isRideStatus("location_updated")).toBe(false);
 		expect(isRideStatus(42)).toBe(false);
@@ -88,9 +94,9 @@ describe("ride state machine", () => {
 		// Internal moves never act for the partner: cancelling stays with orders.cancel.
 		expect(defaultActorFor("customer_cancelled")).toBe("driver");
 		for (const from of RIDE_STATUSES) expect(canTransition(from, "customer_cancelled", defaultActorFor("customer_cancelled"))).toBe(false);
-		// Every other status is reachable by its default actor.
+		// Every other status is reachable by its default actor (a ride is only ever born scheduled).
 		for (const to of RIDE_STATUSES) {
-			if (to === "customer_cancelled") continue;
+			if (to === "customer_cancelled" || to === "scheduled") continue;
 			expect({ to, reachable: RIDE_STATUSES.some((from) => canTransition(from, to, defaultActorFor(to))) }).toEqual({ to, reachable: true });
 		}
 	});

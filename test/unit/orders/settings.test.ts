@@ -16,6 +16,7 @@ describe("orders settings", () => {
 			retentionMaxBatches: 20,
 			retentionIntervalMs: 600_000,
 			retentionDuty: 0.25,
+			schedule: { minLeadMs: 1_800_000, maxAheadMs: 604_800_000, dispatchLeadMs: 900_000, searchMarginMs: 60_000, pollMs: 60_000 },
 		});
 	});
 

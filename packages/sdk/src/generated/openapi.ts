@@ -594,6 +594,11 @@ export interface components {
             drop: components["schemas"]["Place"];
             /** @description Only this type; without it one quote per type, `scooty` first, then `cab`. */
             serviceType?: components["schemas"]["ServiceType"];
+            /**
+             * @description Optional: quotes for a scheduled ride picked up then (same format and window as create-order's `pickupAt`, else `400 PICKUP_TIME_OUT_OF_RANGE`). Priced at the tariff without surge (today's demand says nothing about then), `eta` is `null`; the quote books only that pickup time.
+             * @example 2026-12-24T18:30:00+05:30
+             */
+            pickupAt?: string;
         };
         CreateOrderRequest: {
             user: components["schemas"]["User"];
@@ -605,8 +610,13 @@ export interface components {
              * @example https://partner.example.com/hooks/rides
              */
             webhookURL: string;
-            /** @description Optional. When valid, the quoted fare is honoured (quotes last 5 minutes by default). Unknown, foreign or mismatched → `422 QUOTE_INVALID`; expired → `422 QUOTE_EXPIRED`. Without it the current price applies. */
+            /** @description Optional. When valid, the quoted fare is honoured (quotes last 5 minutes by default). Unknown, foreign or mismatched → `422 QUOTE_INVALID`; expired → `422 QUOTE_EXPIRED`. Without it the current price applies. A quote made with `pickupAt` books only that pickup time, one without only a ride now (else `422 QUOTE_INVALID`, field `pickupAt`). */
             quoteId?: string;
+            /**
+             * @description Optional: book a scheduled ride picked up then. ISO 8601 with seconds and an offset (`Z` or `±hh:mm`), from 30 minutes to 7 days ahead by default (`SCHEDULE_MIN_LEAD_SECONDS`, `SCHEDULE_MAX_AHEAD_SECONDS`); outside → `400 PICKUP_TIME_OUT_OF_RANGE`, badly written → `400 VALIDATION_ERROR`, nothing booked. Answers `201` with status `scheduled`; dispatch starts 15 minutes before the pickup time by default (`SCHEDULE_DISPATCH_LEAD_SECONDS`). See API.md, "Scheduled rides".
+             * @example 2026-12-24T18:30:00+05:30
+             */
+            pickupAt?: string;
             metadata?: components["schemas"]["Metadata"];
         };
         CancelRequest: {
@@ -654,10 +664,10 @@ export interface components {
             to?: "accepted" | "arrived" | "started" | "dropped" | "no_driver_found" | "driver_drop_out";
         };
         /**
-         * @description Active: `searching`, `accepted`, `arrived`, `started`. Terminal: `dropped`, `customer_cancelled`, `no_driver_found`. searching → accepted → arrived → started → dropped; any active state → customer_cancelled (POST /ride/cancel); searching → no_driver_found (dispatch timeout); accepted/arrived → searching when the driver drops out (dispatched again, no webhook). A ride starts only with the correct OTP.
+         * @description Active: `searching`, `accepted`, `arrived`, `started`. Terminal: `dropped`, `customer_cancelled`, `no_driver_found`. `scheduled` (only for rides booked with `pickupAt`): waiting for its dispatch time, then → searching (at the dispatch lead before the pickup time), → customer_cancelled (POST /ride/cancel, free), or → no_driver_found (the rider was on another ride until too late). searching → accepted → arrived → started → dropped; any active state → customer_cancelled (POST /ride/cancel); searching → no_driver_found (dispatch timeout; for a scheduled ride before its pickup time at the latest); accepted/arrived → searching when the driver drops out (dispatched again, no webhook). A ride starts only with the correct OTP.
          * @enum {string}
          */
-        RideStatus: "searching" | "accepted" | "arrived" | "started" | "dropped" | "customer_cancelled" | "no_driver_found";
+        RideStatus: "scheduled" | "searching" | "accepted" | "arrived" | "started" | "dropped" | "customer_cancelled" | "no_driver_found";
         /** @description How the fare was made, in major units of `currency`. */
         FareBreakdown: {
             /** @example 20 */
@@ -751,6 +761,11 @@ export interface components {
             metadata: components["schemas"]["Metadata"] | null;
             /**
              * Format: date-time
+             * @description Only on rides booked with `pickupAt`: the pickup time (ISO-8601 UTC, whole seconds).
+             */
+            pickupAt?: string;
+            /**
+             * Format: date-time
              * @description ISO-8601 UTC, e.g. 2026-11-22T10:15:30.123Z.
              */
             createdAt: string;
@@ -805,7 +820,7 @@ export interface components {
             /** @description Of those, the seconds beyond the free waiting. */
             chargedWaitingSeconds: number;
         };
-        /** @description The rider already has an active ride: the existing Order plus `code`. Holds under concurrency: simultaneous create-order calls for one rider make exactly one ride. */
+        /** @description The rider already has an active ride: the existing Order plus `code`. Holds under concurrency: simultaneous create-order calls for one rider make exactly one ride. Booking with `pickupAt`, the rider's waiting `scheduled` ride instead (one per rider besides the active one). */
         ActiveRideOrder: components["schemas"]["Order"] & {
             /** @constant */
             code: "USER_HAVE_ACTIVE_RIDE";
@@ -836,10 +851,10 @@ export interface components {
             orderId: string;
         };
         /**
-         * @description `location_updated` is a location event, not a ride state. Going back to `searching` sends no event.
+         * @description `location_updated` is a location event, not a ride state. `scheduled` and `searching` are sent only for rides booked with `pickupAt` (booked, and dispatch started); going back to `searching` after a driver drops out sends no event.
          * @enum {string}
          */
-        WebhookStatus: "accepted" | "arrived" | "started" | "dropped" | "customer_cancelled" | "no_driver_found" | "location_updated";
+        WebhookStatus: "scheduled" | "searching" | "accepted" | "arrived" | "started" | "dropped" | "customer_cancelled" | "no_driver_found" | "location_updated";
         /** @description The body of every webhook. `sequence` increases by one per event of the order; status events arrive in order; the only gaps are superseded location events. `driver` is present from `accepted` on; `location` on `location_updated` (and the latest one on status events); `eta` is seconds to the pickup before `arrived` and to the drop after `started`. */
         WebhookEvent: {
             /** @description Also the `webhook-id` header. De-duplicate on it: delivery is at least once. */
@@ -860,6 +875,11 @@ export interface components {
             driver?: components["schemas"]["Driver"];
             location?: components["schemas"]["DriverLocation"];
             eta?: number;
+            /**
+             * Format: date-time
+             * @description Only for rides booked with `pickupAt`: the pickup time.
+             */
+            pickupAt?: string;
             /** @description While the driver is on its way (`accepted`, and its `location_updated` events): seconds until it reaches the pickup, as last estimated; 0 once `arrived`. */
             etaToPickupSeconds?: number;
             /** @description On `customer_cancelled`: what the cancel cost. */
@@ -912,7 +932,7 @@ export interface components {
         /** @description Every 4xx/5xx answer. `details` on validation problems, and on `409 CANCELLATION_FEE_CHANGED` (the new fee: `cancellationFee.amount`, `.currency`, `.rule`). Never a stack trace, SQL or internal names. */
         Error: {
             /** @enum {string} */
-            code: "INVALID_JSON" | "VALIDATION_ERROR" | "INVALID_WEBHOOK_URL" | "UNAUTHORIZED" | "SANDBOX_ONLY" | "ORDER_NOT_FOUND" | "NOT_FOUND" | "RIDE_NOT_ACTIVE" | "RIDE_NOT_CANCELLABLE" | "CANCELLATION_FEE_CHANGED" | "RIDE_NOT_COMPLETED" | "FEEDBACK_ALREADY_SUBMITTED" | "SANDBOX_UNAVAILABLE" | "SANDBOX_NOT_MANUAL" | "SANDBOX_TARGET_UNREACHABLE" | "IDEMPOTENCY_KEY_IN_USE" | "CONFLICT" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "QUOTE_INVALID" | "QUOTE_EXPIRED" | "IDEMPOTENCY_KEY_REUSED" | "RATE_LIMITED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
+            code: "INVALID_JSON" | "VALIDATION_ERROR" | "INVALID_WEBHOOK_URL" | "PICKUP_TIME_OUT_OF_RANGE" | "UNAUTHORIZED" | "SANDBOX_ONLY" | "ORDER_NOT_FOUND" | "NOT_FOUND" | "RIDE_NOT_ACTIVE" | "RIDE_NOT_CANCELLABLE" | "CANCELLATION_FEE_CHANGED" | "RIDE_NOT_COMPLETED" | "FEEDBACK_ALREADY_SUBMITTED" | "SANDBOX_UNAVAILABLE" | "SANDBOX_NOT_MANUAL" | "SANDBOX_TARGET_UNREACHABLE" | "IDEMPOTENCY_KEY_IN_USE" | "CONFLICT" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "QUOTE_INVALID" | "QUOTE_EXPIRED" | "IDEMPOTENCY_KEY_REUSED" | "RATE_LIMITED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
             /** @description For people; do not parse it. */
             message: string;
             details?: components["schemas"]["ErrorDetail"][];
@@ -1146,7 +1166,7 @@ export interface operations {
                     "application/json": components["schemas"]["FareEstimate"];
                 };
             };
-            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`, `PICKUP_TIME_OUT_OF_RANGE`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. PICKUP_TIME_OUT_OF_RANGE: `pickupAt` (create-order, fare-estimate) is sooner than the minimum lead or further ahead than the maximum (by default 30 minutes to 7 days); nothing was booked. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -1158,7 +1178,7 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR" | "PICKUP_TIME_OUT_OF_RANGE";
                     };
                 };
             };
@@ -1305,7 +1325,7 @@ export interface operations {
                     "application/json": components["schemas"]["Order"];
                 };
             };
-            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`, `INVALID_WEBHOOK_URL`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. INVALID_WEBHOOK_URL: `webhookURL` is not an absolute http(s) URL, or is refused by the SSRF policy (private, loopback, link-local or metadata address in production). */
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`, `INVALID_WEBHOOK_URL`, `PICKUP_TIME_OUT_OF_RANGE`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. INVALID_WEBHOOK_URL: `webhookURL` is not an absolute http(s) URL, or is refused by the SSRF policy (private, loopback, link-local or metadata address in production). PICKUP_TIME_OUT_OF_RANGE: `pickupAt` (create-order, fare-estimate) is sooner than the minimum lead or further ahead than the maximum (by default 30 minutes to 7 days); nothing was booked. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -1317,7 +1337,7 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "INVALID_JSON" | "VALIDATION_ERROR" | "INVALID_WEBHOOK_URL";
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR" | "INVALID_WEBHOOK_URL" | "PICKUP_TIME_OUT_OF_RANGE";
                     };
                 };
             };
@@ -1385,7 +1405,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Unprocessable: `QUOTE_INVALID`, `QUOTE_EXPIRED`, `IDEMPOTENCY_KEY_REUSED`. QUOTE_INVALID: Unknown, foreign or mismatched `quoteId` (other service type, or pickup/drop more than 200 m from the quoted one). QUOTE_EXPIRED: The quote's validity has passed. IDEMPOTENCY_KEY_REUSED: The `Idempotency-Key` was used within 24 h with a different body. */
+            /** @description Unprocessable: `QUOTE_INVALID`, `QUOTE_EXPIRED`, `IDEMPOTENCY_KEY_REUSED`. QUOTE_INVALID: Unknown, foreign or mismatched `quoteId` (other service type, pickup/drop more than 200 m from the quoted one, or another `pickupAt`: a quote for a pickup time books only that time, a quote without one only a ride now). QUOTE_EXPIRED: The quote's validity has passed. IDEMPOTENCY_KEY_REUSED: The `Idempotency-Key` was used within 24 h with a different body. */
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
