@@ -63,6 +63,12 @@ export const ERRORS = {
 		meaning:
 			"`webhookURL` is not an absolute http(s) URL, or is refused by the SSRF policy (private, loopback, link-local or metadata address in production).",
 	},
+	UNKNOWN_API_VERSION: {
+		status: 400,
+		retryable: false,
+		documented: true,
+		meaning: "The `Ride-Version` header names no version this API knows; `details` lists the known ones. Nothing was done.",
+	},
 	UNAUTHORIZED: {
 		status: 401,
 		retryable: false,
