@@ -33,6 +33,9 @@ export interface RideRoute {
 
 export const RIDE_BASE_PATH = "/ride";
 
+/** The request and answer header naming the API version (contracts/versions.ts; API.md, "Versions"). */
+export { API_VERSION_HEADER } from "./versions";
+
 /**
  * What every action called through `/ride/*` finds in `ctx.meta`, and what it
  * may set there for the HTTP answer.
