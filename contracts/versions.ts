@@ -22,7 +22,10 @@
 /** A JSON object: a request body, an answer or a webhook body. */
 export type JsonObject = Record<string, unknown>;
 
-/** One direction of a translation. Pure: returns a new object, never changes the one it is given. */
+/**
+ * One direction of a translation. Pure: returns a new object, never changes the one it is given. A request
+ * is translated before it is validated, so it must accept any object (leave what it does not expect alone).
+ */
 export type Translate = (body: JsonObject) => JsonObject;
 
 /** Between an entry's version and the one before it: `up` from the older shape to the newer, `down` back. */
