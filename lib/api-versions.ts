@@ -156,12 +156,15 @@ export function webhookFromCore(table: ApiVersionTable, version: string, body: J
 	return walk(table, version, "webhooks", (e) => e.webhooks, body);
 }
 
-/** A success answer in the core's shape, rendered in `version` (webhook bodies inside it too). */
+/**
+ * A success answer in the core's shape, rendered in `version`. Webhook bodies inside it (`/ride/events`
+ * payloads) are rendered as a webhook of that version is, `apiVersion` included.
+ */
 export function answerFromCore(table: ApiVersionTable, version: string, path: string, answer: unknown): unknown {
 	if (typeof answer !== "object" || answer === null || Array.isArray(answer)) return answer;
 	let out = answer as JsonObject;
 	const withBodies = ANSWERS_WITH_WEBHOOK_BODIES[path];
-	if (withBodies) out = withBodies(out, (b) => webhookFromCore(table, version, b));
+	if (withBodies) out = withBodies(out, (b) => ({ ...webhookFromCore(table, version, b), apiVersion: version }));
 	return walk(table, version, "answers", (e) => e.answers?.[path], out);
 }
 

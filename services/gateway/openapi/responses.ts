@@ -186,7 +186,7 @@ export function responseSchemas(): Record<string, JsonSchema> {
 					type: "string",
 					pattern: "^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
 					description:
-						"The API version this body is rendered in: the partner's pinned version (also the `Ride-Version` header). Every webhook carries it; absent from `/ride/events` payloads, which are rendered in the request's version.",
+						"The API version this body is rendered in: in a webhook, the partner's pinned version (also the `Ride-Version` header); in a `/ride/events` payload, the version the request was served in.",
 				},
 				driver: ref("Driver"),
 				location: ref("DriverLocation"),

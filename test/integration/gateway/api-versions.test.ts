@@ -176,6 +176,9 @@ it("takes create-order in each version's shape, and signs each partner's webhook
 	const events = (answer: HttpAnswer) => (answer.body.events as Array<{ payload: JsonObject }>).map((e) => Object.keys(e.payload));
 	const asPinned = await api(pinned).post("/ride/events", { orderId: oldRide.body.orderId });
 	expect(events(asPinned).every((keys) => keys.includes("metadata") && !keys.includes("partnerData"))).toBe(true);
+	// The payload is the webhook body as the partner got it, version included.
+	const accepted = (asPinned.body.events as Array<{ status: string; payload: JsonObject }>).find((e) => e.status === "accepted");
+	expect(accepted?.payload).toEqual(oldHook.body);
 	const as2099 = await api(pinned).post("/ride/events", { orderId: oldRide.body.orderId }, { "Ride-Version": V2099 });
 	expect({ version: version(as2099), ok: events(as2099).every((keys) => keys.includes("partnerData") && !keys.includes("metadata")) }).toEqual({
 		version: V2099,

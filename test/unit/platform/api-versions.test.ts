@@ -96,7 +96,7 @@ describe("API versions: the chain", () => {
 		expect(webhookFromCore(TABLE, "2099-01-01", payload)).toEqual({ eventId: "evt_1", partnerData: { ref: "x" } });
 		const page = { events: [{ eventId: "evt_1", payload }], nextCursor: null };
 		expect(answerFromCore(TABLE, "2026-12-01", "/events", page)).toEqual({
-			events: [{ eventId: "evt_1", payload: { eventId: "evt_1", metadata: { ref: "x" } } }],
+			events: [{ eventId: "evt_1", payload: { eventId: "evt_1", metadata: { ref: "x" }, apiVersion: "2026-12-01" } }],
 			nextCursor: null,
 		});
 		// The input is never changed.
