@@ -67,6 +67,13 @@ export const API_VERSIONS: ApiVersionTable = {
 };
 
 /**
+ * Bytes the gateway adds to each `/ride/events` payload (`,"apiVersion":"YYYY-MM-DD"`): orders counts them when
+ * it cuts a page, so the answer stays within EVENTS_PAGE_MAX_BYTES (contracts/orders.ts). A version whose webhook
+ * translations make bodies larger must raise it (a unit test checks it against every version of the table).
+ */
+export const EVENT_PAYLOAD_VERSION_BYTES = 26;
+
+/**
  * Answers that carry webhook bodies, by route path: they are rendered with
  * the webhook translations too (`/ride/events`: each event's `payload`).
  */

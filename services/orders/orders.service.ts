@@ -62,6 +62,7 @@ import { serviceEnv, useServiceSettings } from "../../lib/settings";
 import { RetentionPass } from "../../lib/retention";
 import { OrdersRetentionRepo, type FinishedKey } from "./retention.repo";
 import { removeFinishedOrders } from "./retention";
+import { EVENT_PAYLOAD_VERSION_BYTES } from "../../contracts/versions";
 
 /**
  * Orders: the rides, their state machine (ride-state.ts) and the
@@ -213,7 +214,8 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 				// One more than the page tells whether another page follows.
 				const rows = await this.orders.listEvents(loadedOrder(ctx).id, after, limit + 1);
 				// Cut early when the events would not fit one bus message (events-page.ts); the cursor follows the cut.
-				const { page, more } = cutEventsPage(rows, limit, EVENTS_PAGE_MAX_BYTES, eventViewBytes);
+				// Each payload is measured with the `apiVersion` the gateway adds to it (contracts/versions.ts).
+				const { page, more } = cutEventsPage(rows, limit, EVENTS_PAGE_MAX_BYTES, (row) => eventViewBytes(row) + EVENT_PAYLOAD_VERSION_BYTES);
 				const states =
 					page.length > 0
 						? deliveryStatesById(await callService<unknown>(ctx, this.logger, "notifications.deliveryStates", { eventIds: page.map((r) => r.id) }))

@@ -1,4 +1,4 @@
-import { API_VERSIONS, FIRST_API_VERSION, type ApiVersionTable, type JsonObject } from "../../../contracts/versions";
+import { API_VERSIONS, EVENT_PAYLOAD_VERSION_BYTES, FIRST_API_VERSION, type ApiVersionTable, type JsonObject } from "../../../contracts/versions";
 import {
 	answerFromCore,
 	ApiVersionTableError,
@@ -99,6 +99,12 @@ describe("API versions: the chain", () => {
 			events: [{ eventId: "evt_1", payload: { eventId: "evt_1", metadata: { ref: "x" }, apiVersion: "2026-12-01" } }],
 			nextCursor: null,
 		});
+		// What the gateway adds to a payload in this release's versions is within what orders reserves when it cuts a page.
+		for (const v of knownVersions(API_VERSIONS)) {
+			const rendered = (answerFromCore(API_VERSIONS, v, "/events", { events: [{ payload }] }) as { events: Array<{ payload: JsonObject }> }).events[0]
+				.payload;
+			expect(Buffer.byteLength(JSON.stringify(rendered)) - Buffer.byteLength(JSON.stringify(payload))).toBeLessThanOrEqual(EVENT_PAYLOAD_VERSION_BYTES);
+		}
 		// The input is never changed.
 		expect(page.events[0].payload).toBe(payload);
 		expect(payload).toEqual({ eventId: "evt_1", meta: { ref: "x" } });
