@@ -44,6 +44,7 @@ import {
 	type TransitionParams,
 } from "../../contracts/orders";
 import type { DriverLocation } from "../../contracts/common";
+import { EVENT_PAYLOAD_VERSION_BYTES } from "../../contracts/versions";
 import { migrations } from "./migrations";
 import { canTransition, isActive } from "./ride-state";
 import { deliveryStatesById, eventViewBytes, toInternalOrder, toOrder, toRideEventView, type OrderRow } from "./order-view";
@@ -62,7 +63,6 @@ import { serviceEnv, useServiceSettings } from "../../lib/settings";
 import { RetentionPass } from "../../lib/retention";
 import { OrdersRetentionRepo, type FinishedKey } from "./retention.repo";
 import { removeFinishedOrders } from "./retention";
-import { EVENT_PAYLOAD_VERSION_BYTES } from "../../contracts/versions";
 
 /**
  * Orders: the rides, their state machine (ride-state.ts) and the
