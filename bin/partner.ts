@@ -13,6 +13,7 @@ import { parseVerb, runOperatorCli, UsageError, type VerbCommand } from "./opera
  *   npm run partner -- revoke-key --partner ptn_…    (the partner and every key of it)
  *   npm run partner -- rotate-webhook-secret --partner ptn_… --mode test|live [--grace 24h] [--webhook-secret whsec_…]
  *   npm run partner -- audit [--partner ptn_…] [--limit 100] [--before <id>]
+ *   npm run partner -- set-version --partner ptn_… --version 2026-12-01
  *
  * Every command takes `--operator <name>` (else OPERATOR, else USER): who
  * runs it, recorded with every change in the audit trail (`partners_audit`;
@@ -39,6 +40,9 @@ import { parseVerb, runOperatorCli, UsageError, type VerbCommand } from "./opera
  * stdout carries exactly one JSON value and nothing else: `create` prints
  * `{ "partnerId", "apiKey", "webhookSecret", "webhookSecrets" }` (the only time the key is
  * shown), `rotate-key` the new key likewise, `list` and `list-keys` arrays.
+ * `set-version` pins the partner to another API version (docs/API.md,
+ * "Versions"; an unknown one exits 1 naming the known ones) and prints
+ * `{ "partnerId", "apiVersion", "previousApiVersion" }`.
  * Logs and errors go to stderr. Exit codes: 0 done, 1 failed, 2 bad usage.
  */
 
@@ -50,10 +54,11 @@ const USAGE = `Usage:
   npm run partner -- revoke-key (--key <keyId> | --partner <partnerId>)
   npm run partner -- rotate-webhook-secret --partner <partnerId> --mode test|live [--grace <n>[s|m|h|d]] [--webhook-secret <whsec_…>]
   npm run partner -- audit [--partner <partnerId>] [--limit <n>] [--before <id>]
+  npm run partner -- set-version --partner <partnerId> --version <YYYY-MM-DD>
 Every command: [--operator <name>] (default: OPERATOR, else USER), recorded in the audit trail.`;
 
-type Verb = "create" | "list" | "list-keys" | "rotate-key" | "revoke-key" | "rotate-webhook-secret" | "audit";
-type OptionName = "name" | "api-key" | "webhook-secret" | "partner" | "label" | "key" | "grace" | "mode" | "limit" | "before";
+type Verb = "create" | "list" | "list-keys" | "rotate-key" | "revoke-key" | "rotate-webhook-secret" | "audit" | "set-version";
+type OptionName = "name" | "api-key" | "webhook-secret" | "partner" | "label" | "key" | "grace" | "mode" | "limit" | "before" | "version";
 
 type Command = VerbCommand<Verb, OptionName>;
 
@@ -68,11 +73,13 @@ const OPTIONS: Record<Verb, ParseArgsOptionsConfig> = {
 	"revoke-key": { key: str, partner: str },
 	"rotate-webhook-secret": { partner: str, mode: str, grace: str, "webhook-secret": str },
 	audit: { partner: str, limit: str, before: str },
+	"set-version": { partner: str, version: str },
 };
 const REQUIRED: Partial<Record<Verb, readonly OptionName[]>> = {
 	create: ["name"],
 	"rotate-key": ["partner", "label"],
 	"rotate-webhook-secret": ["partner", "mode"],
+	"set-version": ["partner", "version"],
 };
 
 /** `90`, `90s`, `30m`, `24h`, `7d` → seconds. */
@@ -109,6 +116,8 @@ function actionOf(c: Command): { action: string; params: Record<string, unknown>
 			return { action: "partners.createKey", params: defined({ partnerId: o.partner, label: o.label, apiKey: o["api-key"], mode: o.mode }) };
 		case "revoke-key":
 			return { action: "partners.revokeKey", params: defined({ keyId: o.key, partnerId: o.partner }) };
+		case "set-version":
+			return { action: "partners.setApiVersion", params: { partnerId: o.partner, apiVersion: o.version } };
 		case "audit":
 			return { action: "partners.audit", params: defined({ partnerId: o.partner, limit: o.limit, before: o.before }) };
 		case "rotate-webhook-secret":
@@ -130,6 +139,7 @@ function changeOf(c: Command, answer: unknown): PartnersChangedEvent | undefined
 	if (c.verb === "rotate-key" || c.verb === "create") return { partnerId, what: "keys" };
 	if (c.verb === "revoke-key") return { partnerId, what: (answer as { partnerRevoked?: boolean }).partnerRevoked ? "partner" : "keys" };
 	if (c.verb === "rotate-webhook-secret") return { partnerId, what: "webhookSecret" };
+	if (c.verb === "set-version") return { partnerId, what: "apiVersion" };
 	return undefined;
 }
 
@@ -144,6 +154,7 @@ if (require.main === module) {
 			const change = changeOf(c, answer);
 			return change ? { action: "partners.announce", params: change } : undefined;
 		},
-		ttlNote: "running instances see the change within their cache TTL (30 s for keys, 60 s for webhook secrets)",
+		ttlNote:
+			"running instances see the change within their cache TTL (30 s for keys and API versions, 60 s for webhook secrets and the webhooks' API version)",
 	});
 }

@@ -70,6 +70,12 @@ export const ERRORS = {
 		meaning:
 			"`pickupAt` (create-order, fare-estimate) is sooner than the minimum lead or further ahead than the maximum (by default 30 minutes to 7 days); nothing was booked.",
 	},
+	UNKNOWN_API_VERSION: {
+		status: 400,
+		retryable: false,
+		documented: true,
+		meaning: "The `Ride-Version` header names no version this API knows; `details` lists the known ones. Nothing was done.",
+	},
 	UNAUTHORIZED: {
 		status: 401,
 		retryable: false,

@@ -34,6 +34,9 @@ export interface RideRoute {
 
 export const RIDE_BASE_PATH = "/ride";
 
+/** The request and answer header naming the API version (contracts/versions.ts; API.md, "Versions"). */
+export { API_VERSION_HEADER } from "./versions";
+
 /**
  * What every action called through `/ride/*` finds in `ctx.meta`, and what it
  * may set there for the HTTP answer.
@@ -49,6 +52,11 @@ export interface PartnerCallMeta {
 	clientRequestId?: string;
 	/** The `Idempotency-Key` header, checked for shape. */
 	idempotencyKey?: string;
+	/**
+	 * The API version the request is served in (the `Ride-Version` header, else the partner's pin; contracts/versions.ts).
+	 * The gateway has already translated the body into the core version's shape and translates the answer back.
+	 */
+	apiVersion?: string;
 	/** A 2xx status for the answer (default 200). */
 	$statusCode?: number;
 	/** Extra response headers (plain names, string or number values). */
@@ -59,6 +67,7 @@ export interface PartnerCallMeta {
 export const COMMON_RIDE_ERRORS: readonly ErrorCode[] = [
 	"INVALID_JSON",
 	"VALIDATION_ERROR",
+	"UNKNOWN_API_VERSION",
 	"UNAUTHORIZED",
 	"PAYLOAD_TOO_LARGE",
 	"UNSUPPORTED_MEDIA_TYPE",
@@ -139,7 +148,7 @@ export interface DriverCallMeta {
 }
 
 /** Errors every `/driver/*` endpoint can answer, before the endpoint's own. */
-export const COMMON_DRIVER_ERRORS: readonly ErrorCode[] = COMMON_RIDE_ERRORS;
+export const COMMON_DRIVER_ERRORS: readonly ErrorCode[] = COMMON_RIDE_ERRORS.filter((code) => code !== "UNKNOWN_API_VERSION");
 
 const RIDE_STEP_ERRORS: readonly ErrorCode[] = ["ORDER_NOT_FOUND", "CONFLICT", "INVALID_TRANSITION"];
 

@@ -91,6 +91,8 @@ export interface AuthenticatedPartner {
 	name: string;
 	/** The key's mode: every call made with it sees only this mode's rides and quotes. */
 	mode: KeyMode;
+	/** The partner's pinned API version (contracts/versions.ts); absent from a partners instance older than versions. */
+	apiVersion?: string;
 }
 
 /**
@@ -125,6 +127,8 @@ export interface PartnerSigning {
 	 * older ones still in their rotation grace period.
 	 */
 	webhookSecrets: WebhookSecretEntry[];
+	/** The partner's pinned API version: webhooks are rendered in it. Absent from a partners instance older than versions. */
+	apiVersion?: string;
 }
 
 export interface WebhookSecretEntry {
@@ -140,6 +144,8 @@ export interface PartnerSummary {
 	/** A Date in the calling process; an ISO 8601 string once it crossed the transporter. */
 	createdAt: Date | string;
 	disabled: boolean;
+	/** The pinned API version. */
+	apiVersion: string;
 }
 
 /**
@@ -160,13 +166,32 @@ export const PARTNER_EVENTS = {
 /** `partners.announce`: broadcasts partners.changed from a cluster member (for `npm run partner`, which changes the database from a private broker). */
 export const announceParams = {
 	partnerId: { type: "string", min: 1, max: 100 },
-	what: { type: "enum", values: ["keys", "webhookSecret", "partner"] },
+	what: { type: "enum", values: ["keys", "webhookSecret", "partner", "apiVersion"] },
 } as const;
 
 /** `partners.changed`: what changed, for whom. Never a key or a secret. */
 export interface PartnersChangedEvent {
 	partnerId: string;
-	what: "keys" | "webhookSecret" | "partner";
+	what: "keys" | "webhookSecret" | "partner" | "apiVersion";
+}
+
+/** `partners.setApiVersion` (operators): pins the partner to another API version (`npm run partner -- set-version`). */
+export const setApiVersionParams = {
+	partnerId: { type: "string", min: 1, max: 100 },
+	apiVersion: { type: "string", min: 1, max: 40 },
+} as const;
+
+export interface SetApiVersionParams {
+	partnerId: string;
+	/** One of the known versions (contracts/versions.ts); else `400 UNKNOWN_API_VERSION`. */
+	apiVersion: string;
+}
+
+export interface ApiVersionPin {
+	partnerId: string;
+	apiVersion: string;
+	/** The version pinned before this call (the same when nothing changed). */
+	previousApiVersion: string;
 }
 
 /** Labels of API keys: what an operator tells keys apart by ("2026-05 rotation", "staging"). */

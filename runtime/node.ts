@@ -6,6 +6,7 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from "./embedded-postgre
 import { startEmbeddedVacuum, type EmbeddedVacuum } from "./embedded-vacuum";
 import { warnOnceIfAutovacuumOff } from "./autovacuum-check";
 import { startHealthServer, type HealthServer } from "./health";
+import type { ApiVersionTable } from "../contracts/versions";
 
 export interface RunningNode {
 	broker: ServiceBroker;
@@ -22,16 +23,22 @@ export interface RunningNode {
  * bus, since it holds secrets). `createService`'s second argument is ignored
  * in Moleculer 0.15, so the schema itself carries it.
  */
-export function withEnv(schema: ServiceSchema, env: Env): ServiceSchema {
+export function withEnv(schema: ServiceSchema, env: Env, apiVersions?: ApiVersionTable): ServiceSchema {
 	const settings = (schema.settings ?? {}) as Record<string, unknown>;
 	const secure = Array.isArray(settings.$secureSettings) ? (settings.$secureSettings as string[]) : [];
-	return { ...schema, settings: { ...settings, $env: env, $secureSettings: [...secure, "$env"] } as ServiceSchema["settings"] };
+	const own = apiVersions ? { $env: env, $apiVersions: apiVersions } : { $env: env };
+	return { ...schema, settings: { ...settings, ...own, $secureSettings: [...secure, ...Object.keys(own)] } as ServiceSchema["settings"] };
 }
 
 export interface StartOptions {
 	env?: Env;
 	/** Overrides `SERVICES`. */
 	services?: ServiceName[];
+	/**
+	 * Another API version table than this release's (contracts/versions.ts), handed to every service as the
+	 * secure setting `$apiVersions` (lib/api-versions.ts, `apiVersionsOf`): tests add a synthetic version with it.
+	 */
+	apiVersions?: ApiVersionTable;
 }
 
 /**
@@ -61,7 +68,7 @@ export async function startNode(opts: StartOptions = {}): Promise<RunningNode> {
 	}
 
 	const broker = new ServiceBroker(buildBrokerConfig(env));
-	for (const name of names) broker.createService(withEnv(loadServiceSchema(name), env));
+	for (const name of names) broker.createService(withEnv(loadServiceSchema(name), env, opts.apiVersions));
 	// Up before the broker starts: liveness answers during migrations, readiness says "starting".
 	// `HEALTH_PORT` (lib/settings): 0 turns the endpoints off (the gateway still has its own).
 	const healthPort = settings.healthPort;

@@ -20,6 +20,8 @@ import { checkReadiness, ReadinessProbe, type Readiness } from "./readiness";
 import { rideAliases } from "./routes";
 import { readSettings, serviceEnv, useServiceSettings } from "../../lib/settings";
 import { authenticateDriverRequest, driverRoute, prepareDriverRequest, type DriverRequest } from "./driver-route";
+import { API_VERSION_HEADER, type ApiVersionTable, type JsonObject } from "../../contracts/versions";
+import { answerFromCore, apiVersionsOf, requestToCore, servedVersion } from "../../lib/api-versions";
 
 /**
  * The public door: moleculer-web with explicit aliases only. Every `/ride/*`
@@ -28,9 +30,15 @@ import { authenticateDriverRequest, driverRoute, prepareDriverRequest, type Driv
  *   route known? (else 404) → client address throttled for failed
  *   authentications? (then only a valid key passes, 429 otherwise) → API key (401; this gateway caches what
  *   partners.authenticate answered for GATEWAY_AUTH_CACHE_MS, cleared on
- *   partners.changed) → per-partner rate limit (429)
+ *   partners.changed) → API version (`Ride-Version`, else the partner's pin;
+ *   unknown: 400) → per-partner rate limit (429)
  *   → JSON body ≤ BODY_LIMIT (415/413/400) → target service present? (503)
  *   → the action's own validation (400) → the action.
+ *
+ * The body is translated from the request's API version into the services'
+ * (core) shape before the action sees it, and the answer back into the
+ * request's version (lib/api-versions.ts); every answer from then on carries
+ * `Ride-Version`.
  *
  * Every error, whoever raised it, leaves through `renderError` as the
  * contract's envelope. Health, `/openapi.json` and `/docs` live on a second,
@@ -59,6 +67,8 @@ interface GatewayRequest extends IncomingMessage {
 	$idempotencyKey?: string;
 	/** Set once the request matched a `/ride` alias and went through the pipeline. */
 	$ridePipeline?: boolean;
+	/** The API version the request is served in (set by the pipeline). */
+	$apiVersion?: string;
 }
 
 /** moleculer-web's settings, as the schema declares them. */
@@ -99,6 +109,8 @@ interface GatewayLocal {
 	draining: boolean;
 	openapi: OpenApiDocument;
 	docsHtml: string;
+	/** The API versions this gateway serves (contracts/versions.ts; a test may inject its own). */
+	apiVersions: ApiVersionTable;
 	server: Server;
 	/** moleculer-web's routes (made by its `created`, which runs before ours). */
 	routes: Array<{ logging: boolean }>;
@@ -112,6 +124,12 @@ function unauthorized(message: string): ApiError {
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
 	return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** The route path below `/ride` of a request URL (`/ride/create-order` → `/create-order`): the version table's key. */
+function ridePathOf(url: string | undefined): string {
+	const path = String(url ?? "").slice(RIDE_BASE_PATH.length);
+	return path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path;
 }
 
 /** connect-style middleware of the `/ride` route: runs the pipeline, then hands over to moleculer-web. */
@@ -185,7 +203,10 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 					// Params are the JSON body only (no query string), and never carry the partner's identity.
 					const body: Record<string, unknown> = isPlainObject(req.body) ? { ...req.body } : {};
 					delete body.partnerId;
-					req.$params = body;
+					const version = req.$apiVersion;
+					if (version !== undefined) ctx.meta.apiVersion = version;
+					// The services read the core version's shape; the version table translates the rest (nothing for the core).
+					req.$params = version === undefined ? body : requestToCore(this.apiVersions, version, ridePathOf(req.parsedUrl), body as JsonObject);
 				},
 			},
 			{
@@ -282,6 +303,11 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 			this.authThrottle.succeeded(apiKey, hash);
 			req.$partner = partner;
 
+			// An unknown version is refused before anything is counted or done; from here every answer names the version.
+			const version = servedVersion(this.apiVersions, req.headers["ride-version"], partner.apiVersion);
+			req.$apiVersion = version;
+			res.setHeader(API_VERSION_HEADER, version);
+
 			await enforceRateLimit(this.limiter, partnerLimitKey(partner.partnerId, partner.mode), res);
 
 			// Everything about the request is checked before the target service is looked up (503).
@@ -372,7 +398,9 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 		/** Successful answers are JSON; a service may pick a 2xx status with `ctx.meta.$statusCode` (orders: 201). */
 		sendResponse(this: GatewayThis, req: GatewayRequest, res: ServerResponse, data: unknown): void {
 			const meta = req.$ctx.meta;
-			sendJson(res, successStatus(meta.$statusCode), data ?? null, serviceResponseHeaders(meta.$responseHeaders));
+			const version = req.$apiVersion;
+			const answer = version === undefined ? data : answerFromCore(this.apiVersions, version, ridePathOf(req.parsedUrl), data);
+			sendJson(res, successStatus(meta.$statusCode), answer ?? null, serviceResponseHeaders(meta.$responseHeaders));
 		},
 
 		sendJson(this: GatewayThis, res: ServerResponse, status: number, body: unknown, headers?: Record<string, string>): void {
@@ -390,7 +418,7 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 	},
 
 	events: {
-		/** A key, secret or partner changed somewhere: the next request of every key asks partners again. */
+		/** A key, secret, partner or API version pin changed somewhere: the next request of every key asks partners again. */
 		[PARTNER_EVENTS.changed](this: GatewayThis) {
 			this.authCache.clear();
 		},
@@ -407,6 +435,7 @@ const GatewayService: ServiceSchema<GatewayServiceSettings, GatewayMethods, Gate
 		this.logStacks = !runtime.production;
 		for (const route of this.routes) route.logging = requestLogs;
 		this.authCache = new AuthCache<AuthenticatedPartner>(GATEWAY_AUTH_CACHE_MS);
+		this.apiVersions = apiVersionsOf(this);
 		if (cfg.redisUrl) {
 			this.redis = openLimitRedis(cfg.redisUrl, cfg.redisTimeoutMs, (state, err) => {
 				if (state === "ready") this.logger.info("Limits shared through Redis");

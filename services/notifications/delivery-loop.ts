@@ -14,6 +14,8 @@ import { signedHeaders, webhookBody, type SigningSecret } from "./signing";
 import { KEY_MODES, type KeyMode } from "../../contracts/partners";
 import type { AttemptResult, WebhookClient } from "./webhook-client";
 import { WriteBatcher } from "./write-batcher";
+import { API_VERSIONS, type ApiVersionTable, type JsonObject } from "../../contracts/versions";
+import { servedVersion, webhookFromCore } from "../../lib/api-versions";
 
 /**
  * The delivery cycle of one notifications instance: ingest new ride events
@@ -41,10 +43,19 @@ export interface DeliveryLoopDeps {
 	instanceId: string;
 	logger: Logger;
 	warnings: OutageWarnings;
-	/** The partner's webhook signing secret(s) of one mode (partners.signingSecret; several during a rotation). */
-	fetchSigningSecret(partnerId: string, mode: KeyMode): Promise<readonly SigningSecret[]>;
+	/** The partner's webhook signing secret(s) of one mode (partners.signingSecret; several during a rotation) and its pinned API version. */
+	fetchSigningSecret(partnerId: string, mode: KeyMode): Promise<PartnerWebhookSigning>;
+	/** The API versions webhooks are rendered in (contracts/versions.ts); this release's when absent. */
+	apiVersions?: ApiVersionTable;
 	/** Absent when the broker has metrics off. */
 	metrics?: DeliveryMetrics;
+}
+
+/** How a partner's webhooks are signed and rendered, cached per (partner, mode) and dropped on partners.changed. */
+export interface PartnerWebhookSigning {
+	secrets: readonly SigningSecret[];
+	/** The partner's pinned API version; absent (a partners instance older than versions): the first one. */
+	apiVersion?: string;
 }
 
 /** Window-scan ingest statements per housekeeping round at most; the rest waits for the next round. */
@@ -90,7 +101,8 @@ export class DeliveryLoop {
 	private readonly inFlight = new Map<string, Promise<void>>();
 	/** Tries in flight by kind (each kind has its own slots). */
 	private readonly busy: Record<RideEventKind, number> = { status: 0, location: 0 };
-	private readonly secrets = new Map<string, { secret: readonly SigningSecret[]; expires: number }>();
+	private readonly secrets = new Map<string, { signing: PartnerWebhookSigning; expires: number }>();
+	private readonly apiVersions: ApiVersionTable;
 	private pollTimer?: NodeJS.Timeout;
 	private ticking = false;
 	private tickAgain = false;
@@ -99,6 +111,7 @@ export class DeliveryLoop {
 	private readonly stopAbort = new AbortController();
 
 	constructor(private readonly deps: DeliveryLoopDeps) {
+		this.apiVersions = deps.apiVersions ?? API_VERSIONS;
 		this.records = new WriteBatcher(async (batch) => {
 			const updated = await deps.repo.recordAttempts(batch);
 			return batch.map((a) => updated.has(a.eventId));
@@ -111,7 +124,7 @@ export class DeliveryLoop {
 		this.requestTick();
 	}
 
-	/** partners.changed: the next try of this partner fetches its secrets again (both modes). */
+	/** partners.changed: the next try of this partner fetches its secrets and API version again (both modes). */
 	forgetSigningSecret(partnerId: string): void {
 		for (const mode of KEY_MODES) this.secrets.delete(secretCacheKey(partnerId, mode));
 	}
@@ -273,19 +286,21 @@ export class DeliveryLoop {
 	/** One try of one claimed event: sign, send, record. */
 	private async deliver(row: ClaimedRow, leaseToken: string): Promise<void> {
 		const { repo, warnings } = this.deps;
-		let secret: readonly SigningSecret[];
+		let signing: PartnerWebhookSigning;
 		try {
 			// The ride's mode picks the secrets: a test ride's webhook never verifies with the live secret.
-			secret = await this.signingSecret(row.partner_id, row.mode);
+			signing = await this.signingSecret(row.partner_id, row.mode);
 		} catch (err) {
 			// Not a try: nothing was sent. Give the claim back and look again shortly.
 			warnings.warn(`secret:${row.partner_id}`, `No ${row.mode} signing secret for ${row.partner_id} right now; delivery postponed`, err);
 			await repo.release(row.event_id, leaseToken, NO_SECRET_DELAY_MS).catch(() => undefined);
 			return;
 		}
-		const body = webhookBody(row.payload, row.mode);
+		// Rendered in the partner's pinned version as it is now (a re-pin applies to the next try), which the signed body names.
+		const version = servedVersion(this.apiVersions, undefined, signing.apiVersion);
+		const body = webhookBody(webhookFromCore(this.apiVersions, version, row.payload as JsonObject), row.mode, version);
 		const startedAt = Date.now();
-		const headers = signedHeaders(secret, row.event_id, body, startedAt, row.mode);
+		const headers = signedHeaders(signing.secrets, row.event_id, body, startedAt, row.mode, version);
 		const result = await this.deps.client.send(row.webhook_url, { ...headers }, body, this.stopAbort.signal);
 		if (this.stopAbort.signal.aborted && result.outcome !== "delivered") {
 			// Cut short by a stop past its grace period: not the partner's fault, not a try.
@@ -299,15 +314,15 @@ export class DeliveryLoop {
 		await this.record(row, leaseToken, result, startedAt);
 	}
 
-	private async signingSecret(partnerId: string, mode: KeyMode): Promise<readonly SigningSecret[]> {
+	private async signingSecret(partnerId: string, mode: KeyMode): Promise<PartnerWebhookSigning> {
 		const now = Date.now();
 		const key = secretCacheKey(partnerId, mode);
 		const cached = this.secrets.get(key);
-		if (cached && cached.expires > now) return cached.secret;
-		const secret = await this.deps.fetchSigningSecret(partnerId, mode);
+		if (cached && cached.expires > now) return cached.signing;
+		const signing = await this.deps.fetchSigningSecret(partnerId, mode);
 		if (this.secrets.size > MAX_CACHED_SECRETS) this.secrets.clear();
-		this.secrets.set(key, { secret, expires: now + this.deps.settings.secretCacheMs });
-		return secret;
+		this.secrets.set(key, { signing, expires: now + this.deps.settings.secretCacheMs });
+		return signing;
 	}
 
 	private async record(row: ClaimedRow, leaseToken: string, result: AttemptResult, startedAt: number): Promise<void> {

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { apiVersionsOf } from "../../lib/api-versions";
 import type { Context, Service, ServiceSchema } from "moleculer";
 import {
 	DELIVERY_STATES,
@@ -177,7 +178,7 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 				else this.loop.requestTick();
 			},
 		},
-		/** A partner's secrets changed (rotation): sign with the new ones from the next try on. */
+		/** A partner's secrets or API version pin changed: sign and render with the new ones from the next try on. */
 		"partners.changed"(this: NotificationsThis, ctx: Context<PartnersChangedEvent>) {
 			this.loop.forgetSigningSecret(ctx.params.partnerId);
 		},
@@ -215,8 +216,9 @@ const NotificationsService: ServiceSchema<NotificationsSettings, NotificationsMe
 			metrics: this.metrics,
 			fetchSigningSecret: async (partnerId, mode) => {
 				const answer = await this.broker.call<PartnerSigning, SigningSecretParams>("partners.signingSecret", { partnerId, mode });
-				return answer.webhookSecrets;
+				return { secrets: answer.webhookSecrets, apiVersion: answer.apiVersion };
 			},
+			apiVersions: apiVersionsOf(this),
 		});
 	},
 

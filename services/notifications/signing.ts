@@ -17,6 +17,10 @@ import type { KeyMode } from "../../contracts/partners";
  * ride's webhooks are signed with the partner's test secrets only, so they
  * never verify with its live secret. The body says the mode (`mode`, signed)
  * and so does the `Ride-Mode` header (for routing before verifying).
+ *
+ * The body is rendered in the partner's pinned API version
+ * (contracts/versions.ts): the body says which (`apiVersion`, signed), and
+ * so does the `Ride-Version` header.
  */
 
 /** One of a partner's signing secrets; `validUntil` (ISO 8601) is absent or null for the current one. */
@@ -31,6 +35,8 @@ export interface WebhookHeaders {
 	"webhook-signature": string;
 	/** The ride's mode, `test` or `live` (API.md, "Webhooks"); the signed body's `mode` is the same. */
 	"ride-mode": KeyMode;
+	/** The API version the body is rendered in; the signed body's `apiVersion` is the same. */
+	"ride-version"?: string;
 }
 
 export function secretKey(secret: string): Buffer {
@@ -78,10 +84,18 @@ export function secretsValidAt(secrets: readonly SigningSecret[], nowMs: number)
  * timestamp is this try's; one signature per secret valid now (the secrets
  * of the ride's mode), and the mode.
  */
-export function signedHeaders(secrets: readonly SigningSecret[], eventId: string, body: Buffer, nowMs: number, mode: KeyMode): WebhookHeaders {
+export function signedHeaders(
+	secrets: readonly SigningSecret[],
+	eventId: string,
+	body: Buffer,
+	nowMs: number,
+	mode: KeyMode,
+	apiVersion?: string,
+): WebhookHeaders {
 	const timestamp = Math.floor(nowMs / 1000);
 	return {
 		"ride-mode": mode,
+		...(apiVersion === undefined ? {} : { "ride-version": apiVersion }),
 		"webhook-id": eventId,
 		"webhook-timestamp": String(timestamp),
 		"webhook-signature": secretsValidAt(secrets, nowMs)
@@ -91,15 +105,15 @@ export function signedHeaders(secrets: readonly SigningSecret[], eventId: string
 }
 
 /** Contract field order first (API.md, "Webhooks"); jsonb does not keep key order, so we restore it. */
-const BODY_ORDER = ["eventId", "orderId", "status", "sequence", "occurredAt", "mode", "driver", "location", "eta", "metadata"];
+const BODY_ORDER = ["eventId", "orderId", "status", "sequence", "occurredAt", "mode", "apiVersion", "driver", "location", "eta", "metadata"];
 
 /**
  * The exact bytes of a webhook body, from the stored payload and the ride's
  * mode (payloads stored before they carried it get it here; a stored one is
- * the same value, the ride's).
+ * the same value, the ride's), and the API version it is rendered in.
  */
-export function webhookBody(payload: Record<string, unknown>, mode: KeyMode): Buffer {
-	payload = { ...payload, mode };
+export function webhookBody(payload: Record<string, unknown>, mode: KeyMode, apiVersion?: string): Buffer {
+	payload = apiVersion === undefined ? { ...payload, mode } : { ...payload, mode, apiVersion };
 	const ordered: Record<string, unknown> = {};
 	for (const key of BODY_ORDER) if (key in payload) ordered[key] = payload[key];
 	for (const key of Object.keys(payload)) if (!(key in ordered)) ordered[key] = payload[key];

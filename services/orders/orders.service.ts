@@ -45,6 +45,7 @@ import {
 	type TransitionParams,
 } from "../../contracts/orders";
 import type { DriverLocation } from "../../contracts/common";
+import { EVENT_PAYLOAD_VERSION_BYTES } from "../../contracts/versions";
 import { migrations } from "./migrations";
 import { deliveryStatesById, eventViewBytes, toInternalOrder, toOrder, toRideEventView, type OrderRow } from "./order-view";
 import { cutEventsPage } from "./events-page";
@@ -219,7 +220,8 @@ const OrdersService: ServiceSchema<OrdersSettings, OrdersMethods, OrdersLocal & 
 				// One more than the page tells whether another page follows.
 				const rows = await this.orders.listEvents(loadedOrder(ctx).id, after, limit + 1);
 				// Cut early when the events would not fit one bus message (events-page.ts); the cursor follows the cut.
-				const { page, more } = cutEventsPage(rows, limit, EVENTS_PAGE_MAX_BYTES, eventViewBytes);
+				// Each payload is measured with the `apiVersion` the gateway adds to it (contracts/versions.ts).
+				const { page, more } = cutEventsPage(rows, limit, EVENTS_PAGE_MAX_BYTES, (row) => eventViewBytes(row) + EVENT_PAYLOAD_VERSION_BYTES);
 				const states =
 					page.length > 0
 						? deliveryStatesById(await callService<unknown>(ctx, this.logger, "notifications.deliveryStates", { eventIds: page.map((r) => r.id) }))

@@ -11,11 +11,11 @@ import { KEY_MODES, type ApiKeySummary, type AuthenticatedPartner, type KeyMode,
  * Rows are never deleted: a revoked key or partner stays visible as revoked.
  */
 
-const INSERT_PARTNER_SQL = "INSERT INTO partners (id, name) VALUES ($1, $2)";
+const INSERT_PARTNER_SQL = "INSERT INTO partners (id, name, api_version) VALUES ($1, $2, $3)";
 const INSERT_KEY_SQL = `INSERT INTO api_keys (id, partner_id, key_hash, label, mode) VALUES ($1, $2, $3, $4, $5)
 				 ON CONFLICT (key_hash) DO NOTHING RETURNING id`;
 const INSERT_SECRET_SQL = "INSERT INTO webhook_secrets (partner_id, secret, mode) VALUES ($1, $2, $3)";
-const BY_KEY_HASH_SQL = `SELECT p.id, p.name, k.mode FROM api_keys k JOIN partners p ON p.id = k.partner_id
+const BY_KEY_HASH_SQL = `SELECT p.id, p.name, k.mode, p.api_version FROM api_keys k JOIN partners p ON p.id = k.partner_id
 				 WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND p.disabled_at IS NULL`;
 // The known-keys set (lib/known-credentials.ts): live keys' digest prefixes, paged by primary key, and the newly created ones.
 const LIVE_KEY_PREFIXES_SQL = `SELECT k.id, substr(k.key_hash, 1, 16) AS prefix FROM api_keys k JOIN partners p ON p.id = k.partner_id
@@ -39,7 +39,10 @@ const SECRETS_SQL = `SELECT secret, valid_until FROM (
 				   FROM webhook_secrets WHERE partner_id = $1 AND mode IN ($2, 'shared')) s
 				 WHERE valid_until IS NULL OR valid_until > now()
 				 ORDER BY valid_until IS NOT NULL, valid_until DESC, created_at DESC`;
-const LIST_SQL = "SELECT id, name, created_at, disabled_at FROM partners ORDER BY created_at";
+const LIST_SQL = "SELECT id, name, created_at, disabled_at, api_version FROM partners ORDER BY created_at";
+const API_VERSION_SQL = "SELECT api_version FROM partners WHERE id = $1";
+const LOCK_API_VERSION_SQL = "SELECT api_version FROM partners WHERE id = $1 FOR UPDATE";
+const SET_API_VERSION_SQL = "UPDATE partners SET api_version = $2 WHERE id = $1";
 const PARTNER_SQL = "SELECT id, disabled_at FROM partners WHERE id = $1";
 const LOCK_PARTNER_SQL = "SELECT id, disabled_at FROM partners WHERE id = $1 FOR UPDATE";
 const LIST_KEYS_SQL = `SELECT id, partner_id, label, mode, created_at, last_used_at, revoked_at FROM api_keys
@@ -75,6 +78,7 @@ interface PartnerRow {
 	name: string;
 	created_at: Date;
 	disabled_at: Date | null;
+	api_version: string;
 }
 
 interface KeyRow {
@@ -108,6 +112,8 @@ export class PartnersRepo {
 			keyHash: string;
 			label: string;
 			mode: KeyMode;
+			/** The API version the partner is pinned to: the current one when its first key is made. */
+			apiVersion: string;
 			/** Each mode's own signing secret. */
 			webhookSecrets: Record<KeyMode, string>;
 		},
@@ -115,7 +121,7 @@ export class PartnersRepo {
 	): Promise<string | null> {
 		try {
 			return await this.db.tx(async (t) => {
-				await this.db.run(INSERT_PARTNER_SQL, [p.partnerId, p.name], t);
+				await this.db.run(INSERT_PARTNER_SQL, [p.partnerId, p.name, p.apiVersion], t);
 				const [key] = await this.db.rows<{ id: string }>(INSERT_KEY_SQL, [p.keyId, p.partnerId, p.keyHash, p.label, p.mode], t);
 				if (!key) throw new KeyTaken();
 				for (const mode of KEY_MODES) await this.db.run(INSERT_SECRET_SQL, [p.partnerId, p.webhookSecrets[mode], mode], t);
@@ -131,7 +137,7 @@ export class PartnersRepo {
 	/** The enabled partner holding this unrevoked key, or null. */
 	async findByKeyHash(keyHash: string): Promise<AuthenticatedPartner | null> {
 		const [row] = await this.db.rows<PartnerRow & { mode: KeyMode }>(BY_KEY_HASH_SQL, [keyHash]);
-		return row ? { partnerId: row.id, name: row.name, mode: row.mode } : null;
+		return row ? { partnerId: row.id, name: row.name, mode: row.mode, apiVersion: row.api_version } : null;
 	}
 
 	/** Live keys after `afterId` in id order: the known-keys set's full read. */
@@ -166,7 +172,24 @@ export class PartnersRepo {
 
 	async list(): Promise<PartnerSummary[]> {
 		const rows = await this.db.rows<PartnerRow>(LIST_SQL, []);
-		return rows.map((r) => ({ partnerId: r.id, name: r.name, createdAt: r.created_at, disabled: r.disabled_at !== null }));
+		return rows.map((r) => ({ partnerId: r.id, name: r.name, createdAt: r.created_at, disabled: r.disabled_at !== null, apiVersion: r.api_version }));
+	}
+
+	/** The partner's pinned API version; undefined for an unknown partner. */
+	async apiVersion(partnerId: string): Promise<string | undefined> {
+		const [row] = await this.db.rows<{ api_version: string }>(API_VERSION_SQL, [partnerId]);
+		return row?.api_version;
+	}
+
+	/** Pins the partner to `apiVersion`: the previous pin, or null for an unknown partner. Audited in the same transaction. */
+	async setApiVersion(partnerId: string, apiVersion: string, audit: AuditHook<string> = noAudit): Promise<string | null> {
+		return this.db.tx(async (t) => {
+			const [row] = await this.db.rows<{ api_version: string }>(LOCK_API_VERSION_SQL, [partnerId], t);
+			if (!row) return null;
+			await this.db.run(SET_API_VERSION_SQL, [partnerId, apiVersion], t);
+			await audit(t, row.api_version);
+			return row.api_version;
+		});
 	}
 
 	/** "missing", "revoked" or "active". */

@@ -36,7 +36,12 @@ import {
 	type RotatedWebhookSecret,
 	type RotateWebhookSecretParams,
 	type SigningSecretParams,
+	setApiVersionParams,
+	type ApiVersionPin,
+	type SetApiVersionParams,
 } from "../../contracts/partners";
+import type { ApiVersionTable } from "../../contracts/versions";
+import { apiVersionsOf, isKnownVersion, latestVersion, unknownVersion } from "../../lib/api-versions";
 import { AuthCache, OncePer } from "../../lib/auth-cache";
 import { readPartnersSettings, WEBHOOK_SECRET_RULE, type PartnersSettings } from "./partners.settings";
 import { PartnersRepo, type RevokeOutcome } from "./partners.repo";
@@ -79,6 +84,8 @@ interface PartnersLocal {
 	auditLog: AuditLog;
 	authCache: AuthCache<AuthenticatedPartner>;
 	touches: OncePer;
+	/** The API versions this instance knows (contracts/versions.ts; a test may inject its own). */
+	apiVersions: ApiVersionTable;
 }
 
 type PartnersThis = Service<PartnersSettings> & PartnersMethods & PartnersLocal & DbThis;
@@ -177,11 +184,14 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 			params: signingSecretParams,
 			async handler(this: PartnersThis, ctx: Context<SigningSecretParams>): Promise<PartnerSigning> {
 				const mode = ctx.params.mode ?? DEFAULT_SIGNING_MODE;
-				const secrets = await this.repo.signingSecrets(ctx.params.partnerId, mode, this.settings.sharedSecretTestTransitionDays);
+				const [secrets, apiVersion] = await Promise.all([
+					this.repo.signingSecrets(ctx.params.partnerId, mode, this.settings.sharedSecretTestTransitionDays),
+					this.repo.apiVersion(ctx.params.partnerId),
+				]);
 				// Empty: an unknown partner. (A partner an instance of the previous version created during a rollout
 				// has only a `shared` secret: for test it has an end but still signs until then.)
 				if (secrets.length === 0) throw new ApiError("NOT_FOUND", "Unknown partner");
-				return { partnerId: ctx.params.partnerId, mode, webhookSecrets: secrets };
+				return { partnerId: ctx.params.partnerId, mode, webhookSecrets: secrets, apiVersion };
 			},
 		},
 
@@ -298,6 +308,28 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 			},
 		},
 
+		/**
+		 * Operators: pins the partner to another API version (`npm run partner -- set-version`). Its requests
+		 * without a `Ride-Version` header and its webhooks use it from the next request and delivery on:
+		 * every gateway and notifications instance drops what it cached of the partner (partners.changed).
+		 */
+		setApiVersion: {
+			access: "internal",
+			params: setApiVersionParams,
+			async handler(this: PartnersThis, ctx: Context<SetApiVersionParams>): Promise<ApiVersionPin> {
+				const { partnerId, apiVersion } = ctx.params;
+				if (!isKnownVersion(this.apiVersions, apiVersion)) throw unknownVersion(this.apiVersions, apiVersion, "apiVersion");
+				const actor = actorOf(ctx);
+				const previous = await this.repo.setApiVersion(partnerId, apiVersion, (t, from) =>
+					this.auditLog.record({ actor, action: "partners.setApiVersion", subject: partnerId, detail: { from, to: apiVersion } }, t),
+				);
+				if (previous === null) throw new ApiError("NOT_FOUND", "Unknown partner");
+				await this.broadcastChange(partnerId, "apiVersion");
+				this.logger.info(`API version of ${partnerId}: ${previous} → ${apiVersion}`);
+				return { partnerId, apiVersion, previousApiVersion: previous };
+			},
+		},
+
 		/** Operators: the audit trail of changes to partners, keys and secrets, newest first. `npm run partner -- audit`; REPL: `call partners.audit --partnerId ptn_…` */
 		audit: {
 			access: "internal",
@@ -343,7 +375,17 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 		): Promise<string | null> {
 			const keyId = newId("key");
 			return this.repo.insertPartner(
-				{ partnerId: newId("ptn"), name, keyId, keyHash: hashApiKey(apiKey), label: "initial", mode, webhookSecrets },
+				// Pinned to the version current now, when its first key is made.
+				{
+					partnerId: newId("ptn"),
+					name,
+					keyId,
+					keyHash: hashApiKey(apiKey),
+					label: "initial",
+					mode,
+					apiVersion: latestVersion(this.apiVersions),
+					webhookSecrets,
+				},
 				(t, partnerId) =>
 					this.auditLog.record({ actor, action: "partners.create", subject: partnerId, target: keyId, detail: { name, mode, ...detail } }, t),
 			);
@@ -406,6 +448,7 @@ const PartnersService: ServiceSchema<PartnersSettings, PartnersMethods, Partners
 
 	created(this: PartnersThis) {
 		useServiceSettings(this, readPartnersSettings);
+		this.apiVersions = apiVersionsOf(this);
 		this.authCache = new AuthCache(this.settings.authCacheMs);
 		this.touches = new OncePer(TOUCH_EVERY_MS);
 		// The DB mixin's `created` ran first and acquired the pool.

@@ -4,6 +4,7 @@ import type { Server } from "node:http";
 import { startNode, type RunningNode } from "../../runtime/node";
 import type { ServiceName } from "../../services";
 import { TEST_NATS_URL } from "./db";
+import type { ApiVersionTable } from "../../contracts/versions";
 
 export interface TestNodeOptions {
 	databaseUrl: string;
@@ -12,6 +13,8 @@ export interface TestNodeOptions {
 	env?: Record<string, string>;
 	/** Join other brokers over the real NATS under this namespace. */
 	nats?: { namespace: string };
+	/** Another API version table (a synthetic version for a test), handed to every service (runtime/node.ts). */
+	apiVersions?: ApiVersionTable;
 }
 
 export interface TestNode extends RunningNode {
@@ -50,7 +53,7 @@ export async function startTestNode(opts: TestNodeOptions): Promise<TestNode> {
 		...(opts.nats ? { TRANSPORTER: TEST_NATS_URL } : {}),
 		...opts.env,
 	};
-	const node: TestNode = await startNode({ env: { ...process.env, TRANSPORTER: undefined, ...env }, services: opts.services });
+	const node: TestNode = await startNode({ env: { ...process.env, TRANSPORTER: undefined, ...env }, services: opts.services, apiVersions: opts.apiVersions });
 	const gateway = node.broker.getLocalService("gateway") as unknown as { server?: Server } | undefined;
 	const address = gateway?.server?.address() as AddressInfo | null | undefined;
 	if (address && typeof address === "object") node.baseUrl = `http://127.0.0.1:${address.port}`;

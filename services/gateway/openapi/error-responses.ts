@@ -2,6 +2,8 @@ import { DEFAULT_RATE_LIMIT_PER_MINUTE, RATE_LIMITED_RETRY_AFTER_SECONDS } from 
 import { documentedCodesByStatus, ERRORS, type ErrorCode } from "../../../contracts/errors";
 import { INTERNAL_ERROR_MESSAGE, UNAVAILABLE_MESSAGE } from "../errors";
 import type { JsonSchema } from "./json-schema";
+import { API_VERSION_HEADER, API_VERSIONS } from "../../../contracts/versions";
+import { knownVersions } from "../../../lib/api-versions";
 
 /**
  * The error responses of the document, from the error table in
@@ -41,6 +43,10 @@ const EXAMPLE_MESSAGES: Partial<Record<ErrorCode, string>> = {
 function exampleError(code: ErrorCode): Record<string, unknown> {
 	const spec = ERRORS[code];
 	const retryable = spec.retryable !== false;
+	if (code === "UNKNOWN_API_VERSION") {
+		const message = `${API_VERSION_HEADER} must be one of: ${knownVersions(API_VERSIONS).join(", ")}`;
+		return { code, message: `Unknown API version "2020-01-01"; ${message}`, details: [{ field: API_VERSION_HEADER, message }], retryable };
+	}
 	if (code === "VALIDATION_ERROR") {
 		const message = "pickup.lat must be less than or equal to 90";
 		return { code, message, details: [{ field: "pickup.lat", message }], retryable };
@@ -48,8 +54,8 @@ function exampleError(code: ErrorCode): Record<string, unknown> {
 	return { code, message: EXAMPLE_MESSAGES[code] ?? spec.meaning.replace(/`/g, ""), retryable };
 }
 
-/** The error responses of an operation answering `codes`, grouped by status. */
-export function errorResponses(codes: readonly ErrorCode[]): Record<string, unknown> {
+/** The error responses of an operation answering `codes`, grouped by status; `versioned`: a `/ride` route (answers carry `Ride-Version`). */
+export function errorResponses(codes: readonly ErrorCode[], versioned = false): Record<string, unknown> {
 	const byStatus = new Map<number, ErrorCode[]>();
 	for (const code of codes) {
 		const status = ERRORS[code].status;
@@ -68,6 +74,8 @@ export function errorResponses(codes: readonly ErrorCode[]): Record<string, unkn
 		else {
 			headers["X-RateLimit-Limit"] = { $ref: "#/components/headers/RateLimitLimit" };
 			headers["X-RateLimit-Remaining"] = { $ref: "#/components/headers/RateLimitRemaining" };
+			// Every answer after authentication names the version it was served in (not UNKNOWN_API_VERSION's).
+			if (versioned) headers[API_VERSION_HEADER] = { $ref: "#/components/headers/RideVersion" };
 		}
 		const examples: Record<string, unknown> = {};
 		for (const code of list) examples[code] = { summary: ERRORS[code].meaning, value: exampleError(code) };

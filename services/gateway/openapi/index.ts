@@ -16,8 +16,17 @@ import { requestSchemaName, requestSchemas } from "./requests";
 import { codeList, hours, retrySchedule, seconds } from "./format";
 import { ref, responseSchemas } from "./responses";
 import { driverPaths, driverRequestSchemas, driverResponseSchemas } from "./driver-paths";
+import { API_VERSION_HEADER, API_VERSIONS } from "../../../contracts/versions";
+import { knownVersions } from "../../../lib/api-versions";
 
 export { ERROR_CODES_BY_STATUS } from "./error-responses";
+
+/** The known versions as the documents list them: `2026-12-01`, … */
+function versionList(): string {
+	return knownVersions(API_VERSIONS)
+		.map((v) => `\`${v}\``)
+		.join(", ");
+}
 
 /**
  * The OpenAPI 3.1 document of the partner API, built from contracts/ (the
@@ -102,7 +111,7 @@ function rideOperations(): Record<string, Record<string, unknown>> {
 	for (const route of RIDE_ROUTES) {
 		const op = ops[route.path];
 		if (!op) throw new Error(`OpenAPI: no description for ${route.path}`);
-		const parameters: unknown[] = [{ $ref: "#/components/parameters/XRequestId" }];
+		const parameters: unknown[] = [{ $ref: "#/components/parameters/RideVersion" }, { $ref: "#/components/parameters/XRequestId" }];
 		if (op.idempotency) parameters.unshift({ $ref: "#/components/parameters/IdempotencyKey" });
 		const operation: Record<string, unknown> = {
 			operationId: route.path.slice(1).replace(/[-/]([a-z])/g, (_m, c: string) => c.toUpperCase()),
@@ -114,7 +123,7 @@ function rideOperations(): Record<string, Record<string, unknown>> {
 			requestBody: { required: true, content: { "application/json": { schema: ref(requestSchemaName(route)) } } },
 			responses: {
 				...Object.fromEntries(op.ok.map(([status, text, schema]) => [status, okResponse(text, schema)])),
-				...errorResponses(endpointErrorCodes(route)),
+				...errorResponses(endpointErrorCodes(route), true),
 			},
 		};
 		if (op.callbacks) {
@@ -133,6 +142,7 @@ function okResponse(description: string, schema: string): Record<string, unknown
 			"Ride-Request-Id": { $ref: "#/components/headers/RideRequestId" },
 			"X-RateLimit-Limit": { $ref: "#/components/headers/RateLimitLimit" },
 			"X-RateLimit-Remaining": { $ref: "#/components/headers/RateLimitRemaining" },
+			[API_VERSION_HEADER]: { $ref: "#/components/headers/RideVersion" },
 		},
 		content: { "application/json": { schema: ref(schema) } },
 	};
@@ -188,6 +198,10 @@ function describeApi(config: DocumentedLimits): string {
 		`- \`503 SERVICE_UNAVAILABLE\` when a service behind the gateway is down or does not answer in time (\`Retry-After: ${config.unavailableRetryAfterSeconds}\`), or is starting (\`Retry-After: ${SERVICE_RETRY_AFTER_SECONDS}\`). For create-order such an answer is ambiguous: retry with the same \`Idempotency-Key\`.`,
 		`- \`409 CONFLICT\` and \`409 IDEMPOTENCY_KEY_IN_USE\` come with \`Retry-After: ${SERVICE_RETRY_AFTER_SECONDS}\`.`,
 		"- `USER_HAVE_ACTIVE_RIDE`, `RIDE_CANCELLED` and `FEEDBACK_SUBMITTED` are success answers (HTTP 200), not errors.",
+		"## Versions",
+		`- The API has dated versions (today: ${versionList()}). Send \`${API_VERSION_HEADER}: <version>\` to pick one per request; without it your partner account's pinned version serves the request. Every authenticated \`/ride/*\` answer carries \`${API_VERSION_HEADER}\`: the version that served it (all but \`UNKNOWN_API_VERSION\`). An unknown version → \`400 UNKNOWN_API_VERSION\` with the known ones in \`details\`, and nothing is done.`,
+		"- A partner is pinned to the newest version when its first key is made; operators move the pin on request. Webhooks are rendered in the pinned version (the body's `apiVersion` and the `Ride-Version` header say which); `/ride/events` payloads in the request's version.",
+		"- Additive changes (new endpoints, optional request fields, answer and webhook fields, error codes, headers, enum values of `status` for new opt-in features) ship in every version: ignore what you do not know. Anything else (a renamed, removed or retyped field, a new required field, a changed meaning) ships only in a new dated version.",
 		"## Webhooks",
 		"- Ride events are POSTed to the ride's `webhookURL` (see `webhooks` / the create-order callback): signed with Standard Webhooks headers `webhook-id` (= `eventId`), `webhook-timestamp` (unix seconds), `webhook-signature` (`v1,` + base64 HMAC-SHA256 over `id.timestamp.body` with your `whsec_` secret of the ride's mode), and `Ride-Mode` (`test` or `live`, as the body's `mode`). Each mode has its own secret: a test ride's webhook never verifies with the live secret.",
 		`- Answer any 2xx within ${seconds(WEBHOOK_TIMEOUT_MS)}. Anything else (3xx included, redirects are never followed) is retried with up to ${WEBHOOK_RETRY_JITTER * 100}% jitter ${retrySchedule()} after the first try; \`Retry-After\` on 429/503 is honoured. After the last try the event is \`failed\` (see \`/ride/events\`) and no longer holds back later events.`,
@@ -229,6 +243,13 @@ export function buildOpenApiDocument(config: DocumentedLimits): OpenApiDocument 
 					required: true,
 					schema: { type: "string", enum: ["test", "live"] },
 					description: "The ride's mode, as the body's `mode`: pick the secret to verify with by it (the header itself is not signed, the body is).",
+				},
+				{
+					name: API_VERSION_HEADER,
+					in: "header",
+					required: true,
+					schema: { type: "string", pattern: "^[0-9]{4}-[0-9]{2}-[0-9]{2}$" },
+					description: "The API version the body is rendered in: the partner's pinned version when the try was made, as the body's `apiVersion`.",
 				},
 			],
 			requestBody: { required: true, content: { "application/json": { schema: ref("WebhookEvent") } } },
@@ -282,6 +303,13 @@ export function buildOpenApiDocument(config: DocumentedLimits): OpenApiDocument 
 					schema: { type: "string", minLength: 1, maxLength: IDEMPOTENCY_KEY_MAX_LENGTH },
 					description: `Scoped to the partner. A repeat with the same key and body within ${hours(IDEMPOTENCY_TTL_MS)} returns the first response again; the same key with a different body → \`422 IDEMPOTENCY_KEY_REUSED\`; a repeat while the first is still running → \`409 IDEMPOTENCY_KEY_IN_USE\`. Visible ASCII only; an empty or longer key → \`400 VALIDATION_ERROR\`.`,
 				},
+				RideVersion: {
+					name: API_VERSION_HEADER,
+					in: "header",
+					required: false,
+					schema: { type: "string", enum: knownVersions(API_VERSIONS) },
+					description: `The API version to serve this request in (${versionList()}); without it, the partner's pinned version. Unknown → \`400 UNKNOWN_API_VERSION\` (the known ones in \`details\`), nothing done.`,
+				},
 				XRequestId: {
 					name: "X-Request-Id",
 					in: "header",
@@ -299,6 +327,10 @@ export function buildOpenApiDocument(config: DocumentedLimits): OpenApiDocument 
 				},
 				RateLimitLimit: { description: "Sustained requests per minute allowed to this partner on this gateway instance.", schema: { type: "integer" } },
 				RateLimitRemaining: { description: "Requests this partner may make right now before being limited.", schema: { type: "integer" } },
+				RideVersion: {
+					description: "The API version the answer was served in: the request's `Ride-Version`, else the partner's pinned version.",
+					schema: { type: "string", pattern: "^[0-9]{4}-[0-9]{2}-[0-9]{2}$" },
+				},
 				RetryAfter: { description: "Seconds to wait before retrying.", schema: { type: "integer", minimum: 1 } },
 				WwwAuthenticate: { description: '`Bearer realm="ride-api"`.', schema: { type: "string" } },
 			},

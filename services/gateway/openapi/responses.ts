@@ -269,6 +269,12 @@ export function responseSchemas(): Record<string, JsonSchema> {
 					description:
 						"The mode of the key that booked the ride (also the `Ride-Mode` header). Signed with that mode's secret only: refuse a body whose `mode` is not the one your endpoint serves.",
 				},
+				apiVersion: {
+					type: "string",
+					pattern: "^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+					description:
+						"The API version this body is rendered in: in a webhook, the partner's pinned version (also the `Ride-Version` header); in a `/ride/events` payload, the version the request was served in.",
+				},
 				driver: ref("Driver"),
 				location: ref("DriverLocation"),
 				eta: { type: "integer", minimum: 0 },

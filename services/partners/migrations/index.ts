@@ -1,6 +1,7 @@
 import type { Migration } from "../../../mixins/db.mixin";
 import { newWebhookSecret } from "../../../lib/secrets";
 import { AUDIT_TABLE_COLUMNS } from "../../../contracts/audit";
+import { FIRST_API_VERSION } from "../../../contracts/versions";
 
 export const migrations: Migration[] = [
 	{
@@ -139,6 +140,22 @@ export const migrations: Migration[] = [
 		},
 		async down(_qi, sequelize) {
 			await sequelize.query("DROP TABLE IF EXISTS partners_audit");
+		},
+	},
+	{
+		/**
+		 * API versions (contracts/versions.ts): each partner is pinned to the
+		 * version that was current when its first key was made. Partners from
+		 * before versions get the first one, the contract they integrated
+		 * against. The default also covers inserts by instances of the
+		 * previous release during a rollout.
+		 */
+		name: "006-api-versions",
+		async up(_qi, sequelize) {
+			await sequelize.query(`ALTER TABLE partners ADD COLUMN IF NOT EXISTS api_version text NOT NULL DEFAULT '${FIRST_API_VERSION}'`);
+		},
+		async down(_qi, sequelize) {
+			await sequelize.query("ALTER TABLE partners DROP COLUMN IF EXISTS api_version");
 		},
 	},
 ];

@@ -17,6 +17,7 @@ import {
 	type WebhookTestbed,
 } from "../../helpers/webhooks";
 import type { StatsResult } from "../../../contracts/notifications";
+import { FIRST_API_VERSION } from "../../../contracts/versions";
 
 /**
  * Webhook delivery end to end, in one process: real rides moved through
@@ -100,9 +101,9 @@ it("retries a 500 with the same webhook-id until it succeeds, keeps the ride's o
 	expect(view.events[0].delivery).toMatchObject({ state: "delivered", attempts: first.length, lastStatus: 200, lastError: null });
 	expect(view.events.every((e) => e.delivery.state === "delivered")).toBe(true);
 
-	// The body is exactly the stored event, signed as sent.
+	// The body is exactly the stored event rendered in the partner's pinned API version (which it names), signed as sent.
 	const stored = (await pg.query("SELECT payload FROM ride_events WHERE id = $1", [accepted.id])).rows[0].payload;
-	expect(first[0].body).toEqual(stored);
+	expect(first[0].body).toEqual({ ...stored, apiVersion: FIRST_API_VERSION });
 	expect(first[0].body.eventId).toBe(accepted.id);
 });
 

@@ -6,6 +6,7 @@ import { randomPhone } from "../../helpers/rides";
 import { startTestbed, type Testbed } from "../../helpers/testbed";
 import type { CreatedKey, CreatedPartner } from "../../../contracts/partners";
 import type { ServiceName } from "../../../services";
+import { FIRST_API_VERSION } from "../../../contracts/versions";
 
 /**
  * Test and live keys side by side in one deployment (issue 11): one partner
@@ -63,8 +64,18 @@ afterAll(async () => {
 });
 
 it("partners.authenticate answers each key's mode; listKeys shows it", async () => {
-	expect(await node.broker.call("partners.authenticate", { apiKey: keys.test })).toEqual({ partnerId, name: "Both modes", mode: "test" });
-	expect(await node.broker.call("partners.authenticate", { apiKey: keys.live })).toEqual({ partnerId, name: "Both modes", mode: "live" });
+	expect(await node.broker.call("partners.authenticate", { apiKey: keys.test })).toEqual({
+		partnerId,
+		name: "Both modes",
+		mode: "test",
+		apiVersion: FIRST_API_VERSION,
+	});
+	expect(await node.broker.call("partners.authenticate", { apiKey: keys.live })).toEqual({
+		partnerId,
+		name: "Both modes",
+		mode: "live",
+		apiVersion: FIRST_API_VERSION,
+	});
 	const listed = await node.broker.call<Array<{ label: string; mode: string }>, { partnerId: string }>("partners.listKeys", { partnerId });
 	expect(listed.map((k) => [k.label, k.mode])).toEqual([
 		["initial", "test"],

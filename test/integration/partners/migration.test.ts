@@ -3,6 +3,7 @@ import { createTestDatabase } from "../../helpers/db";
 import { Db, runMigrations } from "../../../mixins/db.mixin";
 import { PartnersRepo } from "../../../services/partners/partners.repo";
 import { migrations } from "../../../services/partners/migrations";
+import { FIRST_API_VERSION } from "../../../contracts/versions";
 
 /** partners/002 on a database that already has partners: keys and secrets carried over (a disabled partner's key revoked), and back down. */
 it("migration 002 carries existing partners, keys and secrets over, and down restores them", async () => {
@@ -84,6 +85,25 @@ it("migration 004 keeps a partner's secret valid for live, and for test during t
 		expect(liveNow.map((s) => s.secret)).toEqual([live, old]);
 		expect(liveNow[1].validUntil).not.toBeNull();
 		expect((await repo.signingSecrets("ptn_old", "test", 30)).map((s) => s.secret)).toEqual([rotated]);
+	} finally {
+		await seq.close();
+		await db.drop();
+	}
+});
+
+/** partners/006 on a database with partners from before versions: each is pinned to the first dated version, the contract it integrated against. */
+it("migration 006 pins existing partners to the first API version, and down removes the pin", async () => {
+	const db = await createTestDatabase("migversions");
+	const seq = new Sequelize(db.url, { logging: false });
+	try {
+		await runMigrations(seq, { service: "partners", migrations: migrations.slice(0, 5) }, db.url);
+		await seq.query("INSERT INTO partners (id, name) VALUES ('ptn_old','Old')");
+		await runMigrations(seq, { service: "partners", migrations }, db.url);
+		const [rows] = await seq.query("SELECT id, api_version FROM partners");
+		expect(rows).toEqual([{ id: "ptn_old", api_version: FIRST_API_VERSION }]);
+		await migrations[5].down!(seq.getQueryInterface(), seq);
+		const [columns] = await seq.query("SELECT column_name FROM information_schema.columns WHERE table_name = 'partners' AND column_name = 'api_version'");
+		expect(columns).toEqual([]);
 	} finally {
 		await seq.close();
 		await db.drop();

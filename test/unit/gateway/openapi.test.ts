@@ -114,6 +114,7 @@ describe("OpenAPI document", () => {
 			"sequence",
 			"occurredAt",
 			"mode",
+			"apiVersion",
 			"driver",
 			"location",
 			"eta",
@@ -184,6 +185,23 @@ describe("OpenAPI document", () => {
 		expect(resolve("#/components/parameters/IdempotencyKey")).toMatchObject({ in: "header", name: "Idempotency-Key", schema: { maxLength: 255 } });
 		expect(Object.keys(op.responses)).toEqual(expect.arrayContaining(["201", "200"]));
 		expect(post("/ride/status").parameters).not.toContainEqual({ $ref: "#/components/parameters/IdempotencyKey" });
+	});
+
+	it("documents the Ride-Version header on every /ride operation, its answers and the webhook", () => {
+		for (const path of ["/ride/fare-estimate", "/ride/create-order", "/ride/cancel", "/ride/feedback", "/ride/status", "/ride/events"]) {
+			const op = post(path);
+			expect(op.parameters).toContainEqual({ $ref: "#/components/parameters/RideVersion" });
+			expect(op.responses["200"].headers).toHaveProperty("Ride-Version");
+			expect(errorCodesOf(op)["400"]).toContain("UNKNOWN_API_VERSION");
+		}
+		expect(resolve("#/components/parameters/RideVersion")).toMatchObject({
+			in: "header",
+			name: "Ride-Version",
+			required: false,
+			schema: { enum: ["2026-12-01"] },
+		});
+		const webhook = (doc.components.pathItems as Record<string, { post: { parameters: Array<{ name: string; required: boolean }> } }>).RideEventWebhook;
+		expect(webhook.post.parameters).toContainEqual(expect.objectContaining({ name: "Ride-Version", required: true }));
 	});
 
 	it("states the limits it runs with", () => {

@@ -10,6 +10,7 @@ import { webhookBody } from "../../../services/notifications/signing";
 import type { AttemptResult, WebhookClient } from "../../../services/notifications/webhook-client";
 import type { HostBreakerState } from "../../../services/notifications/host-breaker";
 import { sleep, waitFor } from "../../helpers/wait";
+import { FIRST_API_VERSION } from "../../../contracts/versions";
 
 /**
  * The delivery loop (services/notifications/delivery-loop.ts) with a fake
@@ -161,7 +162,7 @@ function setup(
 		warnings: { warn: (key: string, message: string) => void warned.push([key, message]) } as unknown as OutageWarnings,
 		async fetchSigningSecret(partnerId) {
 			secretFetches.push(partnerId);
-			return opts.secret ? opts.secret() : [{ secret: SECRET, validUntil: null }];
+			return { secrets: opts.secret ? await opts.secret() : [{ secret: SECRET, validUntil: null }], apiVersion: FIRST_API_VERSION };
 		},
 	};
 	const loop = new DeliveryLoop(deps);
@@ -196,9 +197,14 @@ describe("DeliveryLoop: one try", () => {
 		});
 		expect(sent).toHaveLength(1);
 		expect(sent[0].url).toBe(row.webhook_url);
-		expect(sent[0].body).toEqual(webhookBody(row.payload, "test"));
-		// What a partner verifies with its secret: the payload, under the event's id.
-		expect(new Webhook(SECRET).verify(sent[0].body.toString("utf8"), { ...sent[0].headers })).toEqual({ ...row.payload, mode: "test" });
+		expect(sent[0].body).toEqual(webhookBody(row.payload, "test", FIRST_API_VERSION));
+		// What a partner verifies with its secret: the payload, under the event's id, in the partner's pinned version.
+		expect(new Webhook(SECRET).verify(sent[0].body.toString("utf8"), { ...sent[0].headers })).toEqual({
+			...row.payload,
+			mode: "test",
+			apiVersion: FIRST_API_VERSION,
+		});
+		expect(sent[0].headers["ride-version"]).toBe(FIRST_API_VERSION);
 		expect(sent[0].headers["webhook-id"]).toBe("evt_1");
 
 		const record = repo.records[0];

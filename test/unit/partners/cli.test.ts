@@ -20,6 +20,9 @@ describe("npm run partner: arguments", () => {
 		[["create", "--name", "Acme", "--mode", "prod"]],
 		[["rotate-key", "--partner", "ptn_a", "--label", "x", "--mode", "LIVE"]],
 		[["list", "--mode", "live"]],
+		[["set-version", "--partner", "ptn_a"]],
+		[["set-version", "--version", "2026-12-01"]],
+		[["set-version", "--partner", "ptn_a", "--version", ""]],
 	])("refuses %j", (argv) => {
 		expect(() => parseArgs(argv)).toThrow();
 	});
@@ -42,6 +45,13 @@ describe("npm run partner: arguments", () => {
 			partner: "ptn_a",
 			mode: "test",
 			grace: "24h",
+		});
+	});
+
+	it("reads set-version (the version itself is checked by partners.setApiVersion against the known ones)", () => {
+		expect(parseArgs(["set-version", "--partner", "ptn_a", "--version", "2026-12-01"])).toEqual({
+			verb: "set-version",
+			options: { partner: "ptn_a", version: "2026-12-01" },
 		});
 	});
 

@@ -872,6 +872,8 @@ export interface components {
              * @enum {string}
              */
             mode: "test" | "live";
+            /** @description The API version this body is rendered in: in a webhook, the partner's pinned version (also the `Ride-Version` header); in a `/ride/events` payload, the version the request was served in. */
+            apiVersion?: string;
             driver?: components["schemas"]["Driver"];
             location?: components["schemas"]["DriverLocation"];
             eta?: number;
@@ -932,7 +934,7 @@ export interface components {
         /** @description Every 4xx/5xx answer. `details` on validation problems, and on `409 CANCELLATION_FEE_CHANGED` (the new fee: `cancellationFee.amount`, `.currency`, `.rule`). Never a stack trace, SQL or internal names. */
         Error: {
             /** @enum {string} */
-            code: "INVALID_JSON" | "VALIDATION_ERROR" | "INVALID_WEBHOOK_URL" | "PICKUP_TIME_OUT_OF_RANGE" | "UNAUTHORIZED" | "SANDBOX_ONLY" | "ORDER_NOT_FOUND" | "NOT_FOUND" | "RIDE_NOT_ACTIVE" | "RIDE_NOT_CANCELLABLE" | "CANCELLATION_FEE_CHANGED" | "RIDE_NOT_COMPLETED" | "FEEDBACK_ALREADY_SUBMITTED" | "SANDBOX_UNAVAILABLE" | "SANDBOX_NOT_MANUAL" | "SANDBOX_TARGET_UNREACHABLE" | "IDEMPOTENCY_KEY_IN_USE" | "CONFLICT" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "QUOTE_INVALID" | "QUOTE_EXPIRED" | "IDEMPOTENCY_KEY_REUSED" | "RATE_LIMITED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
+            code: "INVALID_JSON" | "VALIDATION_ERROR" | "INVALID_WEBHOOK_URL" | "PICKUP_TIME_OUT_OF_RANGE" | "UNKNOWN_API_VERSION" | "UNAUTHORIZED" | "SANDBOX_ONLY" | "ORDER_NOT_FOUND" | "NOT_FOUND" | "RIDE_NOT_ACTIVE" | "RIDE_NOT_CANCELLABLE" | "CANCELLATION_FEE_CHANGED" | "RIDE_NOT_COMPLETED" | "FEEDBACK_ALREADY_SUBMITTED" | "SANDBOX_UNAVAILABLE" | "SANDBOX_NOT_MANUAL" | "SANDBOX_TARGET_UNREACHABLE" | "IDEMPOTENCY_KEY_IN_USE" | "CONFLICT" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "QUOTE_INVALID" | "QUOTE_EXPIRED" | "IDEMPOTENCY_KEY_REUSED" | "RATE_LIMITED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
             /** @description For people; do not parse it. */
             message: string;
             details?: components["schemas"]["ErrorDetail"][];
@@ -1050,6 +1052,8 @@ export interface components {
     parameters: {
         /** @description Scoped to the partner. A repeat with the same key and body within 24 h returns the first response again; the same key with a different body → `422 IDEMPOTENCY_KEY_REUSED`; a repeat while the first is still running → `409 IDEMPOTENCY_KEY_IN_USE`. Visible ASCII only; an empty or longer key → `400 VALIDATION_ERROR`. */
         IdempotencyKey: string;
+        /** @description The API version to serve this request in (`2026-12-01`); without it, the partner's pinned version. Unknown → `400 UNKNOWN_API_VERSION` (the known ones in `details`), nothing done. */
+        RideVersion: "2026-12-01";
         /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
         XRequestId: string;
     };
@@ -1063,6 +1067,8 @@ export interface components {
         RateLimitLimit: number;
         /** @description Requests this partner may make right now before being limited. */
         RateLimitRemaining: number;
+        /** @description The API version the answer was served in: the request's `Ride-Version`, else the partner's pinned version. */
+        RideVersion: string;
         /** @description Seconds to wait before retrying. */
         RetryAfter: number;
         /** @description `Bearer realm="ride-api"`. */
@@ -1094,6 +1100,8 @@ export interface components {
                         "webhook-signature": string;
                         /** @description The ride's mode, as the body's `mode`: pick the secret to verify with by it (the header itself is not signed, the body is). */
                         "Ride-Mode": "test" | "live";
+                        /** @description The API version the body is rendered in: the partner's pinned version when the try was made, as the body's `apiVersion`. */
+                        "Ride-Version": string;
                     };
                     path?: never;
                     cookie?: never;
@@ -1141,6 +1149,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description The API version to serve this request in (`2026-12-01`); without it, the partner's pinned version. Unknown → `400 UNKNOWN_API_VERSION` (the known ones in `details`), nothing done. */
+                "Ride-Version"?: components["parameters"]["RideVersion"];
                 /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
                 "X-Request-Id"?: components["parameters"]["XRequestId"];
             };
@@ -1160,25 +1170,27 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["FareEstimate"];
                 };
             };
-            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`, `PICKUP_TIME_OUT_OF_RANGE`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. PICKUP_TIME_OUT_OF_RANGE: `pickupAt` (create-order, fare-estimate) is sooner than the minimum lead or further ahead than the maximum (by default 30 minutes to 7 days); nothing was booked. */
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`, `UNKNOWN_API_VERSION`, `PICKUP_TIME_OUT_OF_RANGE`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. UNKNOWN_API_VERSION: The `Ride-Version` header names no version this API knows; `details` lists the known ones. Nothing was done. PICKUP_TIME_OUT_OF_RANGE: `pickupAt` (create-order, fare-estimate) is sooner than the minimum lead or further ahead than the maximum (by default 30 minutes to 7 days); nothing was booked. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "INVALID_JSON" | "VALIDATION_ERROR" | "PICKUP_TIME_OUT_OF_RANGE";
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR" | "UNKNOWN_API_VERSION" | "PICKUP_TIME_OUT_OF_RANGE";
                     };
                 };
             };
@@ -1204,6 +1216,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1220,6 +1233,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1237,6 +1251,7 @@ export interface operations {
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1253,6 +1268,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1270,6 +1286,7 @@ export interface operations {
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1287,6 +1304,8 @@ export interface operations {
             header?: {
                 /** @description Scoped to the partner. A repeat with the same key and body within 24 h returns the first response again; the same key with a different body → `422 IDEMPOTENCY_KEY_REUSED`; a repeat while the first is still running → `409 IDEMPOTENCY_KEY_IN_USE`. Visible ASCII only; an empty or longer key → `400 VALIDATION_ERROR`. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description The API version to serve this request in (`2026-12-01`); without it, the partner's pinned version. Unknown → `400 UNKNOWN_API_VERSION` (the known ones in `details`), nothing done. */
+                "Ride-Version"?: components["parameters"]["RideVersion"];
                 /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
                 "X-Request-Id"?: components["parameters"]["XRequestId"];
             };
@@ -1306,6 +1325,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1319,25 +1339,27 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Order"];
                 };
             };
-            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`, `INVALID_WEBHOOK_URL`, `PICKUP_TIME_OUT_OF_RANGE`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. INVALID_WEBHOOK_URL: `webhookURL` is not an absolute http(s) URL, or is refused by the SSRF policy (private, loopback, link-local or metadata address in production). PICKUP_TIME_OUT_OF_RANGE: `pickupAt` (create-order, fare-estimate) is sooner than the minimum lead or further ahead than the maximum (by default 30 minutes to 7 days); nothing was booked. */
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`, `UNKNOWN_API_VERSION`, `INVALID_WEBHOOK_URL`, `PICKUP_TIME_OUT_OF_RANGE`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. UNKNOWN_API_VERSION: The `Ride-Version` header names no version this API knows; `details` lists the known ones. Nothing was done. INVALID_WEBHOOK_URL: `webhookURL` is not an absolute http(s) URL, or is refused by the SSRF policy (private, loopback, link-local or metadata address in production). PICKUP_TIME_OUT_OF_RANGE: `pickupAt` (create-order, fare-estimate) is sooner than the minimum lead or further ahead than the maximum (by default 30 minutes to 7 days); nothing was booked. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "INVALID_JSON" | "VALIDATION_ERROR" | "INVALID_WEBHOOK_URL" | "PICKUP_TIME_OUT_OF_RANGE";
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR" | "UNKNOWN_API_VERSION" | "INVALID_WEBHOOK_URL" | "PICKUP_TIME_OUT_OF_RANGE";
                     };
                 };
             };
@@ -1364,6 +1386,7 @@ export interface operations {
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1380,6 +1403,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1396,6 +1420,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1412,6 +1437,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1429,6 +1455,7 @@ export interface operations {
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1445,6 +1472,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1462,6 +1490,7 @@ export interface operations {
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1477,6 +1506,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description The API version to serve this request in (`2026-12-01`); without it, the partner's pinned version. Unknown → `400 UNKNOWN_API_VERSION` (the known ones in `details`), nothing done. */
+                "Ride-Version"?: components["parameters"]["RideVersion"];
                 /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
                 "X-Request-Id"?: components["parameters"]["XRequestId"];
             };
@@ -1496,25 +1527,27 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["CancelAnswer"];
                 };
             };
-            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`, `UNKNOWN_API_VERSION`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. UNKNOWN_API_VERSION: The `Ride-Version` header names no version this API knows; `details` lists the known ones. Nothing was done. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR" | "UNKNOWN_API_VERSION";
                     };
                 };
             };
@@ -1540,6 +1573,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1557,6 +1591,7 @@ export interface operations {
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1573,6 +1608,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1589,6 +1625,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1606,6 +1643,7 @@ export interface operations {
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1622,6 +1660,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1639,6 +1678,7 @@ export interface operations {
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1654,6 +1694,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description The API version to serve this request in (`2026-12-01`); without it, the partner's pinned version. Unknown → `400 UNKNOWN_API_VERSION` (the known ones in `details`), nothing done. */
+                "Ride-Version"?: components["parameters"]["RideVersion"];
                 /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
                 "X-Request-Id"?: components["parameters"]["XRequestId"];
             };
@@ -1673,25 +1715,27 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["FeedbackResult"];
                 };
             };
-            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`, `UNKNOWN_API_VERSION`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. UNKNOWN_API_VERSION: The `Ride-Version` header names no version this API knows; `details` lists the known ones. Nothing was done. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR" | "UNKNOWN_API_VERSION";
                     };
                 };
             };
@@ -1717,6 +1761,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1733,6 +1778,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1749,6 +1795,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1765,6 +1812,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1782,6 +1830,7 @@ export interface operations {
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1798,6 +1847,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1815,6 +1865,7 @@ export interface operations {
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1830,6 +1881,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description The API version to serve this request in (`2026-12-01`); without it, the partner's pinned version. Unknown → `400 UNKNOWN_API_VERSION` (the known ones in `details`), nothing done. */
+                "Ride-Version"?: components["parameters"]["RideVersion"];
                 /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
                 "X-Request-Id"?: components["parameters"]["XRequestId"];
             };
@@ -1849,25 +1902,27 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Order"];
                 };
             };
-            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`, `UNKNOWN_API_VERSION`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. UNKNOWN_API_VERSION: The `Ride-Version` header names no version this API knows; `details` lists the known ones. Nothing was done. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR" | "UNKNOWN_API_VERSION";
                     };
                 };
             };
@@ -1893,6 +1948,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1909,6 +1965,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1925,6 +1982,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1942,6 +2000,7 @@ export interface operations {
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1958,6 +2017,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1975,6 +2035,7 @@ export interface operations {
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1990,6 +2051,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description The API version to serve this request in (`2026-12-01`); without it, the partner's pinned version. Unknown → `400 UNKNOWN_API_VERSION` (the known ones in `details`), nothing done. */
+                "Ride-Version"?: components["parameters"]["RideVersion"];
                 /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
                 "X-Request-Id"?: components["parameters"]["XRequestId"];
             };
@@ -2009,25 +2072,27 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["RideEvents"];
                 };
             };
-            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`, `UNKNOWN_API_VERSION`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. UNKNOWN_API_VERSION: The `Ride-Version` header names no version this API knows; `details` lists the known ones. Nothing was done. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR" | "UNKNOWN_API_VERSION";
                     };
                 };
             };
@@ -2053,6 +2118,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2069,6 +2135,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2085,6 +2152,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2102,6 +2170,7 @@ export interface operations {
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2118,6 +2187,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2135,6 +2205,7 @@ export interface operations {
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2150,6 +2221,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description The API version to serve this request in (`2026-12-01`); without it, the partner's pinned version. Unknown → `400 UNKNOWN_API_VERSION` (the known ones in `details`), nothing done. */
+                "Ride-Version"?: components["parameters"]["RideVersion"];
                 /** @description Your correlation id; echoed in the response's `X-Request-Id` and logged beside ours (`Ride-Request-Id`). Anything else is ignored and the response's `X-Request-Id` carries our id. */
                 "X-Request-Id"?: components["parameters"]["XRequestId"];
             };
@@ -2169,25 +2242,27 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Order"];
                 };
             };
-            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. */
+            /** @description Bad request: `INVALID_JSON`, `VALIDATION_ERROR`, `UNKNOWN_API_VERSION`. INVALID_JSON: The body is not valid JSON. VALIDATION_ERROR: A field is missing, unknown (misspelled), of the wrong type or out of range (including an unknown `serviceType`, a string containing U+0000 or an unpaired surrogate, nesting deeper than 32 levels, a value the database cannot store, a body that is not a JSON object, or a bad `Idempotency-Key` header). `details` names each field. UNKNOWN_API_VERSION: The `Ride-Version` header names no version this API knows; `details` lists the known ones. Nothing was done. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "INVALID_JSON" | "VALIDATION_ERROR";
+                        code?: "INVALID_JSON" | "VALIDATION_ERROR" | "UNKNOWN_API_VERSION";
                     };
                 };
             };
@@ -2213,6 +2288,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2229,6 +2305,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2246,6 +2323,7 @@ export interface operations {
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2262,6 +2340,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2278,6 +2357,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2295,6 +2375,7 @@ export interface operations {
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2311,6 +2392,7 @@ export interface operations {
                     "Ride-Request-Id": components["headers"]["RideRequestId"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2328,6 +2410,7 @@ export interface operations {
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "Ride-Version": components["headers"]["RideVersion"];
                     [name: string]: unknown;
                 };
                 content: {
