@@ -166,3 +166,49 @@ it("the README's quickstart runs as it is", async () => {
 	expect(stdout).toContain(`${booked![1]} is customer_cancelled`);
 	expect((await ride.status({ orderId: booked![1] })).status).toBe("customer_cancelled");
 });
+
+it("a manual sandbox ride walked through every state by client.sandbox, its webhooks verified", async () => {
+	const order = await ride.createOrder({
+		user: { name: "Meera", phone: randomPhone() },
+		serviceType: "scooty",
+		pickup,
+		drop,
+		webhookURL: hooksUrl,
+		metadata: { partnerRef: "sdk-manual", sandbox: "manual" },
+	});
+	expect(order.status).toBe("searching");
+	// The fee a cancel would cost now (free while searching), typed as the preview; nothing changes.
+	await expect(ride.previewCancel({ orderId: order.orderId })).resolves.toMatchObject({
+		code: "CANCEL_PREVIEW",
+		status: "searching",
+		cancellationFee: { amount: 0, rule: "searching" },
+	});
+
+	const walked: string[] = [];
+	for (let step = 0; step < 4; step++) walked.push((await ride.sandbox.advance(order.orderId)).status);
+	expect(walked).toEqual(["accepted", "arrived", "started", "dropped"]);
+	await waitFor("the dropped webhook", () => statusesOf(order.orderId).includes("dropped"), 30_000);
+	expect(statusesOf(order.orderId)).toEqual(["accepted", "arrived", "started", "dropped"]);
+	expect(received.filter((r) => r.refused)).toEqual([]);
+	expect(eventsOf(order.orderId).find((e) => e.status === "dropped")?.finalFare?.totalAmount).toBeGreaterThan(0);
+
+	// A finished ride cannot be advanced; a live key may not steer the sandbox at all.
+	await expect(ride.sandbox.advance(order.orderId, "dropped")).rejects.toMatchObject({ status: 409, code: "RIDE_NOT_ACTIVE" });
+	const live = await bed.node.broker.call<{ apiKey: string }, unknown>("partners.create", { name: "SDK live partner", mode: "live" });
+	const liveClient = new RideClient({ apiKey: live.apiKey, baseUrl: bed.node.baseUrl!, maxRetries: 0 });
+	await expect(liveClient.sandbox.advance(order.orderId)).rejects.toMatchObject({ status: 403, code: "SANDBOX_ONLY" });
+});
+
+it("client.sandbox.advance jumps a manual ride straight to a state", async () => {
+	const order = await ride.createOrder({
+		user: { name: "Kiran", phone: randomPhone() },
+		serviceType: "cab",
+		pickup,
+		drop,
+		webhookURL: hooksUrl,
+		metadata: { sandbox: "manual" },
+	});
+	await expect(ride.sandbox.advance(order.orderId, "no_driver_found")).resolves.toMatchObject({ status: "no_driver_found" });
+	await waitFor("the no_driver_found webhook", () => statusesOf(order.orderId).includes("no_driver_found"), 30_000);
+	expect(statusesOf(order.orderId)).toEqual(["no_driver_found"]);
+});
