@@ -91,6 +91,17 @@ export interface EstimateResult {
 	quotes: Quote[];
 }
 
+/** One service type's tariff, all money in integer minor units (paise). */
+export interface Tariff {
+	currency: string;
+	baseFarePaise: number;
+	perKmPaise: number;
+	perMinutePaise: number;
+	minimumFarePaise: number;
+	/** Tax in basis points (500 = 5 %). */
+	taxBasisPoints: number;
+}
+
 /**
  * The terms a ride is booked on, stored with the order (orders migration 008):
  * the tariff and surge the fare was made with, what waiting at the pickup
@@ -98,13 +109,7 @@ export interface EstimateResult {
  * fare and the cancellation fee from these, so a tariff change never reaches
  * a booked ride.
  */
-export interface FareTerms {
-	currency: string;
-	baseFarePaise: number;
-	perKmPaise: number;
-	perMinutePaise: number;
-	minimumFarePaise: number;
-	taxBasisPoints: number;
+export interface FareTerms extends Tariff {
 	/** The quote's surge multiplier × 10. */
 	surgeTenths: number;
 	/** Charged per minute of waiting at the pickup beyond the free minutes (per second, pro rata). */

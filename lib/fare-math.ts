@@ -6,16 +6,9 @@
  * BigInt over a common denominator so no floating-point error creeps in.
  */
 
-/** One service type's tariff, all money in integer minor units (paise). */
-export interface Tariff {
-	currency: string;
-	baseFarePaise: number;
-	perKmPaise: number;
-	perMinutePaise: number;
-	minimumFarePaise: number;
-	/** Tax in basis points (500 = 5 %). */
-	taxBasisPoints: number;
-}
+import type { Tariff } from "../contracts/pricing";
+
+export type { Tariff };
 
 /** The fare of one trip in paise; `surgeTenths` is the multiplier × 10 (12 = 1.2×). */
 export interface FarePaise {
