@@ -78,7 +78,7 @@ function rideOperations(): Record<string, Record<string, unknown>> {
 		"/cancel": {
 			summary: "Cancel a ride",
 			description:
-				`Allowed while the ride is active (${codeList(ACTIVE_STATUSES)}); sends the \`customer_cancelled\` webhook once. Cancelling a \`customer_cancelled\` ride again answers \`200 RIDE_CANCELLED\` and sends nothing (safe retries). ` +
+				`Allowed while the ride is active (${codeList(ACTIVE_STATUSES)}) or \`scheduled\` (free); sends the \`customer_cancelled\` webhook once. Cancelling a \`customer_cancelled\` ride again answers \`200 RIDE_CANCELLED\` and sends nothing (safe retries). ` +
 				"The cancellation policy sets the fee (`cancellationFee`): `preview: true` answers `CANCEL_PREVIEW` with the fee and changes nothing; a confirmed cancel sends `confirmFee` (the fee accepted) and a `reasonCode`, and cancels only while the fee is at most `confirmFee` (else `409 CANCELLATION_FEE_CHANGED` with the new fee). " +
 				"A preview or a confirmed cancel of a `started` ride is `409 RIDE_NOT_CANCELLABLE`; a plain cancel (neither field) of a started ride still ends it and is charged the fare booked.",
 			ok: [["200", "Cancelled (now or before), or the preview.", "CancelAnswer"]],

@@ -55,7 +55,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel a ride
-         * @description Allowed while the ride is active (`searching`, `accepted`, `arrived`, `started`); sends the `customer_cancelled` webhook once. Cancelling a `customer_cancelled` ride again answers `200 RIDE_CANCELLED` and sends nothing (safe retries). The cancellation policy sets the fee (`cancellationFee`): `preview: true` answers `CANCEL_PREVIEW` with the fee and changes nothing; a confirmed cancel sends `confirmFee` (the fee accepted) and a `reasonCode`, and cancels only while the fee is at most `confirmFee` (else `409 CANCELLATION_FEE_CHANGED` with the new fee). A preview or a confirmed cancel of a `started` ride is `409 RIDE_NOT_CANCELLABLE`; a plain cancel (neither field) of a started ride still ends it and is charged the fare booked.
+         * @description Allowed while the ride is active (`searching`, `accepted`, `arrived`, `started`) or `scheduled` (free); sends the `customer_cancelled` webhook once. Cancelling a `customer_cancelled` ride again answers `200 RIDE_CANCELLED` and sends nothing (safe retries). The cancellation policy sets the fee (`cancellationFee`): `preview: true` answers `CANCEL_PREVIEW` with the fee and changes nothing; a confirmed cancel sends `confirmFee` (the fee accepted) and a `reasonCode`, and cancels only while the fee is at most `confirmFee` (else `409 CANCELLATION_FEE_CHANGED` with the new fee). A preview or a confirmed cancel of a `started` ride is `409 RIDE_NOT_CANCELLABLE`; a plain cancel (neither field) of a started ride still ends it and is charged the fare booked.
          */
         post: operations["cancel"];
         delete?: never;
