@@ -65,7 +65,11 @@ describe("sandbox directives in metadata", () => {
 describe("sandboxAdvance (the use case, with its services faked)", () => {
 	const CALLER = { partnerId: "ptn_1", mode: "test" as const };
 
-	function fixture(over: Partial<SandboxAdvanceDeps> = {}, metadata: Record<string, unknown> = { sandbox: "manual" }, from: OrderRow["status"] = "searching") {
+	function fixture(
+		over: Partial<SandboxAdvanceDeps> = {},
+		metadata: Record<string, unknown> = { sandbox: "manual" },
+		from: OrderRow["status"] = "searching",
+	) {
 		let status = from;
 		const steps: AdvanceStep[] = [];
 		const leases = { taken: 0, released: 0 };
@@ -164,7 +168,8 @@ describe("sandboxAdvance (the use case, with its services faked)", () => {
 		let status: OrderRow["status"] = "scheduled";
 		const raced = fixture(
 			{
-				findOrder: async (orderId) => orderRowFixture({ id: orderId, status, metadata: { sandbox: "manual" }, partner_id: CALLER.partnerId, mode: "test" }),
+				findOrder: async (orderId) =>
+					orderRowFixture({ id: orderId, status, metadata: { sandbox: "manual" }, partner_id: CALLER.partnerId, mode: "test" }),
 				startDispatch: async () => {
 					status = "searching";
 					return "not_scheduled";
