@@ -165,6 +165,13 @@ export const ERRORS = {
 		meaning:
 			"A sandbox advance whose `to` the ride cannot reach from its status: a status it already passed, `no_driver_found` once a driver accepted, `driver_drop_out` once the ride started.",
 	},
+	RIDER_HAS_ACTIVE_RIDE: {
+		status: 409,
+		retryable: false,
+		documented: true,
+		meaning:
+			"A sandbox advance of a manual `scheduled` ride while its rider has an active ride (`searching` … `started`): the ride keeps waiting, as a scheduled ride that comes due then waits; nothing changed. Advance it again once that ride has ended.",
+	},
 	IDEMPOTENCY_KEY_IN_USE: {
 		status: 409,
 		retryable: true,

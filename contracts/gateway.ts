@@ -114,7 +114,16 @@ export const RIDE_ROUTES: readonly RideRoute[] = [
 		method: "POST",
 		action: "orders.sandboxAdvance",
 		params: sandboxAdvanceParams,
-		errors: ["SANDBOX_ONLY", "ORDER_NOT_FOUND", "RIDE_NOT_ACTIVE", "CONFLICT", "SANDBOX_UNAVAILABLE", "SANDBOX_NOT_MANUAL", "SANDBOX_TARGET_UNREACHABLE"],
+		errors: [
+			"SANDBOX_ONLY",
+			"ORDER_NOT_FOUND",
+			"RIDE_NOT_ACTIVE",
+			"CONFLICT",
+			"SANDBOX_UNAVAILABLE",
+			"SANDBOX_NOT_MANUAL",
+			"SANDBOX_TARGET_UNREACHABLE",
+			"RIDER_HAS_ACTIVE_RIDE",
+		],
 	},
 ];
 

@@ -419,9 +419,44 @@ export class OrdersRepo {
 				);
 				return { step, row, moved: null };
 			}
-			const to = step === "start" ? "searching" : "no_driver_found";
-			return { step, row, moved: await this.moveWithin(t, row, to, { eta: null }, true) };
+			return { step, row, moved: await this.leaveScheduleWithin(t, row, step === "start" ? "searching" : "no_driver_found") };
 		});
+	}
+
+	/**
+	 * A sandbox advance starts a manual scheduled ride's dispatch now
+	 * (sandbox-advance.ts): the schedule's start, the same conditional move
+	 * and `searching` event, on this one ride whatever its `dispatch_at`; the
+	 * schedule then no longer sees it (it takes `scheduled` rows only). The
+	 * rider's active ride is judged as the schedule judges it, under the row
+	 * lock; `rider_busy` changes nothing. Null when the ride is not
+	 * `scheduled` (any more): somebody moved it first.
+	 */
+	async startScheduledNow(orderId: string): Promise<MoveResult | "rider_busy" | null> {
+		try {
+			return await this.db.tx(async (t) => {
+				const ride = await this.db.row<OrderRow & { rider_busy: boolean }>(
+					`SELECT o.*,
+					   EXISTS (SELECT 1 FROM orders a WHERE a.rider_id = o.rider_id AND a.mode = o.mode AND a.status IN (${ACTIVE_SQL})) AS rider_busy
+					 FROM orders o WHERE o.id = $1 AND o.status = 'scheduled' FOR UPDATE`,
+					[orderId],
+					t,
+				);
+				if (!ride) return null;
+				const { rider_busy: riderBusy, ...row } = ride;
+				if (riderBusy) return "rider_busy";
+				return this.leaveScheduleWithin(t, row, "searching");
+			});
+		} catch (err) {
+			// A ride for now took the rider's active slot after the check: the index judged, nothing was written.
+			if (isUniqueViolation(err, "orders_one_active_per_rider")) return "rider_busy";
+			throw err;
+		}
+	}
+
+	/** A scheduled ride's start (`searching`) or give-up (`no_driver_found`): a conditional move plus its webhook event, both of which are events here. */
+	private leaveScheduleWithin(t: Transaction, row: OrderRow, to: "searching" | "no_driver_found"): Promise<MoveResult | null> {
+		return this.moveWithin(t, row, to, { eta: null }, true);
 	}
 
 	/** The driver's position on a moving ride plus its `location_updated` event; null when the ride is not moving. */

@@ -1,12 +1,12 @@
 import type { FleetMode } from "../../contracts/dispatch";
 import { ORDERS_RETRY_AFTER_SECONDS, type Order } from "../../contracts/orders";
 import type { KeyMode } from "../../contracts/partners";
-import type { SandboxAdvanceParams, SandboxStep } from "../../contracts/sandbox";
+import type { SandboxAdvanceParams } from "../../contracts/sandbox";
 import { ApiError, orderNotFound } from "../../lib/errors";
 import { isPeerUnavailable } from "../../lib/peer-unavailable";
 import { isManualDirective } from "../../lib/sandbox-directive";
 import { toOrder, type OrderRow } from "./order-view";
-import { planSandboxSteps, STEP_RESULT } from "./sandbox-plan";
+import { planSandboxSteps, STEP_RESULT, type AdvanceStep } from "./sandbox-plan";
 
 /**
  * POST /ride/sandbox/advance: moves a manual sandbox ride one step, or
@@ -14,8 +14,12 @@ import { planSandboxSteps, STEP_RESULT } from "./sandbox-plan";
  * /ride/status does. Orders owns the order and decides the steps; the
  * simulated fleet takes each one as the driver (`fleet.sandboxStep`), so
  * every step runs the live path and writes the webhooks a real ride
- * writes. One advance per ride at a time: a lease on the order (a
- * conditional update) makes a racing second one a 409, never a double step.
+ * writes. A manual `scheduled` ride's first step is orders' own: its
+ * dispatch starts now (`startDispatch`, the schedule's start and its
+ * `searching` webhook), refused with `409 RIDER_HAS_ACTIVE_RIDE` while its
+ * rider is on another ride (the schedule makes it wait then). One advance
+ * per ride at a time: a lease on the order (a conditional update) makes a
+ * racing second one a 409, never a double step.
  */
 
 /** An advance takes a few calls per step; a crashed one frees the ride after this. */
@@ -26,7 +30,13 @@ export interface SandboxAdvanceDeps {
 	findOrder(orderId: string, scope: { partnerId: string; mode: KeyMode }): Promise<OrderRow | null>;
 	lease: { takeLease(orderId: string, ms: number): Promise<boolean>; releaseLease(orderId: string): Promise<void> };
 	/** One step by the simulated fleet (`fleet.sandboxStep`). */
-	takeStep(orderId: string, step: SandboxStep): Promise<void>;
+	takeStep(orderId: string, step: Exclude<AdvanceStep, "dispatch">): Promise<void>;
+	/**
+	 * A scheduled ride's dispatch starts now (`scheduled → searching`, its hints
+	 * sent): "started", "rider_busy" (nothing changed), or "not_scheduled" when
+	 * it had moved already (the re-read after the step judges that).
+	 */
+	startDispatch(orderId: string): Promise<"started" | "rider_busy" | "not_scheduled">;
 	log: { debug(message: string): void };
 }
 
@@ -71,7 +81,16 @@ export async function sandboxAdvance(deps: SandboxAdvanceDeps, params: SandboxAd
 }
 
 /** A step's refusal by a service below (a driver action's 409, …) is a conflict for the partner; outages pass through as they are. */
-async function takeStep(deps: SandboxAdvanceDeps, orderId: string, step: SandboxStep): Promise<void> {
+async function takeStep(deps: SandboxAdvanceDeps, orderId: string, step: AdvanceStep): Promise<void> {
+	if (step === "dispatch") {
+		if ((await deps.startDispatch(orderId)) === "rider_busy") {
+			throw new ApiError(
+				"RIDER_HAS_ACTIVE_RIDE",
+				"The rider is on another active ride: this scheduled ride waits until that one has ended (as the schedule makes it wait); advance it then",
+			);
+		}
+		return;
+	}
 	try {
 		await deps.takeStep(orderId, step);
 	} catch (err) {

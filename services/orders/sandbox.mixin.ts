@@ -1,9 +1,9 @@
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
-import type { Order, OrdersMeta } from "../../contracts/orders";
+import type { Order, OrdersMeta, RideStatus } from "../../contracts/orders";
 import { sandboxAdvanceParams, type SandboxAdvanceParams, type SandboxStepParams } from "../../contracts/sandbox";
 import type { DbThis } from "../../mixins/db.mixin";
 import { modeOf } from "./modes";
-import type { OrdersRepo } from "./orders.repo";
+import type { MoveResult, OrdersRepo } from "./orders.repo";
 import type { OrdersSettings } from "./orders.settings";
 import { SandboxRepo } from "./sandbox.repo";
 import { sandboxAdvance } from "./sandbox-advance";
@@ -18,6 +18,8 @@ interface SandboxHost {
 	sandboxRepo: SandboxRepo;
 	/** The orders service's repo (its created() builds it). */
 	orders: OrdersRepo;
+	/** The orders service's post-commit hints of a move (a started scheduled ride: dispatch's `orders.created`, the `searching` webhook). */
+	announceMove(from: RideStatus, result: MoveResult, previousDriverId: string | null): void;
 }
 
 type This = Service & SandboxHost & DbThis;
@@ -37,6 +39,13 @@ const sandboxSchema: Partial<ServiceSchema<ServiceSettingSchema, Record<string, 
 						lease: this.sandboxRepo,
 						takeStep: async (orderId, step) => {
 							await ctx.call<unknown, SandboxStepParams>("fleet.sandboxStep", { orderId, step });
+						},
+						startDispatch: async (orderId) => {
+							const moved = await this.orders.startScheduledNow(orderId);
+							if (moved === "rider_busy") return moved;
+							if (!moved) return "not_scheduled";
+							this.announceMove("scheduled", moved, null);
+							return "started";
 						},
 						log: this.logger,
 					},

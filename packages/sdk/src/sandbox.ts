@@ -13,9 +13,10 @@ export class RideSandbox {
 	constructor(private readonly client: Pick<RideClient, "request">) {}
 
 	/**
-	 * Moves a manual ride one step (`searching → accepted → arrived →
-	 * started → dropped`), or straight to `to`. Not repeated after a timeout:
-	 * a repeated step would move the ride twice.
+	 * Moves a manual ride one step (`scheduled → searching → accepted →
+	 * arrived → started → dropped`; from `scheduled` its dispatch starts now),
+	 * or straight to `to`. Not repeated after a timeout: a repeated step
+	 * would move the ride twice.
 	 */
 	advance(orderId: string, to?: SandboxTarget, options?: CallOptions): Promise<Order> {
 		const body: SandboxAdvanceRequest = to === undefined ? { orderId } : { orderId, to };

@@ -146,7 +146,7 @@ const REQUESTS: Record<string, { name: string; prose: Prose }> = {
 				orderId: { description: 'A ride booked with a test key and `"metadata": { "sandbox": "manual" }`.', example: "ord_8x2k…" },
 				to: {
 					description:
-						"Optional. Without it the ride moves one step (`searching` → `accepted` → `arrived` → `started` → `dropped`). A status walks every step up to it, each with its webhooks; `no_driver_found` ends a searching ride; `driver_drop_out` has the driver give the ride up before the start (a searching ride is accepted first), so it searches again. Anything else → `400 VALIDATION_ERROR`.",
+						"Optional. Without it the ride moves one step (`scheduled` → `searching` → `accepted` → `arrived` → `started` → `dropped`; from `scheduled` the step starts its dispatch now). A status walks every step up to it, each with its webhooks (from `scheduled`, the dispatch start first); `no_driver_found` ends a searching ride; `driver_drop_out` has the driver give the ride up before the start (a searching ride is accepted first), so it searches again. Anything else → `400 VALIDATION_ERROR`.",
 				},
 			},
 		},

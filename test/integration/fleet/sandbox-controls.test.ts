@@ -15,12 +15,18 @@ import { startPartnerEndpoint, type PartnerEndpoint, type ReceivedWebhook, type 
  * with the simulated fleet; a local partner endpoint verifies every
  * webhook's signature. Each step goes through the real paths (the fleet as
  * the driver, dispatch offering and ending the ride, orders moving it), so
- * the ride's event rows must be exactly a real ride's.
+ * the ride's event rows must be exactly a real ride's. Scheduled rides run
+ * on lead times of seconds (SCHEDULE_* settings): a manual one is started by
+ * an advance with the schedule's own `searching` webhook, or by the schedule
+ * at its dispatch time, and then waits like any manual ride.
  */
 
 const BENGALURU: Point = { lat: 12.9716, lng: 77.5946 };
 /** Short, so a ride nobody takes ends within the test; manual rides must not. */
 const DISPATCH_TIMEOUT_MS = 1500;
+/** Seconds: book at least 2 s ahead; dispatch starts 1.5 s before pickup; a scheduled search ends 1 s before it. */
+const SCHEDULE_MIN_LEAD_S = 2;
+const SCHEDULE_DISPATCH_LEAD_S = 1.5;
 
 let bed: Testbed;
 let api: PartnerApi;
@@ -43,6 +49,11 @@ beforeAll(async () => {
 			DISPATCH_RETRY_MS: "200",
 			DISPATCH_RETRY_MAX_MS: "200",
 			DISPATCH_TIMEOUT_MS: String(DISPATCH_TIMEOUT_MS),
+			SCHEDULE_MIN_LEAD_SECONDS: String(SCHEDULE_MIN_LEAD_S),
+			SCHEDULE_MAX_AHEAD_SECONDS: "600",
+			SCHEDULE_DISPATCH_LEAD_SECONDS: String(SCHEDULE_DISPATCH_LEAD_S),
+			SCHEDULE_SEARCH_MARGIN_SECONDS: "1",
+			SCHEDULE_POLL_SECONDS: "0.5",
 			RATE_LIMIT_PER_MINUTE: "0",
 			AUTH_FAILURE_LIMIT_PER_MINUTE: "0",
 		},
@@ -73,20 +84,32 @@ interface OrderAnswer {
 
 let rideCount = 0;
 
-async function book(metadata: Record<string, unknown> = { sandbox: "manual" }, on: PartnerApi = api): Promise<string> {
+/** Books a ride; `extra.pickupAt` schedules it, `extra.phone` picks the rider. */
+async function book(
+	metadata: Record<string, unknown> = { sandbox: "manual" },
+	on: PartnerApi = api,
+	extra: { pickupAt?: string; phone?: string } = {},
+): Promise<string> {
 	rideCount += 1;
 	const pickup = destinationPoint(BENGALURU, (rideCount * 37) % 360, 400 + rideCount * 50);
-	const res = await on.post<{ orderId: string }>("/ride/create-order", {
-		user: { name: `Rider ${rideCount}`, phone: randomPhone("+9193") },
+	const res = await on.post<{ orderId: string; status: string }>("/ride/create-order", {
+		user: { name: `Rider ${rideCount}`, phone: extra.phone ?? randomPhone("+9193") },
 		serviceType: rideCount % 2 === 0 ? "cab" : "scooty",
 		pickup: { ...pickup, address: "Somewhere" },
 		drop: destinationPoint(pickup, 120, 1500),
 		webhookURL: endpoint.url,
 		metadata,
+		...(extra.pickupAt !== undefined ? { pickupAt: extra.pickupAt } : {}),
 	});
 	expect(res.status).toBe(201);
+	expect(res.body.status).toBe(extra.pickupAt === undefined ? "searching" : "scheduled");
 	return res.body.orderId;
 }
+
+const inSeconds = (s: number) => new Date(Date.now() + s * 1000).toISOString();
+
+/** A manual ride booked `s` seconds ahead (its dispatch time far beyond the test unless `s` is short). */
+const bookScheduled = (s = 300, phone?: string) => book({ sandbox: "manual" }, api, { pickupAt: inSeconds(s), phone });
 
 const advance = (orderId: string, to?: string, on: PartnerApi = api): Promise<HttpAnswer<OrderAnswer>> =>
 	on.post<OrderAnswer>("/ride/sandbox/advance", to === undefined ? { orderId } : { orderId, to });
@@ -214,6 +237,82 @@ it("keeps a manual ride waiting past the dispatch timeout that ends other rides"
 	expect(await eventsOf(manual)).toEqual([]);
 	// And it still moves when told.
 	expect((await advance(manual)).body.status).toBe("accepted");
+}, 20_000);
+
+it("starts a manual scheduled ride's dispatch on an advance and walks it to dropped, with a scheduled ride's webhooks in order", async () => {
+	const orderId = await bookScheduled();
+	expect((await statusOf(orderId)).status).toBe("scheduled");
+	// Without `to`: one step, the dispatch starts now with the `searching` webhook the schedule writes.
+	const started = await advance(orderId);
+	expect(started.status).toBe(200);
+	expect(started.body).toMatchObject({ orderId, status: "searching" });
+	expect(await eventsOf(orderId)).toEqual(["scheduled", "searching"]);
+	// Dispatch mirrors it as a manual ride: nobody is offered it until told.
+	await waitFor("dispatch to mirror the ride", async () => {
+		const ride = await bed.node.broker.call<RideView | null, unknown>("dispatch.ride", { orderId }).catch(() => null);
+		return ride?.phase === "searching" ? ride : null;
+	});
+	// Its dispatch time arrives now: the schedule no longer holds it, so nothing starts it twice.
+	await bed.pg.query("UPDATE orders SET dispatch_at = now() - interval '1 second' WHERE id = $1", [orderId]);
+	await sleep(700);
+	expect(await eventsOf(orderId)).toEqual(["scheduled", "searching"]);
+
+	for (const expected of ["accepted", "arrived", "started", "dropped"]) {
+		expect((await advance(orderId)).body).toMatchObject({ orderId, status: expected });
+	}
+	expect(await eventsOf(orderId)).toEqual(["scheduled", "searching", "accepted", "location_updated", "arrived", "started", "location_updated", "dropped"]);
+	const hooks = await deliveredOf(orderId, 6, (h) => h.status !== "location_updated");
+	expect(hooks.map((h) => h.status)).toEqual(["scheduled", "searching", "accepted", "arrived", "started", "dropped"]);
+	for (const h of hooks) {
+		expect(h).toMatchObject({ signatureValid: true, rideMode: "test" });
+		expect(typeof h.body.pickupAt).toBe("string");
+	}
+}, 30_000);
+
+it("jumps a manual scheduled ride straight to no_driver_found through its dispatch start", async () => {
+	const orderId = await bookScheduled();
+	expect((await advance(orderId, "no_driver_found")).body).toMatchObject({ orderId, status: "no_driver_found" });
+	expect(await eventsOf(orderId)).toEqual(["scheduled", "searching", "no_driver_found"]);
+	const hooks = await deliveredOf(orderId, 3);
+	expect(hooks.map((h) => [h.status, h.signatureValid])).toEqual([
+		["scheduled", true],
+		["searching", true],
+		["no_driver_found", true],
+	]);
+	expectEnvelope(await advance(orderId), 409, "RIDE_NOT_ACTIVE");
+}, 20_000);
+
+it("refuses to start a manual scheduled ride while its rider is on another ride (409 RIDER_HAS_ACTIVE_RIDE), and starts it after", async () => {
+	const phone = randomPhone("+9193");
+	const now = await book({ sandbox: "manual" }, api, { phone });
+	const later = await bookScheduled(300, phone);
+	for (const to of [undefined, "accepted", "no_driver_found"]) {
+		const res = await advance(later, to);
+		expectEnvelope(res, 409, "RIDER_HAS_ACTIVE_RIDE");
+		expect(res.body).toMatchObject({ retryable: false });
+	}
+	// Nothing changed: it still waits in the schedule.
+	expect((await statusOf(later)).status).toBe("scheduled");
+	expect(await eventsOf(later)).toEqual(["scheduled"]);
+	expect((await advance(now, "dropped")).body.status).toBe("dropped");
+	expect((await advance(later, "accepted")).body.status).toBe("accepted");
+	expect(await eventsOf(later)).toEqual(["scheduled", "searching", "accepted"]);
+}, 20_000);
+
+it("lets a manual scheduled ride that comes due search, then wait past its search deadline until advanced", async () => {
+	// 2 s of room over the minimum lead, so a slow booking is still inside the window.
+	const pickupAt = inSeconds(SCHEDULE_MIN_LEAD_S + 2);
+	const orderId = await book({ sandbox: "manual" }, api, { pickupAt });
+	// The schedule starts it at its dispatch time, as any scheduled ride.
+	await waitFor(`${orderId} to be dispatched at its lead time`, async () => (await statusOf(orderId)).status === "searching", 10_000);
+	expect(await eventsOf(orderId)).toEqual(["scheduled", "searching"]);
+	// Past its pickup time, so past its search deadline and the dispatch timeout: a manual ride still waits.
+	await sleep(Math.max(0, Date.parse(pickupAt) + 300 - Date.now()));
+	await bed.node.broker.call("dispatch.runOnce");
+	expect(await bed.node.broker.call<RideView, unknown>("dispatch.ride", { orderId })).toMatchObject({ phase: "searching", offers: [] });
+	expect((await statusOf(orderId)).status).toBe("searching");
+	expect(await eventsOf(orderId)).toEqual(["scheduled", "searching"]);
+	expect((await advance(orderId)).body.status).toBe("accepted");
 }, 20_000);
 
 it("lets exactly one of two racing advances take its steps; the other is 409 CONFLICT", async () => {

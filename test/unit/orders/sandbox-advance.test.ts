@@ -1,7 +1,6 @@
-import type { SandboxStep } from "../../../contracts/sandbox";
 import { sandboxDirectiveOf, isManualDirective } from "../../../lib/sandbox-directive";
 import { sandboxAdvance, type SandboxAdvanceDeps } from "../../../services/orders/sandbox-advance";
-import { planSandboxSteps } from "../../../services/orders/sandbox-plan";
+import { planSandboxSteps, type AdvanceStep } from "../../../services/orders/sandbox-plan";
 import type { OrderRow } from "../../../services/orders/order-view";
 import { orderRowFixture } from "../../helpers/order-rows";
 
@@ -35,6 +34,14 @@ describe("planSandboxSteps (which steps an advance takes)", () => {
 		}
 	});
 
+	it("starts a scheduled ride's dispatch first, then walks on as from searching", () => {
+		expect(planSandboxSteps("scheduled")).toEqual({ ok: true, steps: ["dispatch"] });
+		expect(planSandboxSteps("scheduled", "accepted")).toEqual({ ok: true, steps: ["dispatch", "accept"] });
+		expect(planSandboxSteps("scheduled", "dropped")).toEqual({ ok: true, steps: ["dispatch", "accept", "arrive", "start", "drop"] });
+		expect(planSandboxSteps("scheduled", "no_driver_found")).toEqual({ ok: true, steps: ["dispatch", "noDriver"] });
+		expect(planSandboxSteps("scheduled", "driver_drop_out")).toEqual({ ok: true, steps: ["dispatch", "accept", "dropOut"] });
+	});
+
 	it("refuses every step of an ended ride", () => {
 		for (const status of ["dropped", "customer_cancelled", "no_driver_found"] as const) {
 			expect(planSandboxSteps(status)).toMatchObject({ ok: false, code: "RIDE_NOT_ACTIVE" });
@@ -58,9 +65,13 @@ describe("sandbox directives in metadata", () => {
 describe("sandboxAdvance (the use case, with its services faked)", () => {
 	const CALLER = { partnerId: "ptn_1", mode: "test" as const };
 
-	function fixture(over: Partial<SandboxAdvanceDeps> = {}, metadata: Record<string, unknown> = { sandbox: "manual" }) {
-		let status: OrderRow["status"] = "searching";
-		const steps: SandboxStep[] = [];
+	function fixture(
+		over: Partial<SandboxAdvanceDeps> = {},
+		metadata: Record<string, unknown> = { sandbox: "manual" },
+		from: OrderRow["status"] = "searching",
+	) {
+		let status = from;
+		const steps: AdvanceStep[] = [];
 		const leases = { taken: 0, released: 0 };
 		const deps: SandboxAdvanceDeps = {
 			fleetMode: "simulated",
@@ -79,6 +90,11 @@ describe("sandboxAdvance (the use case, with its services faked)", () => {
 				status = (
 					{ accept: "accepted", arrive: "arrived", start: "started", drop: "dropped", dropOut: "searching", noDriver: "no_driver_found" } as const
 				)[step];
+			},
+			startDispatch: async () => {
+				steps.push("dispatch");
+				status = "searching";
+				return "started";
 			},
 			log: { debug: () => undefined },
 			...over,
@@ -132,5 +148,45 @@ describe("sandboxAdvance (the use case, with its services faked)", () => {
 	it("stops with 409 CONFLICT when the ride did not end up where the step leads (moved by somebody else)", async () => {
 		const { deps } = fixture({ takeStep: async () => undefined });
 		expect(await codeOf(sandboxAdvance(deps, { orderId: "ord_1" }, CALLER))).toBe("409 CONFLICT");
+	});
+
+	it("starts a scheduled ride's dispatch itself, then has the fleet take the rest", async () => {
+		const { deps, steps, leases } = fixture({}, { sandbox: "manual" }, "scheduled");
+		expect(await sandboxAdvance(deps, { orderId: "ord_1", to: "arrived" }, CALLER)).toMatchObject({ status: "arrived" });
+		expect(steps).toEqual(["dispatch", "accept", "arrive"]);
+		expect(leases).toEqual({ taken: 1, released: 1 });
+	});
+
+	it("refuses a scheduled ride whose rider is on another ride with 409 RIDER_HAS_ACTIVE_RIDE, taking no fleet step", async () => {
+		const busy = fixture({ startDispatch: async () => "rider_busy" }, { sandbox: "manual" }, "scheduled");
+		expect(await codeOf(sandboxAdvance(busy.deps, { orderId: "ord_1", to: "dropped" }, CALLER))).toBe("409 RIDER_HAS_ACTIVE_RIDE");
+		expect(busy.steps).toEqual([]);
+		expect(busy.leases.released).toBe(1);
+	});
+
+	it("takes a scheduled ride the schedule started meanwhile as started, and one cancelled meanwhile as a conflict", async () => {
+		let status: OrderRow["status"] = "scheduled";
+		const raced = fixture(
+			{
+				findOrder: async (orderId) =>
+					orderRowFixture({ id: orderId, status, metadata: { sandbox: "manual" }, partner_id: CALLER.partnerId, mode: "test" }),
+				startDispatch: async () => {
+					status = "searching";
+					return "not_scheduled";
+				},
+			},
+			{ sandbox: "manual" },
+			"scheduled",
+		);
+		expect(await sandboxAdvance(raced.deps, { orderId: "ord_1" }, CALLER)).toMatchObject({ status: "searching" });
+		status = "scheduled";
+		const cancelled = fixture({
+			findOrder: raced.deps.findOrder,
+			startDispatch: async () => {
+				status = "customer_cancelled";
+				return "not_scheduled";
+			},
+		});
+		expect(await codeOf(sandboxAdvance(cancelled.deps, { orderId: "ord_1" }, CALLER))).toBe("409 CONFLICT");
 	});
 });

@@ -135,7 +135,7 @@ export interface paths {
         put?: never;
         /**
          * Move a manual sandbox ride (test keys)
-         * @description A test ride booked with `"metadata": { "sandbox": "manual" }` waits until this moves it: one step, or every step up to `to`. Each step is taken by the simulated driver through the same paths as an automatic sandbox ride, so it writes exactly the webhooks a real ride writes (`accepted`; a `location_updated` on the way, then `arrived`; `started`; a `location_updated` on the way, then `dropped`; `no_driver_found`; a driver drop-out writes none and the ride searches again). Answers the ride as `/ride/status` does, after the steps. One advance per ride at a time: a second one meanwhile is `409 CONFLICT`. Live keys: `403 SANDBOX_ONLY`; a deployment without the simulated fleet: `409 SANDBOX_UNAVAILABLE`.
+         * @description A test ride booked with `"metadata": { "sandbox": "manual" }` waits until this moves it: one step, or every step up to `to`. Each step is taken by the simulated driver through the same paths as an automatic sandbox ride, so it writes exactly the webhooks a real ride writes (`accepted`; a `location_updated` on the way, then `arrived`; `started`; a `location_updated` on the way, then `dropped`; `no_driver_found`; a driver drop-out writes none and the ride searches again). A manual ride booked with `pickupAt` is `scheduled`: its first step starts its dispatch now, as the schedule does at its dispatch time (`searching`, with the `searching` webhook); while its rider has another active ride that is `409 RIDER_HAS_ACTIVE_RIDE` and it keeps waiting. Answers the ride as `/ride/status` does, after the steps. One advance per ride at a time: a second one meanwhile is `409 CONFLICT`. Live keys: `403 SANDBOX_ONLY`; a deployment without the simulated fleet: `409 SANDBOX_UNAVAILABLE`.
          */
         post: operations["sandboxAdvance"];
         delete?: never;
@@ -658,7 +658,7 @@ export interface components {
              */
             orderId: string;
             /**
-             * @description Optional. Without it the ride moves one step (`searching` → `accepted` → `arrived` → `started` → `dropped`). A status walks every step up to it, each with its webhooks; `no_driver_found` ends a searching ride; `driver_drop_out` has the driver give the ride up before the start (a searching ride is accepted first), so it searches again. Anything else → `400 VALIDATION_ERROR`.
+             * @description Optional. Without it the ride moves one step (`scheduled` → `searching` → `accepted` → `arrived` → `started` → `dropped`; from `scheduled` the step starts its dispatch now). A status walks every step up to it, each with its webhooks (from `scheduled`, the dispatch start first); `no_driver_found` ends a searching ride; `driver_drop_out` has the driver give the ride up before the start (a searching ride is accepted first), so it searches again. Anything else → `400 VALIDATION_ERROR`.
              * @enum {string}
              */
             to?: "accepted" | "arrived" | "started" | "dropped" | "no_driver_found" | "driver_drop_out";
@@ -934,7 +934,7 @@ export interface components {
         /** @description Every 4xx/5xx answer. `details` on validation problems, and on `409 CANCELLATION_FEE_CHANGED` (the new fee: `cancellationFee.amount`, `.currency`, `.rule`). Never a stack trace, SQL or internal names. */
         Error: {
             /** @enum {string} */
-            code: "INVALID_JSON" | "VALIDATION_ERROR" | "INVALID_WEBHOOK_URL" | "PICKUP_TIME_OUT_OF_RANGE" | "UNKNOWN_API_VERSION" | "UNAUTHORIZED" | "SANDBOX_ONLY" | "ORDER_NOT_FOUND" | "NOT_FOUND" | "RIDE_NOT_ACTIVE" | "RIDE_NOT_CANCELLABLE" | "CANCELLATION_FEE_CHANGED" | "RIDE_NOT_COMPLETED" | "FEEDBACK_ALREADY_SUBMITTED" | "SANDBOX_UNAVAILABLE" | "SANDBOX_NOT_MANUAL" | "SANDBOX_TARGET_UNREACHABLE" | "IDEMPOTENCY_KEY_IN_USE" | "CONFLICT" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "QUOTE_INVALID" | "QUOTE_EXPIRED" | "IDEMPOTENCY_KEY_REUSED" | "RATE_LIMITED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
+            code: "INVALID_JSON" | "VALIDATION_ERROR" | "INVALID_WEBHOOK_URL" | "PICKUP_TIME_OUT_OF_RANGE" | "UNKNOWN_API_VERSION" | "UNAUTHORIZED" | "SANDBOX_ONLY" | "ORDER_NOT_FOUND" | "NOT_FOUND" | "RIDE_NOT_ACTIVE" | "RIDE_NOT_CANCELLABLE" | "CANCELLATION_FEE_CHANGED" | "RIDE_NOT_COMPLETED" | "FEEDBACK_ALREADY_SUBMITTED" | "SANDBOX_UNAVAILABLE" | "SANDBOX_NOT_MANUAL" | "SANDBOX_TARGET_UNREACHABLE" | "RIDER_HAS_ACTIVE_RIDE" | "IDEMPOTENCY_KEY_IN_USE" | "CONFLICT" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "QUOTE_INVALID" | "QUOTE_EXPIRED" | "IDEMPOTENCY_KEY_REUSED" | "RATE_LIMITED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
             /** @description For people; do not parse it. */
             message: string;
             details?: components["schemas"]["ErrorDetail"][];
@@ -2315,7 +2315,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: `RIDE_NOT_ACTIVE`, `CONFLICT`, `SANDBOX_UNAVAILABLE`, `SANDBOX_NOT_MANUAL`, `SANDBOX_TARGET_UNREACHABLE`. RIDE_NOT_ACTIVE: Cancel of a ride that is `dropped` or `no_driver_found`; a sandbox advance of a ride that has ended. CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. SANDBOX_UNAVAILABLE: A sandbox control on a deployment that runs no simulated fleet (`FLEET_MODE=live`): test rides there wait for test drivers. SANDBOX_NOT_MANUAL: A sandbox advance of a ride not booked in manual mode (`"metadata": { "sandbox": "manual" }`): other sandbox rides move by themselves. SANDBOX_TARGET_UNREACHABLE: A sandbox advance whose `to` the ride cannot reach from its status: a status it already passed, `no_driver_found` once a driver accepted, `driver_drop_out` once the ride started. */
+            /** @description Conflict: `RIDE_NOT_ACTIVE`, `CONFLICT`, `SANDBOX_UNAVAILABLE`, `SANDBOX_NOT_MANUAL`, `SANDBOX_TARGET_UNREACHABLE`, `RIDER_HAS_ACTIVE_RIDE`. RIDE_NOT_ACTIVE: Cancel of a ride that is `dropped` or `no_driver_found`; a sandbox advance of a ride that has ended. CONFLICT: The ride (or the rider's rides) kept changing under concurrent updates and the call gave up; nothing was changed. Retry after `Retry-After` seconds (`retryable: true`). Rare; not in the contract's table. SANDBOX_UNAVAILABLE: A sandbox control on a deployment that runs no simulated fleet (`FLEET_MODE=live`): test rides there wait for test drivers. SANDBOX_NOT_MANUAL: A sandbox advance of a ride not booked in manual mode (`"metadata": { "sandbox": "manual" }`): other sandbox rides move by themselves. SANDBOX_TARGET_UNREACHABLE: A sandbox advance whose `to` the ride cannot reach from its status: a status it already passed, `no_driver_found` once a driver accepted, `driver_drop_out` once the ride started. RIDER_HAS_ACTIVE_RIDE: A sandbox advance of a manual `scheduled` ride while its rider has an active ride (`searching` … `started`): the ride keeps waiting, as a scheduled ride that comes due then waits; nothing changed. Advance it again once that ride has ended. */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -2329,7 +2329,7 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "RIDE_NOT_ACTIVE" | "CONFLICT" | "SANDBOX_UNAVAILABLE" | "SANDBOX_NOT_MANUAL" | "SANDBOX_TARGET_UNREACHABLE";
+                        code?: "RIDE_NOT_ACTIVE" | "CONFLICT" | "SANDBOX_UNAVAILABLE" | "SANDBOX_NOT_MANUAL" | "SANDBOX_TARGET_UNREACHABLE" | "RIDER_HAS_ACTIVE_RIDE";
                     };
                 };
             };
