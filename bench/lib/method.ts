@@ -64,7 +64,11 @@ export const showSpread = (s: Spread, digits = 2): string =>
 export async function alternate<K extends string>(rounds: number, sides: Record<K, () => Promise<number>>): Promise<Record<K, number[]>> {
 	const out = Object.fromEntries(Object.keys(sides).map((k) => [k, [] as number[]])) as Record<K, number[]>;
 	for (let r = 0; r < rounds; r++) {
-		for (const k of Object.keys(sides) as K[]) out[k].push(await sides[k]());
+		for (const k of Object.keys(sides) as K[]) {
+			const t0 = Date.now();
+			out[k].push(await sides[k]());
+			console.log(`  · round ${r + 1}/${rounds} ${k}: ${fmt(out[k][r], 1)} (${fmt((Date.now() - t0) / 1000, 1)} s)`);
+		}
 	}
 	return out;
 }
@@ -113,7 +117,7 @@ function wrkScript(pool: PoolRequest[]): string {
 					"Content-Type": "application/json",
 					...r.headers,
 				})
-					.map(([k, v]) => `[${luaString(k)}]=${luaString(v)}`)
+					.map(([k, v]) => `[ ${luaString(k)} ]=${luaString(v)}`)
 					.join(",")}}}`,
 		)
 		.join(",\n");

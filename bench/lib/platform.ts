@@ -60,6 +60,7 @@ export interface Prepared {
  * partners.create in this process), kept as a template for clones.
  */
 export async function prepareDatabase(label: string, partners: number): Promise<Prepared> {
+	const t0 = Date.now();
 	const template = `ride_bench_${label}_${randomBytes(4).toString("hex")}`;
 	await admin((c) => c.query(`CREATE DATABASE "${template}"`));
 	const keys: string[] = new Array(partners);
@@ -77,6 +78,7 @@ export async function prepareDatabase(label: string, partners: number): Promise<
 	} finally {
 		await node.stop();
 	}
+	console.log(`  · database prepared: ${partners} partners (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
 	const dropDb = (name: string) => admin((c) => c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)).then(() => undefined);
 	return {
 		template,
@@ -209,7 +211,6 @@ export async function startPlatform(
 		// On, and far above the load: every request pays the limiter's Redis round trip, none is refused.
 		RATE_LIMIT_PER_MINUTE: "100000000",
 		WEBHOOK_DNS_SERVERS: dnsServer,
-		LOGLEVEL: "warn",
 		...extraEnv,
 	};
 	const started: Array<{ proc: ServiceProcess; probe: () => { queries: number } }> = [];

@@ -85,7 +85,6 @@ export async function background(opts: BenchOptions): Promise<Row[]> {
 			BOOTSTRAP_PARTNER_MODE: "live",
 			BOOTSTRAP_WEBHOOK_SECRET: webhookSecret(),
 			FLEET_MODE: "live",
-			LOGLEVEL: "warn",
 			DISPATCH_TIMEOUT_MS: "3600000",
 			DRIVER_MAX_SPEED_KMH: "1000000",
 		});

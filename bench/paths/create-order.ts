@@ -137,7 +137,7 @@ export async function createOrder(opts: BenchOptions): Promise<Row[]> {
 		const figures = await alternate(rounds, {
 			one: () => shapeRound("one", 0.6),
 			pgbench: async () => {
-				const r = await pgbench(opts.seconds);
+				const r = await pgbench(Math.max(3, opts.seconds)); // its 16 connections take a while to open on a busy machine
 				pgb.push(r);
 				return r.tps;
 			},
@@ -188,7 +188,7 @@ export async function createOrder(opts: BenchOptions): Promise<Row[]> {
 					1,
 				)} ms)`,
 				floor: `${med(one.map((g) => g.open.rate))} orders/s offered`,
-				ratio: showSpread(openP99, 1),
+				ratio: `${showSpread(openP99, 1)} ms`,
 				goal: "≤ 50 ms",
 				met: openP99.median <= 50,
 				note: `answered 2xx: ${fmt(spread(one.map((g) => g.open.okShare * 100)).median, 1)} % of those due; max ${med(one.map((g) => g.open.max))} ms`,
@@ -212,7 +212,7 @@ export async function createOrder(opts: BenchOptions): Promise<Row[]> {
 					1,
 				)} ms)`,
 				floor: `${med(topo.map((g) => g.open.rate))} orders/s offered`,
-				ratio: showSpread(topoOpenP99, 1),
+				ratio: `${showSpread(topoOpenP99, 1)} ms`,
 				goal: "≤ 100 ms",
 				met: topoOpenP99.median <= 100,
 				note: `answered 2xx: ${fmt(spread(topo.map((g) => g.open.okShare * 100)).median, 1)} % of those due; max ${med(topo.map((g) => g.open.max))} ms`,

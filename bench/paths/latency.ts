@@ -46,7 +46,6 @@ export async function latency(opts: BenchOptions): Promise<Row[]> {
 			BOOTSTRAP_PARTNER_MODE: "live",
 			BOOTSTRAP_WEBHOOK_SECRET: webhookSecret(),
 			FLEET_MODE: "live",
-			LOGLEVEL: "warn",
 			DRIVER_MAX_SPEED_KMH: "1000000",
 		});
 		pin(platform.proc.child.pid, SERVER_CORE);
