@@ -28,6 +28,7 @@ import { background } from "./paths/background";
 import { webhooks } from "./paths/webhooks";
 import { latency } from "./paths/latency";
 import { reads } from "./paths/reads";
+import { dropPreparedDatabases } from "./lib/platform";
 import { soak } from "./paths/soak";
 import { fleet } from "./paths/fleet";
 import { retention } from "./paths/retention";
@@ -116,6 +117,7 @@ async function main(): Promise<void> {
 	const results: Row[][] = [];
 	for (const p of selected) results.push(await runOne(p));
 	rows.unshift(...results.flat());
+	await dropPreparedDatabases().catch((err: unknown) => console.error(`could not drop the prepared databases: ${(err as Error).message}`));
 	await autovacuum.restore().catch((err: unknown) => console.error(`could not put autovacuum back: ${(err as Error).message}`));
 	printTable(rows);
 	console.log(`\nbench done in ${((Date.now() - started) / 1000).toFixed(0)} s${crashed ? `, ${crashed} path(s) crashed` : ""}`);

@@ -59,6 +59,27 @@ export interface Prepared {
  * A migrated database with `partners` partners (one test key each, made by
  * partners.create in this process), kept as a template for clones.
  */
+const preparedByCount = new Map<number, Promise<Prepared>>();
+
+/**
+ * The prepared database with `partners` partners, made once per bench run
+ * and shared by the paths that ask for the same count (each works on clones);
+ * `dropPreparedDatabases` at the end of the run.
+ */
+export function preparedDatabase(partners: number): Promise<Prepared> {
+	let p = preparedByCount.get(partners);
+	if (!p) {
+		p = prepareDatabase("shared", partners);
+		preparedByCount.set(partners, p);
+	}
+	return p;
+}
+
+export async function dropPreparedDatabases(): Promise<void> {
+	for (const p of preparedByCount.values()) await (await p.catch(() => undefined))?.drop();
+	preparedByCount.clear();
+}
+
 export async function prepareDatabase(label: string, partners: number): Promise<Prepared> {
 	const t0 = Date.now();
 	const template = `ride_bench_${label}_${randomBytes(4).toString("hex")}`;

@@ -20,7 +20,7 @@ import { randomInt } from "node:crypto";
 import { connect, createTestDatabase } from "../../test/helpers/db";
 import { fmt, postgresCpuSeconds, sleep, writeTemp, type BenchOptions, type Row } from "../lib/common";
 import { alternate, GENERATOR_CORE, openLoop, ratios, roundsFor, showSpread, spread, wrk } from "../lib/method";
-import { DNS_ZONE, orderPool, prepareDatabase, startDnsServer, startHookReceiver, startPlatform } from "../lib/platform";
+import { DNS_ZONE, orderPool, preparedDatabase, startDnsServer, startHookReceiver, startPlatform } from "../lib/platform";
 
 const CONNECTIONS = 32;
 
@@ -88,7 +88,7 @@ interface ShapeRound {
 export async function createOrder(opts: BenchOptions): Promise<Row[]> {
 	const keysWanted = Number(process.env.BENCH_KEYS || (opts.smoke ? 20 : 1000));
 	const rounds = roundsFor(opts.smoke);
-	const prepared = await prepareDatabase("orders", keysWanted);
+	const prepared = await preparedDatabase(keysWanted);
 	const dns = await startDnsServer(DNS_ZONE);
 	const hooks = await startHookReceiver();
 	const keys = prepared.keys;
@@ -221,6 +221,5 @@ export async function createOrder(opts: BenchOptions): Promise<Row[]> {
 	} finally {
 		dns.close();
 		await hooks.close();
-		await prepared.drop();
 	}
 }

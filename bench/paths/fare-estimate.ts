@@ -19,7 +19,7 @@ import { uniqueNamespace } from "../../test/helpers/node";
 import { fareAnswerFile, fmt, processCpuSeconds, stopAll, type BenchOptions, type Row } from "../lib/common";
 import { startHelper } from "../lib/common";
 import { alternate, pin, ratios, roundsFor, SERVER_CORE, showSpread, spread, wrk, type LoadFigures, type PoolRequest } from "../lib/method";
-import { farePool, prepareDatabase, SINGLE_TRIP, startDnsServer, startPlatform, DNS_ZONE } from "../lib/platform";
+import { farePool, preparedDatabase, SINGLE_TRIP, startDnsServer, startPlatform, DNS_ZONE } from "../lib/platform";
 
 const CONNECTIONS = 50;
 
@@ -43,7 +43,7 @@ export async function fareEstimate(opts: BenchOptions): Promise<Row[]> {
 	const keysWanted = Number(process.env.BENCH_KEYS || (opts.smoke ? 20 : 1000));
 	const trips = opts.smoke ? 200 : 5000;
 	const rounds = roundsFor(opts.smoke);
-	const prepared = await prepareDatabase("fare", keysWanted);
+	const prepared = await preparedDatabase(keysWanted);
 	const db = await prepared.clone();
 	const dns = await startDnsServer(DNS_ZONE);
 	const keys = prepared.keys;
@@ -170,6 +170,5 @@ export async function fareEstimate(opts: BenchOptions): Promise<Row[]> {
 	} finally {
 		dns.close();
 		await db.drop();
-		await prepared.drop();
 	}
 }
