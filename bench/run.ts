@@ -40,6 +40,7 @@ const soakMinutes = soakAt >= 0 ? Number(args[soakAt + 1]) : undefined;
 if (soakMinutes !== undefined && !(soakMinutes > 0)) throw new Error("--soak-minutes needs a number of minutes above 0");
 const names = args.filter((a, i) => !a.startsWith("--") && !(soakAt >= 0 && i === soakAt + 1));
 const wantSoak = smoke || names.includes("soak") || process.env.BENCH_SOAK === "1";
+if (smoke && !process.env.BENCH_FLOORS_RUNTIME) process.env.BENCH_FLOORS_RUNTIME = "tsx";
 const opts: BenchOptions = { smoke, seconds: Number(process.env.BENCH_SECONDS || (smoke ? 1 : 10)), soakMinutes };
 
 const paths: Array<{ name: string; label: string; run: (o: BenchOptions) => Promise<Row[]> }> = [

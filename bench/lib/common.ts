@@ -127,7 +127,12 @@ function ensureFloorsBuild(): void {
 }
 
 /** A helper server (bare-web, raw-http) in its own process, compiled like the platform; resolves with its port once it prints "listening <port>" (or "ready"). */
-export async function startHelper(script: string, env: Record<string, string>, runtime = RUNTIME): Promise<{ proc: ServiceProcess; port: number }> {
+export async function startHelper(
+	script: string,
+	env: Record<string, string>,
+	// A smoke's figures mean nothing: its floors run under tsx and skip their compile (BENCH_FLOORS_RUNTIME).
+	runtime = process.env.BENCH_FLOORS_RUNTIME === "tsx" ? "tsx" : RUNTIME,
+): Promise<{ proc: ServiceProcess; port: number }> {
 	const compiled = runtime === "dist" && COMPILED_FLOORS.includes(script);
 	if (compiled) ensureFloorsBuild();
 	const proc = spawnNode(

@@ -15,7 +15,7 @@ import { Client } from "pg";
 import { SERVER_DATABASE_URL } from "../../test/helpers/db";
 import { fmt, sleep, type BenchOptions, type Row } from "../lib/common";
 import { alternate, ratios, roundsFor, showSpread, spread, wrk, type PoolRequest } from "../lib/method";
-import { DNS_ZONE, orderPool, prepareDatabase, startDnsServer, startHookReceiver, startPlatform } from "../lib/platform";
+import { DNS_ZONE, orderPool, preparedDatabase, startDnsServer, startHookReceiver, startPlatform } from "../lib/platform";
 
 const CONNECTIONS = 32;
 const EVENTS_PER_ORDER = 10;
@@ -62,7 +62,7 @@ async function fill(url: string, orders: number): Promise<{ seconds: number }> {
 export async function reads(opts: BenchOptions): Promise<Row[]> {
 	const orders = Number(process.env.BENCH_READS_ORDERS || (opts.smoke ? 10_000 : 1_000_000));
 	const rounds = roundsFor(opts.smoke);
-	const prepared = await prepareDatabase("reads", 1);
+	const prepared = await preparedDatabase(Number(process.env.BENCH_KEYS || (opts.smoke ? 20 : 1000)));
 	const key = prepared.keys[0];
 	const dns = await startDnsServer(DNS_ZONE);
 	const hooks = await startHookReceiver();
@@ -149,7 +149,6 @@ export async function reads(opts: BenchOptions): Promise<Row[]> {
 		await hooks.close();
 		await empty?.drop();
 		await full?.drop();
-		await prepared.drop();
 	}
 }
 
