@@ -18,13 +18,15 @@
 import { spawn, spawnSync } from "node:child_process";
 import { createSocket, type Socket } from "node:dgram";
 import { join } from "node:path";
+import autocannon from "autocannon";
 import { fmt, ROOT, writeTemp } from "./common";
 
 export const SERVER_CORE = 0;
 export const GENERATOR_CORE = 1;
 
 const hasTaskset = spawnSync("taskset", ["--version"]).status === 0;
-const hasWrk = spawnSync("sh", ["-c", "command -v wrk"]).status === 0;
+/** BENCH_NO_WRK=1 runs the autocannon fallback as on a machine without wrk. */
+const hasWrk = process.env.BENCH_NO_WRK !== "1" && spawnSync("sh", ["-c", "command -v wrk"]).status === 0;
 
 /** Pins every thread of a running process (and the threads it starts later) to one core; false without taskset. */
 export function pin(pid: number | undefined, core: number): boolean {
@@ -163,9 +165,53 @@ function runCollect(cmd: string, args: string[], timeoutMs: number): Promise<{ c
 	});
 }
 
+let warned = false;
+
+/**
+ * Without wrk (apt-get install wrk): autocannon in this process, so a bench
+ * or its smoke still runs; its figures are then the JavaScript generator's,
+ * which the run says once.
+ */
+async function autocannonFallback(baseUrl: string, pool: PoolRequest[], connections: number, seconds: number): Promise<LoadFigures> {
+	if (!warned) console.log("  ! wrk is not installed (apt-get install wrk): loads run on autocannon in the bench process, unpinned");
+	warned = true;
+	const base = nextBase();
+	let i = 0;
+	const fill = (text: string, n: string) => text.replaceAll("{{n}}", n);
+	const result = await autocannon({
+		url: baseUrl,
+		connections,
+		duration: seconds,
+		requests: [
+			{
+				setupRequest: (req: Record<string, unknown>) => {
+					const e = pool[i % pool.length];
+					const n = String(base + ++i).padStart(9, "0");
+					const headers: Record<string, string> = { "content-type": "application/json" };
+					for (const [h, v] of Object.entries(e.headers)) headers[h] = fill(v, n);
+					return { ...req, method: e.method ?? "POST", path: fill(e.path, n), headers, body: fill(e.body, n) };
+				},
+			},
+		],
+	});
+	const secs = Math.max(0.001, result.duration);
+	const total = result.requests.total;
+	return {
+		rps: total / secs,
+		okPerS: (total - result.non2xx) / secs,
+		total,
+		non2xx: result.non2xx,
+		errors: result.errors + result.timeouts,
+		p50: result.latency.p50,
+		p99: result.latency.p99,
+		max: result.latency.max,
+		seconds: secs,
+	};
+}
+
 /** Closed loop with wrk (one thread, `connections` connections) pinned to the generator core. */
 export async function wrk(baseUrl: string, pool: PoolRequest[], connections: number, seconds: number): Promise<LoadFigures> {
-	if (!hasWrk) throw new Error("wrk is not installed (apt-get install wrk)");
+	if (!hasWrk) return autocannonFallback(baseUrl, pool, connections, seconds);
 	const script = writeTemp("load.lua", wrkScript(pool));
 	const [cmd, args] = pinnedCommand(GENERATOR_CORE, "wrk", ["-t1", `-c${connections}`, `-d${seconds}s`, "--timeout", "10s", "-s", script, baseUrl]);
 	const r = await runCollect(cmd, args, (seconds + 30) * 1000);
