@@ -21,7 +21,7 @@ const CONNECTIONS = 32;
 const EVENTS_PER_ORDER = 10;
 
 /** INSERT … SELECT of every column of `table`, some replaced by expressions. */
-async function copyRows(pg: Client, table: string, replace: Record<string, string>, from: string): Promise<void> {
+async function copyRows(pg: Client, table: string, replace: Record<string, string>, from: string): Promise<number> {
 	const cols = (
 		await pg.query<{ column_name: string }>(
 			"SELECT column_name FROM information_schema.columns WHERE table_name = $1 AND table_schema = current_schema() AND is_generated = 'NEVER' ORDER BY ordinal_position",
@@ -29,19 +29,23 @@ async function copyRows(pg: Client, table: string, replace: Record<string, strin
 		)
 	).rows.map((r) => r.column_name);
 	const select = cols.map((c) => replace[c] ?? `s."${c}"`).join(", ");
-	await pg.query(`INSERT INTO ${table} (${cols.map((c) => `"${c}"`).join(", ")}) SELECT ${select} FROM ${from}`);
+	const r = await pg.query(`INSERT INTO ${table} (${cols.map((c) => `"${c}"`).join(", ")}) SELECT ${select} FROM ${from}`);
+	return r.rowCount ?? 0;
 }
 
-async function fill(url: string, orders: number): Promise<{ seconds: number }> {
+async function fill(url: string, orders: number): Promise<{ seconds: number; orders: number; events: number }> {
 	const t0 = Date.now();
 	const pg = new Client({ connectionString: url });
 	await pg.connect();
 	try {
-		const seed = (await pg.query<{ id: string }>("SELECT id FROM orders ORDER BY created_at LIMIT 1")).rows[0].id;
+		// An order with events (the cancelled one at least): its row and its first event are copied.
+		const seedRow = (await pg.query<{ id: string }>("SELECT order_id AS id FROM ride_events ORDER BY occurred_at LIMIT 1")).rows[0];
+		if (!seedRow) throw new Error("reads: no ride event to copy");
+		const seed = seedRow.id;
 		await pg.query("SET synchronous_commit = off");
 		const id = "'ord_' || lpad(g::text, 20, '0')";
-		await copyRows(pg, "orders", { id, status: "'dropped'" }, `orders s, generate_series(1, ${orders}) g WHERE s.id = '${seed}'`);
-		await copyRows(
+		const ordersWritten = await copyRows(pg, "orders", { id, status: "'dropped'" }, `orders s, generate_series(1, ${orders}) g WHERE s.id = '${seed}'`);
+		const eventsWritten = await copyRows(
 			pg,
 			"ride_events",
 			{
@@ -51,12 +55,14 @@ async function fill(url: string, orders: number): Promise<{ seconds: number }> {
 			},
 			`(SELECT * FROM ride_events WHERE order_id = '${seed}' ORDER BY sequence LIMIT 1) s, generate_series(1, ${orders * EVENTS_PER_ORDER}) g`,
 		);
+		if (ordersWritten !== orders || eventsWritten !== orders * EVENTS_PER_ORDER)
+			throw new Error(`reads: the fill wrote ${ordersWritten} orders and ${eventsWritten} events, not ${orders} and ${orders * EVENTS_PER_ORDER}`);
 		await pg.query("VACUUM ANALYZE orders");
 		await pg.query("VACUUM ANALYZE ride_events");
+		return { seconds: (Date.now() - t0) / 1000, orders: ordersWritten, events: eventsWritten };
 	} finally {
 		await pg.end();
 	}
-	return { seconds: (Date.now() - t0) / 1000 };
 }
 
 export async function reads(opts: BenchOptions): Promise<Row[]> {
@@ -90,7 +96,15 @@ export async function reads(opts: BenchOptions): Promise<Row[]> {
 					if (res.status !== 201 || !body.orderId) throw new Error(`create-order answered ${res.status}`);
 					realIds.push(body.orderId);
 				}
-				await sleep(1000); // their first events written
+				// One of them cancelled, so at least one ride has events to copy.
+				const cancel = await fetch(`${p.baseUrl}/ride/cancel`, {
+					method: "POST",
+					headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+					body: JSON.stringify({ orderId: realIds[0] }),
+				});
+				await cancel.text();
+				if (cancel.status !== 200) throw new Error(`cancel answered ${cancel.status}`);
+				await sleep(1000); // the events written
 			} finally {
 				await p.stop();
 			}
