@@ -111,7 +111,16 @@ export async function background(opts: BenchOptions): Promise<Row[]> {
 		const W = opts.smoke ? 2000 : Math.max(31_000, opts.seconds * 1000);
 		const idle = await window(pg, db.name, W);
 		await busyGen.call("rides", { rate: 100, ms: (WAITING / 100) * 1000 });
-		await sleep((WAITING / 100) * 1000 + (opts.smoke ? 1000 : 10_000)); // booked, and past the first matching attempts
+		// Every booking answered (on a busy machine they trail the schedule), then past the first matching attempts.
+		await sleep((WAITING / 100) * 1000);
+		let booked = await count("searching");
+		for (let stable = 0, i = 0; booked < WAITING && stable < 3 && i < 60; i++) {
+			await sleep(1000);
+			const now = await count("searching");
+			stable = now === booked ? stable + 1 : 0;
+			booked = now;
+		}
+		await sleep(opts.smoke ? 1000 : 10_000);
 		const waitingBefore = await count("searching");
 		const busy = await window(pg, db.name, W);
 		const waiting = Math.min(waitingBefore, await count("searching"));
