@@ -124,9 +124,14 @@ export async function background(opts: BenchOptions): Promise<Row[]> {
 		const waitingBefore = await count("searching");
 		const busy = await window(pg, db.name, W);
 		const waiting = Math.min(waitingBefore, await count("searching"));
+		const creates = (await busyGen.call<{ rides: { creates: { byStatus: Record<string, number> } } }>("stats")).rides.creates.byStatus;
 		const rowsPer100 = ((busy.rowsPerS - idle.rowsPerS) / Math.max(1, waiting)) * 100;
 		const cpuPer100 = ((busy.cpuMsPerS - idle.cpuMsPerS) / Math.max(1, waiting)) * 100;
-		const note = `${DRIVERS} drivers online (${busyDrivers} holding an accepted ride near the rides, the rest free 140 km away), ${waiting} rides searching through the window; windows ${fmt(W / 1000)} s; the backends' CPU from /proc (pg_stat_activity pids of this database)`;
+		const failedCreates =
+			Object.entries(creates)
+				.map(([k, n]) => `${n}× ${k}`)
+				.join(", ") || "none";
+		const note = `${DRIVERS} drivers online (${busyDrivers} holding an accepted ride near the rides, the rest free 140 km away), ${waiting} rides searching through the window; windows ${fmt(W / 1000)} s; the backends' CPU from /proc (pg_stat_activity pids of this database); create-order answers not 2xx: ${failedCreates}`;
 		return [
 			{
 				path: `background, ${waiting} rides waiting: rows written`,
