@@ -69,7 +69,7 @@ function printTable(rows: Row[]): void {
 	const goals = rows.filter((r) => r.goal !== "–" && r.goal !== "");
 	console.log(`\nGoals (${goals.filter((r) => r.met === true).length} met of ${goals.length}):\n\n| goal row | result | goal | met? |\n|---|---|---|---|`);
 	for (const r of goals) {
-		const result = r.ratio !== "–" && !/per 100/.test(r.ratio) && !/ms$/.test(r.goal) ? r.ratio : r.figure;
+		const result = r.ratio !== "–" && !/ms$/.test(r.goal) ? r.ratio : r.figure;
 		console.log(`| ${r.path} | ${result} | ${r.goal} | ${r.met === undefined ? "not measured" : r.met ? "met" : "unmet"} |`);
 	}
 }
