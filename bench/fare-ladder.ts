@@ -51,7 +51,7 @@ async function main(): Promise<void> {
 		const { file: bodyFile } = await fareAnswerFile(`http://127.0.0.1:${full.port}/ride/fare-estimate`, headers, BODY);
 		const rungs: Array<{ name: string; port: number; proc: ServiceProcess; rps: number[]; us: number[] }> = [];
 		const add = async (name: string, script: string, extra: Record<string, string>) => {
-			const h = await startHelper(script, { ...env, BENCH_BODY_FILE: bodyFile, ...extra });
+			const h = await startHelper(script, { ...env, BENCH_BODY_FILE: bodyFile, ...extra }, "tsx");
 			procs.push(h.proc);
 			rungs.push({ name, port: h.port, proc: h.proc, rps: [], us: [] });
 		};

@@ -1,13 +1,17 @@
 /**
- * `npm run bench [-- --smoke] [-- soak] [-- <path>…]`: runs each comparison of
- * issue 9 with its floor measured in the same run, back to back, and prints
- * one table (path, figure, floor, ratio, goal, met?). Servers under test run
- * in child processes; autocannon (the load generator) runs here.
+ * `npm run bench [-- --smoke] [-- --soak-minutes N] [-- <path>…]`: every
+ * comparison of issues 9 and 26 with its floor measured in the same run
+ * (docs/BENCHMARKS.md, "Method": alternating rounds, pinned cores, wrk and an
+ * open-loop generator), one table (path, figure, floor, ratio, goal, met?),
+ * then the goal rows alone with met / unmet.
  *
- *   --smoke   every path for a few seconds (CI): no assertion on speed, exit 1 only if a path crashed
- *   soak      also the memory/soak path (BENCH_SOAK_MS, default 10 min; BENCH_SOAK_DB=embedded|server for one database); or BENCH_SOAK=1
- *   names     only these paths: fare, orders, background, webhooks, fleet, retention, soak
- *   BENCH_SECONDS  seconds per load measurement (default 10, smoke 1)
+ *   --smoke          every path for a few seconds, one round (CI): no assertion on speed, exit 1 only if a path crashed
+ *   --soak-minutes N the soak's length per database (default 30); the soak runs with `soak` named,
+ *                    BENCH_SOAK=1, or in a smoke (a quarter of a minute)
+ *   names            only these paths: fare, orders, latency, reads, background, webhooks, fleet, retention, soak
+ *   BENCH_SECONDS    seconds per load measurement (default 10, smoke 1)
+ *   BENCH_ROUNDS     alternating rounds per ratio (default 5, smoke 1)
+ *   BENCH_KEYS       partner keys for fare and create-order (default 1,000, smoke 20)
  *
  * The platform expects autovacuum on the server PostgreSQL: when it is off
  * the run turns it on (ALTER SYSTEM, superuser) and puts it back at the end.
@@ -22,19 +26,28 @@ import { fareEstimate } from "./paths/fare-estimate";
 import { createOrder } from "./paths/create-order";
 import { background } from "./paths/background";
 import { webhooks } from "./paths/webhooks";
+import { latency } from "./paths/latency";
+import { reads } from "./paths/reads";
+import { dropPreparedDatabases } from "./lib/platform";
 import { soak } from "./paths/soak";
 import { fleet } from "./paths/fleet";
 import { retention } from "./paths/retention";
 
 const args = process.argv.slice(2);
 const smoke = args.includes("--smoke");
-const names = args.filter((a) => !a.startsWith("--"));
-const wantSoak = !smoke && (names.includes("soak") || process.env.BENCH_SOAK === "1");
-const opts: BenchOptions = { smoke, seconds: Number(process.env.BENCH_SECONDS || (smoke ? 1 : 10)) };
+const soakAt = args.indexOf("--soak-minutes");
+const soakMinutes = soakAt >= 0 ? Number(args[soakAt + 1]) : undefined;
+if (soakMinutes !== undefined && !(soakMinutes > 0)) throw new Error("--soak-minutes needs a number of minutes above 0");
+const names = args.filter((a, i) => !a.startsWith("--") && !(soakAt >= 0 && i === soakAt + 1));
+const wantSoak = smoke || names.includes("soak") || process.env.BENCH_SOAK === "1";
+if (smoke && !process.env.BENCH_FLOORS_RUNTIME) process.env.BENCH_FLOORS_RUNTIME = "tsx";
+const opts: BenchOptions = { smoke, seconds: Number(process.env.BENCH_SECONDS || (smoke ? 1 : 10)), soakMinutes };
 
 const paths: Array<{ name: string; label: string; run: (o: BenchOptions) => Promise<Row[]> }> = [
 	{ name: "fare", label: "fare-estimate", run: fareEstimate },
 	{ name: "orders", label: "create-order", run: createOrder },
+	{ name: "latency", label: "partner-visible latency", run: latency },
+	{ name: "reads", label: "read paths", run: reads },
 	{ name: "background", label: "background work", run: background },
 	{ name: "webhooks", label: "webhooks", run: webhooks },
 	{ name: "fleet", label: "driver fleet", run: fleet },
@@ -51,6 +64,13 @@ function printTable(rows: Row[]): void {
 	if (notes.length) {
 		console.log("");
 		for (const r of notes) console.log(`- ${r.path}: ${r.note}`);
+	}
+	// The goals alone: each with its figure and whether it was met.
+	const goals = rows.filter((r) => r.goal !== "–" && r.goal !== "");
+	console.log(`\nGoals (${goals.filter((r) => r.met === true).length} met of ${goals.length}):\n\n| goal row | result | goal | met? |\n|---|---|---|---|`);
+	for (const r of goals) {
+		const result = r.ratio !== "–" && !/ms$/.test(r.goal) ? r.ratio : r.figure;
+		console.log(`| ${r.path} | ${result} | ${r.goal} | ${r.met === undefined ? "not measured" : r.met ? "met" : "unmet"} |`);
 	}
 }
 
@@ -70,8 +90,8 @@ async function main(): Promise<void> {
 				figure: "skipped",
 				floor: "–",
 				ratio: "–",
-				goal: "flat ±10%",
-				note: "soak runs with `npm run bench -- soak` or BENCH_SOAK=1",
+				goal: "RSS ≤ 0.5 MB/min, heap ≈ 0",
+				note: "the soak runs with `npm run bench -- soak [--soak-minutes N]` or BENCH_SOAK=1",
 			});
 			return false;
 		}
@@ -98,6 +118,7 @@ async function main(): Promise<void> {
 	const results: Row[][] = [];
 	for (const p of selected) results.push(await runOne(p));
 	rows.unshift(...results.flat());
+	await dropPreparedDatabases().catch((err: unknown) => console.error(`could not drop the prepared databases: ${(err as Error).message}`));
 	await autovacuum.restore().catch((err: unknown) => console.error(`could not put autovacuum back: ${(err as Error).message}`));
 	printTable(rows);
 	console.log(`\nbench done in ${((Date.now() - started) / 1000).toFixed(0)} s${crashed ? `, ${crashed} path(s) crashed` : ""}`);

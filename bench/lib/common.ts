@@ -25,6 +25,8 @@ export interface BenchOptions {
 	smoke: boolean;
 	/** Seconds per load measurement. */
 	seconds: number;
+	/** `--soak-minutes N`: the soak's length per database (default 30; a smoke a quarter of a minute). */
+	soakMinutes?: number;
 }
 
 export const pct = (sorted: number[], p: number): number =>
@@ -108,9 +110,36 @@ export function ensureBuild(): void {
 /** The runtime label printed with the figures. */
 export const benchRuntime = (): string => (RUNTIME === "dist" ? "compiled build (node dist/bin/server.js)" : "tsx bin/server.ts");
 
-/** A helper server (bare-web, raw-http) in its own process; resolves with its port once it prints "listening <port>" (or "ready"). */
-export async function startHelper(script: string, env: Record<string, string>): Promise<{ proc: ServiceProcess; port: number }> {
-	const proc = spawnNode(script, [...TSX, join(ROOT, "bench/servers", script)], env);
+let floorsBuilt = false;
+/** The floors bench/tsconfig.servers.json compiles (ladder-web, a tool's, starts the whole platform and stays under tsx). */
+const COMPILED_FLOORS = ["bare-web.ts", "raw-http.ts", "bare-insert.ts", "bare-ping.ts"];
+
+/**
+ * The floors compiled like the platform: bench/servers/*.ts with tsc into
+ * dist-bench/ (bench/tsconfig.servers.json), once per bench process, when the
+ * platform runs its compiled build.
+ */
+function ensureFloorsBuild(): void {
+	if (RUNTIME !== "dist" || floorsBuilt) return;
+	const tsc = spawnSync(process.execPath, ["node_modules/typescript/bin/tsc", "-p", "bench/tsconfig.servers.json"], { cwd: ROOT, encoding: "utf8" });
+	if (tsc.status !== 0) throw new Error(`bench: the floors' build failed (tsc -p bench/tsconfig.servers.json):\n${tsc.stdout}${tsc.stderr}`);
+	floorsBuilt = true;
+}
+
+/** A helper server (bare-web, raw-http) in its own process, compiled like the platform; resolves with its port once it prints "listening <port>" (or "ready"). */
+export async function startHelper(
+	script: string,
+	env: Record<string, string>,
+	// A smoke's figures mean nothing: its floors run under tsx and skip their compile (BENCH_FLOORS_RUNTIME).
+	runtime = process.env.BENCH_FLOORS_RUNTIME === "tsx" ? "tsx" : RUNTIME,
+): Promise<{ proc: ServiceProcess; port: number }> {
+	const compiled = runtime === "dist" && COMPILED_FLOORS.includes(script);
+	if (compiled) ensureFloorsBuild();
+	const proc = spawnNode(
+		script,
+		compiled ? [join(ROOT, "dist-bench/bench/servers", script.replace(/\.ts$/, ".js"))] : [...TSX, join(ROOT, "bench/servers", script)],
+		env,
+	);
 	await proc.waitFor(/listening \d+|ready/, 60_000);
 	const m = /listening (\d+)/.exec(proc.output());
 	return { proc, port: m ? Number(m[1]) : 0 };

@@ -54,7 +54,7 @@ let drivers: Driver[] = [];
 let centre = { lat: 12.9716, lng: 77.5946 };
 let radiusM = 2000;
 let partnerKey = "";
-let policy: "decline" | "script" = "decline";
+let policy: "decline" | "script" | "acceptCancel" | "accept" = "decline";
 
 function post(path: string, token: string, body: unknown, timeoutMs: number): Promise<Answer> {
 	const data = JSON.stringify(body);
@@ -131,9 +131,12 @@ class Tally {
 let pings = new Tally();
 let polls = new Tally();
 /** Offer latency: the create-order 201 and the first offer of each ride, on this process's clock. */
-const created = new Map<string, { at: number; otp?: string }>();
+const created = new Map<string, { at: number; sent: number; otp?: string }>();
 const firstOffer = new Map<string, number>();
 const acceptedHook = new Map<string, number>();
+/** acceptCancel: the partner's cancel sent, and the customer_cancelled webhook received, per ride. */
+const cancelSent = new Map<string, number>();
+const cancelledHook = new Map<string, number>();
 /** Think time of the scripted drivers per ride: offer seen → accept sent. */
 const think = new Map<string, number>();
 let offerSeenBefore201 = 0;
@@ -212,8 +215,25 @@ async function pollLoop(d: Driver, index: number, waitSeconds: number): Promise<
 			if (!created.has(orderId)) offerSeenBefore201++;
 		}
 		if (policy === "decline") await declineAndCancel(d, orderId, !!job.offer);
-		else await script(d, orderId, seenAt, job);
+		else if (policy === "acceptCancel") await acceptThenCancel(d, orderId, seenAt, !!job.offer);
+		else if (policy === "accept") {
+			// Accept and hold the ride: a busy driver (the background path).
+			if (job.offer) steps.note(await post("/driver/accept", d.token, { orderId }, 30_000));
+		} else await script(d, orderId, seenAt, job);
 	}
+}
+
+/** The driver accepts, then the partner cancels at once: create → accepted and cancel → customer_cancelled, both timed. */
+async function acceptThenCancel(d: Driver, orderId: string, seenAt: number, offered: boolean): Promise<void> {
+	if (!offered) return;
+	think.set(orderId, Date.now() - seenAt);
+	steps.sent++;
+	const a = await post("/driver/accept", d.token, { orderId }, 30_000);
+	steps.note(a);
+	if (a.status !== 200) return;
+	cancels.sent++;
+	cancelSent.set(orderId, Date.now());
+	cancels.note(await post("/ride/cancel", partnerKey, { orderId, reason: "bench" }, 30_000));
 }
 
 async function declineAndCancel(d: Driver, orderId: string, offered: boolean): Promise<void> {
@@ -319,12 +339,13 @@ function orderBody(pickupJitterM: number): string {
 
 async function createRide(): Promise<string | undefined> {
 	creates.sent++;
+	const sent = Date.now();
 	const a = await post("/ride/create-order", partnerKey, JSON.parse(orderBody(300)) as unknown, 30_000);
 	const at = Date.now();
 	creates.note(a);
 	if (a.status !== 201) return undefined;
 	const r = JSON.parse(a.body) as { orderId: string; otp?: string };
-	created.set(r.orderId, { at, otp: r.otp });
+	created.set(r.orderId, { at, sent, otp: r.otp });
 	return r.orderId;
 }
 
@@ -374,6 +395,7 @@ async function startHookReceiver(): Promise<void> {
 			try {
 				const b = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { orderId?: string; status?: string };
 				if (b.status === "accepted" && b.orderId && !acceptedHook.has(b.orderId)) acceptedHook.set(b.orderId, at);
+				if (b.status === "customer_cancelled" && b.orderId && !cancelledHook.has(b.orderId)) cancelledHook.set(b.orderId, at);
 			} catch {
 				/* not ours */
 			}
@@ -388,7 +410,15 @@ async function startHookReceiver(): Promise<void> {
 function rideStats() {
 	const offerMs: number[] = [];
 	const acceptedMs: number[] = [];
+	/** Create-order sent → accepted webhook received, less the driver's think time: the platform's share as the partner sees it. */
+	const acceptedFromSendMs: number[] = [];
+	const cancelledMs: number[] = [];
 	for (const [id, c] of created) {
+		const sentCancel = cancelSent.get(id);
+		const hookCancel = cancelledHook.get(id);
+		if (sentCancel !== undefined && hookCancel !== undefined) cancelledMs.push(Math.max(0, hookCancel - sentCancel));
+		const hook = acceptedHook.get(id);
+		if (hook !== undefined) acceptedFromSendMs.push(Math.max(0, hook - c.sent - (think.get(id) ?? 0)));
 		const o = firstOffer.get(id);
 		if (o !== undefined) offerMs.push(Math.max(0, o - c.at));
 		const h = acceptedHook.get(id);
@@ -405,6 +435,8 @@ function rideStats() {
 		accepted: acceptedMs.length,
 		acceptedP50: pct(acceptedMs, 50),
 		acceptedP99: pct(acceptedMs, 99),
+		platformAccepted: { n: acceptedFromSendMs.length, p50: pct(acceptedFromSendMs, 50), p99: pct(acceptedFromSendMs, 99) },
+		platformCancelled: { n: cancelledMs.length, sent: cancelSent.size, p50: pct(cancelledMs, 50), p99: pct(cancelledMs, 99) },
 		thinkMax: think.size ? Math.max(...think.values()) : 0,
 		dropped,
 		steps: steps.summary(),
@@ -429,7 +461,7 @@ type Command =
 	| { cmd: "polls"; from: number; to: number; waitSeconds: number }
 	| { cmd: "pings"; from: number; to: number; intervalMs: number; maxMs: number }
 	| { cmd: "stopPings" }
-	| { cmd: "policy"; policy: "decline" | "script" }
+	| { cmd: "policy"; policy: "decline" | "script" | "acceptCancel" | "accept" }
 	| { cmd: "rides"; rate?: number; workers?: number; ms: number }
 	| { cmd: "mark" }
 	| { cmd: "stats" };
@@ -481,6 +513,8 @@ async function handle(c: Command): Promise<unknown> {
 			created.clear();
 			firstOffer.clear();
 			acceptedHook.clear();
+			cancelSent.clear();
+			cancelledHook.clear();
 			think.clear();
 			offerSeenBefore201 = 0;
 			dropped = 0;

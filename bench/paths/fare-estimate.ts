@@ -1,130 +1,174 @@
 /**
- * Paths 1 and 2: POST /ride/fare-estimate, 50 connections, against its floors
- * measured back to back in the same run with the same ~1.4 KB answer:
- *   1. the platform in one process vs a bare moleculer-web + one validated
- *      action, and vs raw node:http; and vs the contract's ceiling: that bare
- *      moleculer-web doing only what the contract asks of every estimate (the
- *      key looked up by its SHA-256, each quote id an HMAC), in
- *      bench/servers/ladder-web.ts (LADDER=contract), so the table says how
- *      far the 0.9 goal is from what any fare-estimate on this stack and
- *      machine can reach;
- *   2. the platform as four processes over NATS (gateway+partners / pricing /
- *      dispatch+fleet / the rest), live fleet mode as k8s and compose deploy
- *      it, vs bare moleculer-web with its action in a second process over the
- *      same NATS.
+ * fare-estimate against its floors, in alternating rounds (bench/lib/method.ts):
+ *
+ *   1. the platform in one process (pinned to core 0) vs bare moleculer-web
+ *      (bench/servers/bare-web.ts, one validated action answering the same
+ *      bytes, compiled like the platform, pinned to core 0): req/s and the
+ *      server's CPU per request; wrk on core 1, 50 connections;
+ *   2. the platform as k8s deploys it (six processes over NATS, Redis-shared
+ *      limits, bench/lib/platform.ts) vs bare moleculer-web with its action in
+ *      a second process over the same NATS, once with Moleculer's stock NATS
+ *      transporter and once with the platform's coalescing one (like for
+ *      like);
+ *   3. in the same topology, many partner keys and pickups spread over the
+ *      city vs one key and one trip (every request the same supply cell and
+ *      key cache).
  */
+import { TEST_NATS_URL } from "../../test/helpers/db";
 import { uniqueNamespace } from "../../test/helpers/node";
-import { freePort } from "../../test/helpers/http";
-import { createTestDatabase, TEST_NATS_URL } from "../../test/helpers/db";
-import { apiKey, fareAnswerFile, fmt, startHelper, startPlatformProcess, stopAll, warmAndLoad, type BenchOptions, type Row } from "../lib/common";
+import { fareAnswerFile, fmt, processCpuSeconds, stopAll, type BenchOptions, type Row } from "../lib/common";
+import { startHelper } from "../lib/common";
+import { alternate, pin, ratios, roundsFor, SERVER_CORE, showSpread, spread, wrk, type LoadFigures, type PoolRequest } from "../lib/method";
+import { farePool, preparedDatabase, SINGLE_TRIP, startDnsServer, startPlatform, DNS_ZONE } from "../lib/platform";
 
-const BODY = JSON.stringify({ pickup: { lat: 12.9716, lng: 77.5946 }, drop: { lat: 12.9352, lng: 77.6245 } });
 const CONNECTIONS = 50;
 
-function ratioRow(path: string, figure: number, floorName: string, floor: number, goal: number, extra = ""): Row {
-	const ratio = figure / floor;
-	return {
-		path,
-		figure: `${fmt(figure)} req/s${extra}`,
-		floor: `${floorName} ${fmt(floor)} req/s`,
-		ratio: fmt(ratio, 2),
-		goal: `≥ ${goal}`,
-		met: ratio >= goal,
-	};
+/** A warm-up then the measured wrk load; CPU per request of the given processes over the measured part. */
+async function measure(
+	baseUrl: string,
+	pool: PoolRequest[],
+	pids: Array<number | undefined>,
+	opts: BenchOptions,
+): Promise<LoadFigures & { cpuUsPerRequest: number }> {
+	await wrk(baseUrl, pool, CONNECTIONS, opts.smoke ? 1 : 2);
+	const cpu = () => pids.reduce<number>((a, p) => a + processCpuSeconds(p), 0);
+	const c0 = cpu();
+	const r = await wrk(baseUrl, pool, CONNECTIONS, opts.seconds);
+	const cpuUsPerRequest = ((cpu() - c0) * 1e6) / Math.max(1, r.total);
+	if (r.non2xx + r.errors > r.total * 0.01) throw new Error(`fare-estimate at ${baseUrl}: ${r.non2xx} non-2xx and ${r.errors} errors of ${r.total}`);
+	return { ...r, cpuUsPerRequest };
 }
 
 export async function fareEstimate(opts: BenchOptions): Promise<Row[]> {
-	const rows: Row[] = [];
-	const db = await createTestDatabase("benchfare");
-	const key = apiKey();
-	const headers = { authorization: `Bearer ${key}` };
-	const seconds = opts.seconds;
-	let platform, web, raw, contract;
+	const keysWanted = Number(process.env.BENCH_KEYS || (opts.smoke ? 20 : 1000));
+	const trips = opts.smoke ? 200 : 5000;
+	const rounds = roundsFor(opts.smoke);
+	const prepared = await preparedDatabase(keysWanted);
+	const db = await prepared.clone();
+	const dns = await startDnsServer(DNS_ZONE);
+	const keys = prepared.keys;
+	const single = farePool(keys, 1, false);
+	const spreadPool = farePool(keys, trips, true);
+	let bodyFile = "";
+	let answerBytes = 0;
+	const extra = { platformCpu: [] as number[], bareCpu: [] as number[], spreadRps: [] as number[], p99: [] as number[], topoP99: [] as number[] };
 	try {
-		// 1. one process
-		const port = await freePort();
-		platform = await startPlatformProcess("platform", { DATABASE_URL: db.url, PORT: String(port), BOOTSTRAP_PARTNER_KEY: key, FLEET_MODE: "simulated" });
-		const url = `http://127.0.0.1:${port}/ride/fare-estimate`;
-		const { file: bodyFile, text } = await fareAnswerFile(url, headers, BODY);
-		web = await startHelper("bare-web.ts", { BENCH_BODY_FILE: bodyFile });
-		raw = await startHelper("raw-http.ts", { BENCH_BODY_FILE: bodyFile });
-		contract = await startHelper("ladder-web.ts", { BENCH_BODY_FILE: bodyFile, LADDER: "contract", BOOTSTRAP_PARTNER_KEY: key });
-		const ours = await warmAndLoad({ url, connections: CONNECTIONS, seconds, headers, body: BODY }, opts);
-		const bare = await warmAndLoad({ url: `http://127.0.0.1:${web.port}/ride/fare-estimate`, connections: CONNECTIONS, seconds, body: BODY }, opts);
-		const node = await warmAndLoad({ url: `http://127.0.0.1:${raw.port}/ride/fare-estimate`, connections: CONNECTIONS, seconds, body: BODY }, opts);
-		const ceiling = await warmAndLoad(
-			{ url: `http://127.0.0.1:${contract.port}/ride/fare-estimate`, connections: CONNECTIONS, seconds, headers, body: BODY },
-			opts,
-		);
-		if (ceiling.non2xx + ceiling.errors > 0) throw new Error(`the contract's ceiling answered ${ceiling.non2xx} non-2xx, ${ceiling.errors} errors`);
-		const bad = ours.non2xx + ours.errors;
-		const note = `${text.length} B body${bad ? `, ${bad} non-2xx/errors` : ""}, p99 ${ours.p99} ms`;
-		rows.push({ ...ratioRow("fare-estimate, 1 process vs bare moleculer-web", ours.rps, "moleculer-web", bare.rps, 0.9), note });
-		rows.push({
-			...ratioRow("fare-estimate, 1 process vs raw node:http", ours.rps, "node:http", node.rps, 0.5),
-			note: `${note}; bare moleculer-web itself is ${fmt(bare.rps / node.rps, 2)} × node:http`,
+		const bareOverNats = async (transporter: "stock" | "coalescing") => {
+			const ns = uniqueNamespace("benchbare");
+			const env = { BENCH_BODY_FILE: bodyFile, TRANSPORTER: TEST_NATS_URL, NAMESPACE: ns, BENCH_TRANSPORTER: transporter };
+			const procs = [];
+			try {
+				const action = await startHelper("bare-web.ts", { ...env, BENCH_ROLE: "action" });
+				procs.push(action.proc);
+				const gw = await startHelper("bare-web.ts", { ...env, BENCH_ROLE: "gateway" });
+				procs.push(gw.proc);
+				for (const p of procs) pin(p.child.pid, SERVER_CORE);
+				return (await measure(`http://127.0.0.1:${gw.port}`, single, [], opts)).rps;
+			} finally {
+				await stopAll(...procs);
+			}
+		};
+		const figures = await alternate(rounds, {
+			platform: async () => {
+				const p = await startPlatform("one", db.url, keys[0], dns.server);
+				try {
+					if (!bodyFile) {
+						const a = await fareAnswerFile(`${p.baseUrl}/ride/fare-estimate`, { authorization: `Bearer ${keys[0]}` }, JSON.stringify(SINGLE_TRIP));
+						bodyFile = a.file;
+						answerBytes = a.text.length;
+					}
+					const r = await measure(
+						p.baseUrl,
+						single,
+						p.procs.map((x) => x.child.pid),
+						opts,
+					);
+					extra.platformCpu.push(r.cpuUsPerRequest);
+					extra.p99.push(r.p99);
+					return r.rps;
+				} finally {
+					await p.stop();
+				}
+			},
+			bare: async () => {
+				const h = await startHelper("bare-web.ts", { BENCH_BODY_FILE: bodyFile });
+				try {
+					pin(h.proc.child.pid, SERVER_CORE);
+					const r = await measure(`http://127.0.0.1:${h.port}`, single, [h.proc.child.pid], opts);
+					extra.bareCpu.push(r.cpuUsPerRequest);
+					return r.rps;
+				} finally {
+					await stopAll(h.proc);
+				}
+			},
+			topology: async () => {
+				const p = await startPlatform("topology", db.url, keys[0], dns.server);
+				try {
+					const one = await measure(p.baseUrl, single, [], opts);
+					const many = await measure(p.baseUrl, spreadPool, [], opts);
+					extra.spreadRps.push(many.rps);
+					extra.topoP99.push(one.p99);
+					return one.rps;
+				} finally {
+					await p.stop();
+				}
+			},
+			bareStock: () => bareOverNats("stock"),
+			bareSame: () => bareOverNats("coalescing"),
 		});
-		rows.push({
-			path: "fare-estimate vs the contract's ceiling",
-			figure: `${fmt(ours.rps)} req/s`,
-			floor: `moleculer-web + key check + signed quotes ${fmt(ceiling.rps)} req/s`,
-			ratio: fmt(ours.rps / ceiling.rps, 2),
-			goal: "–",
-			note: `the ceiling itself is ${fmt(ceiling.rps / bare.rps, 2)} × bare moleculer-web: no fare-estimate on this stack and machine can pass that ratio`,
-		});
-		await stopAll(platform.proc, web.proc, raw.proc, contract.proc);
-		platform = web = raw = contract = undefined;
-
-		// 2. over NATS
-		rows.push(...(await overNats(db.url, opts, bodyFile)));
-	} finally {
-		await stopAll(platform?.proc, web?.proc, raw?.proc, contract?.proc);
-		await db.drop();
-	}
-	return rows;
-}
-
-async function overNats(databaseUrl: string, opts: BenchOptions, bodyFile: string): Promise<Row[]> {
-	const key = apiKey();
-	const headers = { authorization: `Bearer ${key}` };
-	const ns = uniqueNamespace("bench");
-	// The production topology as k8s and compose run it: live fleet mode (no simulator moving drivers in the dispatch process).
-	const common = { DATABASE_URL: databaseUrl, TRANSPORTER: TEST_NATS_URL, NAMESPACE: ns, FLEET_MODE: "live" };
-	const port = await freePort();
-	const procs = [];
-	try {
-		procs.push((await startPlatformProcess("gateway", { ...common, SERVICES: "gateway,partners", PORT: String(port), BOOTSTRAP_PARTNER_KEY: key })).proc);
-		const rest = await Promise.all([
-			startPlatformProcess("pricing", { ...common, SERVICES: "pricing", PORT: "0" }),
-			startPlatformProcess("dispatch", { ...common, SERVICES: "dispatch,fleet", PORT: "0" }),
-			startPlatformProcess("rest", { ...common, SERVICES: "riders,orders,notifications", PORT: "0" }),
-		]);
-		procs.push(...rest.map((r) => r.proc));
-		const url = `http://127.0.0.1:${port}/ride/fare-estimate`;
-		for (let i = 0; i < 100; i++) {
-			const r = await fetch(url, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: BODY });
-			await r.text();
-			if (r.status === 200) break;
-			await new Promise((res) => setTimeout(res, 300));
-		}
-		const bareNs = uniqueNamespace("benchbare");
-		const action = await startHelper("bare-web.ts", { BENCH_BODY_FILE: bodyFile, BENCH_ROLE: "action", TRANSPORTER: TEST_NATS_URL, NAMESPACE: bareNs });
-		procs.push(action.proc);
-		const gw = await startHelper("bare-web.ts", { BENCH_BODY_FILE: bodyFile, BENCH_ROLE: "gateway", TRANSPORTER: TEST_NATS_URL, NAMESPACE: bareNs });
-		procs.push(gw.proc);
-		const ours = await warmAndLoad({ url, connections: CONNECTIONS, seconds: opts.seconds, headers, body: BODY }, opts);
-		const bare = await warmAndLoad(
-			{ url: `http://127.0.0.1:${gw.port}/ride/fare-estimate`, connections: CONNECTIONS, seconds: opts.seconds, body: BODY },
-			opts,
-		);
-		const bad = ours.non2xx + ours.errors;
+		const oneVsBare = ratios(figures.platform, figures.bare);
+		const cpuRatio = ratios(extra.platformCpu, extra.bareCpu);
+		const topoStock = ratios(figures.topology, figures.bareStock);
+		const topoSame = ratios(figures.topology, figures.bareSame);
+		const spreadVsSingle = ratios(extra.spreadRps, figures.topology);
+		const med = (xs: number[]) => fmt(spread(xs).median);
+		const how = `${rounds} alternating round${rounds > 1 ? "s" : ""}, median (min–max); wrk 50 connections on core 1, servers on core 0`;
 		return [
 			{
-				...ratioRow("fare-estimate, 4 processes over NATS", ours.rps, "moleculer-web over NATS", bare.rps, 0.9),
-				note: `p99 ${ours.p99} ms${bad ? `, ${bad} non-2xx/errors` : ""}`,
+				path: "fare-estimate, 1 process vs bare moleculer-web",
+				figure: `${med(figures.platform)} req/s`,
+				floor: `moleculer-web ${med(figures.bare)} req/s`,
+				ratio: showSpread(oneVsBare),
+				goal: "≥ 0.65",
+				met: oneVsBare.median >= 0.65,
+				note: `${how}; ${answerBytes} B answer, p99 ${fmt(spread(extra.p99).median, 1)} ms`,
+			},
+			{
+				path: "fare-estimate, CPU per request vs moleculer-web's",
+				figure: `${med(extra.platformCpu)} µs`,
+				floor: `moleculer-web ${med(extra.bareCpu)} µs`,
+				ratio: showSpread(cpuRatio),
+				goal: "≤ 1.5",
+				met: cpuRatio.median <= 1.5,
+			},
+			{
+				path: "fare-estimate, topology vs moleculer-web over NATS (stock transporter)",
+				figure: `${med(figures.topology)} req/s`,
+				floor: `moleculer-web over NATS ${med(figures.bareStock)} req/s`,
+				ratio: showSpread(topoStock),
+				goal: "≥ 0.9",
+				met: topoStock.median >= 0.9,
+				note: `six processes as k8s deploys them, Redis-shared limits on, all on core 0 (the floor's two as well); p99 ${fmt(spread(extra.topoP99).median, 1)} ms`,
+			},
+			{
+				path: "fare-estimate, topology vs moleculer-web over NATS (same transporter)",
+				figure: `${med(figures.topology)} req/s`,
+				floor: `moleculer-web, coalescing transporter ${med(figures.bareSame)} req/s`,
+				ratio: showSpread(topoSame),
+				goal: "≥ 0.85",
+				met: topoSame.median >= 0.85,
+			},
+			{
+				path: `fare-estimate, topology, ${keys.length} keys and ${trips} spread trips vs 1 key 1 trip`,
+				figure: `${med(extra.spreadRps)} req/s`,
+				floor: `single cell ${med(figures.topology)} req/s`,
+				ratio: showSpread(spreadVsSingle),
+				goal: "≥ 0.7",
+				met: spreadVsSingle.median >= 0.7,
 			},
 		];
 	} finally {
-		await stopAll(...procs);
+		dns.close();
+		await db.drop();
 	}
 }

@@ -62,9 +62,9 @@ import {
 
 /** PostgreSQL flushes an idle backend's statistics at most this late (PGSTAT_IDLE_INTERVAL, 10 s), plus a margin. */
 const PG_STATS_LAG_MS = 11_000;
-const PING_INTERVAL_MS = 4000;
-const CENTRE = { lat: 12.9716, lng: 77.5946 };
-const RADIUS_M = 2000;
+export const PING_INTERVAL_MS = 4000;
+export const CENTRE = { lat: 12.9716, lng: 77.5946 };
+export const RADIUS_M = 2000;
 
 interface Tally {
 	sent: number;
@@ -99,7 +99,7 @@ interface Stats {
 }
 
 /** The generator process and a request/answer call over its IPC channel. */
-class Generator {
+export class Generator {
 	private seq = 0;
 	private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
 	readonly child: ChildProcess;
@@ -133,7 +133,7 @@ class Generator {
 }
 
 /** Registers `n` live cab drivers through dispatch.createDriverToken (dispatch alone in this process, before the platform starts). */
-async function driverTokens(db: TestDatabase, n: number): Promise<Array<{ id: string; token: string }>> {
+export async function driverTokens(db: TestDatabase, n: number): Promise<Array<{ id: string; token: string }>> {
 	const node = await startTestNode({ databaseUrl: db.url, services: ["dispatch"], env: { LOGLEVEL: "error" } }); // alone: its sweep warns that orders is missing
 	try {
 		const out: Array<{ id: string; token: string }> = new Array(n);

@@ -1,15 +1,16 @@
 /**
- * Path 6 (only with `npm run bench -- soak` or BENCH_SOAK=1): memory and
- * event-loop delay of the platform in one process under a steady mixed load
+ * Soak (with `npm run bench -- soak`, BENCH_SOAK=1, or in a smoke for a few
+ * seconds): memory of the platform in one process under a steady mixed load
  * (fare estimates, bookings on the simulated fleet with SIM_SPEED=60 so rides
  * move and finish, their webhooks to a local endpoint), paced evenly (a
  * tenth of each second's requests every 100 ms), on the embedded PostgreSQL
- * (the default) and on the server PostgreSQL. The load first runs
- * BENCH_SOAK_WARMUP_MS (default 2 minutes, not measured: rides in progress,
- * caches and the JIT reach their steady state), then BENCH_SOAK_MS (default
- * 10 minutes) measured. First minute vs last minute of the measured part,
- * RSS and event-loop delay p99 (a 250 ms histogram, sampled every 250 ms):
- * goal flat within ±10%.
+ * (the default) and on the server PostgreSQL.
+ *
+ * Judged by slopes, not by a first-vs-last comparison: RSS and V8 heap used
+ * are sampled every second and fitted by least squares over minutes 3–30
+ * (`--soak-minutes N` runs N minutes instead, fitted from a tenth of the run,
+ * at most minute 3, to its end). Goal: RSS ≤ 0.5 MB/min (0.5 MB/min is
+ * 720 MB a day), heap ≈ 0 (≤ 0.1 MB/min).
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -18,15 +19,17 @@ import { createTestDatabase } from "../../test/helpers/db";
 import { freePort } from "../../test/helpers/http";
 import { rideRequest } from "../../test/helpers/rides";
 import { startPartnerEndpoint } from "../../test/helpers/webhooks";
+import { slope } from "../lib/method";
 import { apiKey, fmt, sleep, startPlatformProcess, stopAll, webhookSecret, type BenchOptions, type Probe, type Row } from "../lib/common";
 
-const DURATION_MS = Number(process.env.BENCH_SOAK_MS || 600_000);
-const WARMUP_MS = Number(process.env.BENCH_SOAK_WARMUP_MS ?? 120_000);
 const TICK_MS = 100;
 const ESTIMATES_PER_S = 100;
 const BOOKINGS_PER_S = 5;
 
-async function soakOne(label: string, env: Record<string, string>): Promise<Row[]> {
+async function soakOne(label: string, env: Record<string, string>, minutes: number): Promise<Row[]> {
+	const DURATION_MS = minutes * 60_000;
+	/** The fit starts here: start-up, caches and the JIT settle first. */
+	const FIT_FROM_MS = Math.min(3 * 60_000, DURATION_MS / 10);
 	const key = apiKey();
 	const secret = webhookSecret();
 	const endpoint = await startPartnerEndpoint(secret);
@@ -77,60 +80,50 @@ async function soakOne(label: string, env: Record<string, string>): Promise<Row[
 				fire("/ride/fare-estimate", { pickup: { lat: 12.9716, lng: 77.5946 }, drop: { lat: 12.9352, lng: 77.6245 } });
 			if (tick++ % (1000 / TICK_MS / BOOKINGS_PER_S) === 0) fire("/ride/create-order", rideRequest(`${endpoint.url}/soak`, n++));
 		}, TICK_MS);
-		await sleep(WARMUP_MS);
 		const t0 = Date.now();
 		measuring = true;
-		const bookingsAtStart = n;
-		const deliveredAtStart = endpoint.delivered().length;
-		const sampler = setInterval(() => samples.push(platform!.probe()), 250);
+		const sampler = setInterval(() => samples.push(platform!.probe()), 1000);
 		await sleep(DURATION_MS);
 		clearInterval(sampler);
 		clearInterval(loadTimer);
 		while (inFlight > 0) await sleep(50);
-		const minute = Math.min(60_000, DURATION_MS / 3);
-		const first = samples.filter((s) => s.at - t0 <= minute);
-		const last = samples.filter((s) => s.at >= t0 + DURATION_MS - minute);
-		// Over the samples that were read: a probe file caught unreadable once (NaN) must not blank its whole window.
-		const mean = (xs: Probe[], f: (p: Probe) => number) => {
-			const read = xs.map(f).filter(Number.isFinite);
-			return read.length ? read.reduce((a, v) => a + v, 0) / read.length : NaN;
+		const fitted = samples.filter((p) => p.at - t0 >= FIT_FROM_MS);
+		const minutesOf = (p: Probe) => (p.at - t0) / 60_000;
+		const mbPerMin = (f: (p: Probe) => number) => slope(fitted.map((p) => [minutesOf(p), f(p) / 2 ** 20]));
+		const rssSlope = mbPerMin((p) => p.rss);
+		const heapSlope = mbPerMin((p) => p.heapUsed);
+		// Per-minute means (at most 30 shown): whether a slope is a trend or one noisy stretch.
+		const perMinute = (f: (p: Probe) => number) => {
+			const out: string[] = [];
+			for (let m = 0; m * 60_000 < DURATION_MS && out.length < 30; m++) {
+				const w = samples
+					.filter((p) => p.at - t0 >= m * 60_000 && p.at - t0 < (m + 1) * 60_000)
+					.map(f)
+					.filter(Number.isFinite);
+				if (w.length) out.push(fmt(w.reduce((x, y) => x + y, 0) / w.length / 2 ** 20));
+			}
+			return out.join(", ");
 		};
-		const rss = [mean(first, (p) => p.rss), mean(last, (p) => p.rss)];
-		const eld = [mean(first, (p) => p.eldP99Ms), mean(last, (p) => p.eldP99Ms)];
-		const mb = (b: number) => `${fmt(b / 2 ** 20)} MB`;
-		const drift = (a: number, b: number) => b / a - 1;
-		// Every window, not only the first and the last: whether a change is a trend or one noisy window.
-		const windows = Array.from({ length: Math.floor(DURATION_MS / minute) }, (_, i) =>
-			samples.filter((s) => s.at - t0 > i * minute && s.at - t0 <= (i + 1) * minute),
-		);
-		const series = (f: (p: Probe) => number, show: (v: number) => string) => windows.map((w) => show(mean(w, f))).join(", ");
+		const failed = [...failedBy.values()].reduce((x, c) => x + c, 0);
+		const span = `fitted over minutes ${fmt(FIT_FROM_MS / 60_000, 1)}–${fmt(DURATION_MS / 60_000, 1)} (${fitted.length} samples)`;
 		return [
 			{
-				path: `soak ${label}: RSS first → last ${fmt(minute / 1000)} s`,
-				figure: `${mb(rss[0])} → ${mb(rss[1])}`,
-				floor: "first window",
-				ratio: fmt(rss[1] / rss[0], 2),
-				goal: "flat ±10%",
-				met: Math.abs(drift(rss[0], rss[1])) <= 0.1,
-				note: `${fmt(WARMUP_MS / 60_000, 1)} min warm-up then ${fmt(DURATION_MS / 60_000, 1)} min measured: ${n - bookingsAtStart} bookings, ${endpoint.delivered().length - deliveredAtStart} webhooks delivered, ${[...failedBy.values()].reduce((a, c) => a + c, 0)} failed calls${failedBy.size ? ` (${[...failedBy].map(([how, count]) => `${how}: ${count}`).join(", ")})` : ""}; RSS per window (MB): ${series(
-					(p) => p.rss,
-					(v) => fmt(v / 2 ** 20),
-				)}; V8 heap used per window (MB): ${series(
-					(p) => p.heapUsed,
-					(v) => fmt(v / 2 ** 20),
-				)}`,
+				path: `soak ${label}: RSS slope`,
+				figure: `${fmt(rssSlope, 2)} MB/min`,
+				floor: "–",
+				ratio: "–",
+				goal: "≤ 0.5 MB/min",
+				met: fitted.length >= 2 ? rssSlope <= 0.5 : undefined,
+				note: `${span}; ${n} bookings, ${endpoint.delivered().length} webhooks delivered, ${failed} failed calls${failedBy.size ? ` (${[...failedBy].map(([how, count]) => `${how}: ${count}`).join(", ")})` : ""}; RSS per minute (MB): ${perMinute((p) => p.rss)}`,
 			},
 			{
-				path: `soak ${label}: event-loop delay p99`,
-				figure: `${fmt(eld[0], 1)} → ${fmt(eld[1], 1)} ms`,
-				floor: "first window",
-				ratio: fmt(eld[1] / eld[0], 2),
-				goal: "flat ±10%",
-				met: Math.abs(drift(eld[0], eld[1])) <= 0.1,
-				note: `per window (ms): ${series(
-					(p) => p.eldP99Ms,
-					(v) => fmt(v, 1),
-				)}`,
+				path: `soak ${label}: V8 heap slope`,
+				figure: `${fmt(heapSlope, 2)} MB/min`,
+				floor: "–",
+				ratio: "–",
+				goal: "≈ 0 (≤ 0.1 MB/min)",
+				met: fitted.length >= 2 ? Math.abs(heapSlope) <= 0.1 : undefined,
+				note: `heap used per minute (MB): ${perMinute((p) => p.heapUsed)}`,
 			},
 		];
 	} finally {
@@ -139,23 +132,26 @@ async function soakOne(label: string, env: Record<string, string>): Promise<Row[
 	}
 }
 
-/** BENCH_SOAK_DB=embedded or =server runs only that database's soak (looking into one of them takes 12 minutes, not 24). */
+/** BENCH_SOAK_DB=embedded or =server runs only that database's soak. */
 const SOAK_DB = process.env.BENCH_SOAK_DB ?? "both";
 
-export async function soak(_opts: BenchOptions): Promise<Row[]> {
+export async function soak(opts: BenchOptions): Promise<Row[]> {
+	const minutes = opts.soakMinutes ?? (opts.smoke ? 0.1 : 30);
 	const rows: Row[] = [];
-	if (SOAK_DB !== "server") {
+	// A smoke runs the embedded database's soak only (the default database, and the one whose memory grew before).
+	const which = opts.smoke && !process.env.BENCH_SOAK_DB ? "embedded" : SOAK_DB;
+	if (which !== "server") {
 		const dataDir = mkdtempSync(join(tmpdir(), "bench-soak-"));
 		try {
-			rows.push(...(await soakOne("embedded", { DATA_DIR: dataDir, DATABASE_URL: "" })));
+			rows.push(...(await soakOne("embedded", { DATA_DIR: dataDir, DATABASE_URL: "" }, minutes)));
 		} finally {
 			rmSync(dataDir, { recursive: true, force: true });
 		}
 	}
-	if (SOAK_DB === "embedded") return rows;
+	if (which === "embedded") return rows;
 	const db = await createTestDatabase("benchsoak");
 	try {
-		rows.push(...(await soakOne("server PG", { DATABASE_URL: db.url })));
+		rows.push(...(await soakOne("server PG", { DATABASE_URL: db.url }, minutes)));
 	} finally {
 		await db.drop();
 	}

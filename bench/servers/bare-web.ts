@@ -5,11 +5,15 @@
  * BENCH_BODY_FILE (a real fare-estimate answer, parsed once).
  *
  * BENCH_ROLE=both (default): gateway and action in this process;
- * gateway / action: one half, over TRANSPORTER (NATS) in NAMESPACE.
+ * gateway / action: one half, over TRANSPORTER (NATS) in NAMESPACE, with
+ * Moleculer's stock NATS transporter, or with the platform's own
+ * (lib/coalescing-nats-transporter.ts) when BENCH_TRANSPORTER=coalescing:
+ * the like-for-like floor of the platform over NATS.
  * Prints "listening <port>" (gateway) or "ready" (action).
  */
 import { readFileSync } from "node:fs";
 import { ServiceBroker } from "moleculer";
+import { CoalescingNatsTransporter } from "../../lib/coalescing-nats-transporter";
 import { bareApiService, FLOOR_ESTIMATE_PARAMS, listeningPort } from "./bare-api";
 
 const role = process.env.BENCH_ROLE || "both";
@@ -18,7 +22,11 @@ const answer = JSON.parse(readFileSync(process.env.BENCH_BODY_FILE!, "utf8")) as
 const broker = new ServiceBroker({
 	nodeID: `bench-${role}-${process.pid}`,
 	namespace: process.env.NAMESPACE || "",
-	transporter: (process.env.TRANSPORTER || null) as unknown as "NATS" | null,
+	transporter: !process.env.TRANSPORTER
+		? null
+		: process.env.BENCH_TRANSPORTER === "coalescing"
+			? new CoalescingNatsTransporter({ url: process.env.TRANSPORTER })
+			: (process.env.TRANSPORTER as unknown as "NATS"),
 	logger: false,
 });
 
