@@ -29,7 +29,7 @@ it("npm run migrate applies every service's migrations and exits 0, and again fi
 	expect(first.stderr).not.toMatch(/failed/);
 	expect(first.code).toBe(0);
 	expect(first.stdout).toMatch(
-		/^partners: applied partners\/001-partners, partners\/002-api-keys-and-webhook-secrets, partners\/003-api-key-modes, partners\/004-webhook-secrets-per-mode, partners\/005-audit$/m,
+		/^partners: applied partners\/001-partners, partners\/002-api-keys-and-webhook-secrets, partners\/003-api-key-modes, partners\/004-webhook-secrets-per-mode, partners\/005-audit, partners\/006-api-versions$/m,
 	);
 	const client = await connect(db.url);
 	try {
