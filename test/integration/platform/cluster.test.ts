@@ -52,7 +52,8 @@ describe("cluster: separate processes, crashes mid-flow, nothing lost", () => {
 	afterAll(() => platform?.stop(), 60_000);
 
 	async function statusOf(orderId: string): Promise<string> {
-		const r = await platform.api.post<{ status: string }>("/ride/status", { orderId });
+		// A status read right after a crash may meet the dead node and get the contract's fast 503: retried like any call.
+		const r = await withRetryOn503(`status ${orderId}`, () => platform.api.post<{ status: string }>("/ride/status", { orderId }));
 		if (r.status !== 200) throw new Error(`status ${r.status}: ${JSON.stringify(r.body)}`);
 		return r.body.status;
 	}
