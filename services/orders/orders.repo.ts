@@ -12,13 +12,15 @@ import {
 } from "../../contracts/orders";
 import type { DriverLocation } from "../../contracts/common";
 import type { KeyMode } from "../../contracts/partners";
-import type { FareTerms } from "../../contracts/pricing";
 import { isUniqueViolation, type Db } from "../../mixins/db.mixin";
 import { newId } from "../../lib/ids";
 import { emitsEvent } from "./ride-state";
 import { buildEventPayload, type OrderRow } from "./order-view";
 import type { ActiveKey } from "./cursor";
 import type { IdempotencyClaim } from "./idempotency.repo";
+import { bindOf, INSERT_COLUMNS, INSERT_VALUES, jsonOrNull, ORDER_COLUMNS, UNNEST_ALIASES, UNNEST_ARRAYS, UNNEST_SELECT, type NewOrder } from "./order-columns";
+
+export type { NewOrder };
 
 /**
  * All of the orders service's SQL on `orders`, `ride_events` and `feedback`
@@ -32,32 +34,6 @@ import type { IdempotencyClaim } from "./idempotency.repo";
 const MS = "* interval '1 millisecond'";
 const ACTIVE_SQL = ACTIVE_STATUSES.map((s) => `'${s}'`).join(",");
 const MOVING_SQL = MOVING_STATUSES.map((s) => `'${s}'`).join(",");
-
-/** A new order's columns: a ride now is inserted `searching`, a ride booked with a pickup time `scheduled`. */
-export interface NewOrder {
-	id: string;
-	status: "searching" | "scheduled";
-	partnerId: string;
-	mode: KeyMode;
-	riderId: string;
-	serviceType: string;
-	pickup: unknown;
-	drop: unknown;
-	farePaise: number;
-	currency: string;
-	fareBreakdown: unknown;
-	distance: number;
-	duration: number;
-	quoteId: string | null;
-	otp: string;
-	webhookURL: string;
-	metadata: unknown;
-	/** The terms the ride is booked on (pricing's; null when pricing gave none). */
-	fareTerms?: FareTerms | null;
-	/** A scheduled ride's pickup time and dispatch start (ISO 8601); null for a ride now. */
-	pickupAt: string | null;
-	dispatchAt: string | null;
-}
 
 /** Column changes a status move makes besides status/version (undefined = keep). */
 export interface MoveChanges {
@@ -96,45 +72,6 @@ export interface PartnerScope {
 	partnerId: string;
 	mode: KeyMode;
 }
-
-const jsonOrNull = (value: unknown) => (value === undefined || value === null ? null : JSON.stringify(value));
-
-/**
- * A new order's columns, written once: the single insert binds them as
- * `$1::type, …` and the batch insert as one array each, so a new column is
- * added here and nowhere else.
- */
-const ORDER_COLUMNS: ReadonlyArray<{ name: string; type: "text" | "int" | "jsonb" | "timestamptz"; value: (o: NewOrder) => unknown }> = [
-	{ name: "id", type: "text", value: (o) => o.id },
-	{ name: "partner_id", type: "text", value: (o) => o.partnerId },
-	{ name: "rider_id", type: "text", value: (o) => o.riderId },
-	{ name: "status", type: "text", value: (o) => o.status },
-	{ name: "service_type", type: "text", value: (o) => o.serviceType },
-	{ name: "pickup", type: "jsonb", value: (o) => JSON.stringify(o.pickup) },
-	{ name: '"drop"', type: "jsonb", value: (o) => JSON.stringify(o.drop) },
-	{ name: "fare_paise", type: "int", value: (o) => o.farePaise },
-	{ name: "currency", type: "text", value: (o) => o.currency },
-	{ name: "fare_breakdown", type: "jsonb", value: (o) => (o.fareBreakdown ? JSON.stringify(o.fareBreakdown) : null) },
-	{ name: "distance", type: "int", value: (o) => o.distance },
-	{ name: "duration", type: "int", value: (o) => o.duration },
-	{ name: "quote_id", type: "text", value: (o) => o.quoteId },
-	{ name: "otp", type: "text", value: (o) => o.otp },
-	{ name: "webhook_url", type: "text", value: (o) => o.webhookURL },
-	{ name: "metadata", type: "jsonb", value: (o) => jsonOrNull(o.metadata) },
-	{ name: "mode", type: "text", value: (o) => o.mode },
-	// A scheduled ride's `scheduled` event is sequence 1, written with the insert.
-	{ name: "version", type: "int", value: (o) => (o.status === "scheduled" ? 1 : 0) },
-	{ name: "pickup_at", type: "timestamptz", value: (o) => o.pickupAt },
-	{ name: "dispatch_at", type: "timestamptz", value: (o) => o.dispatchAt },
-	{ name: "fare_terms", type: "jsonb", value: (o) => jsonOrNull(o.fareTerms) },
-];
-const INSERT_COLUMNS = ORDER_COLUMNS.map((c) => c.name).join(", ");
-const INSERT_VALUES = ORDER_COLUMNS.map((c, i) => `$${i + 1}::${c.type}`).join(", ");
-/** The batch insert: each column as an array (jsonb travels as text), unnested and cast back. */
-const UNNEST_ARRAYS = ORDER_COLUMNS.map((c, i) => `$${i + 1}::${c.type === "jsonb" ? "text" : c.type}[]`).join(", ");
-const UNNEST_ALIASES = ORDER_COLUMNS.map((_c, i) => `c${i}`).join(", ");
-const UNNEST_SELECT = ORDER_COLUMNS.map((c, i) => `c${i}::${c.type}`).join(", ");
-const bindOf = (o: NewOrder): unknown[] => ORDER_COLUMNS.map((c) => c.value(o));
 
 /** The unique index that judges a new order: the rider's one active ride, or its one waiting scheduled ride. */
 const ON_ACTIVE_CONFLICT = `ON CONFLICT (rider_id, mode) WHERE status IN (${ACTIVE_SQL}) DO NOTHING`;
