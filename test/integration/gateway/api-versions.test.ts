@@ -78,6 +78,11 @@ beforeAll(async () => {
 	const edge = await startTestNode({ ...common, services: ["gateway"], env: { NODE_ID: `${namespace}-edge` } });
 	gateways.push(core, edge);
 	await edge.broker.waitForServices(["partners", "pricing", "riders", "orders"], 15_000);
+	// And the core has registered the edge's gateway (its INFO can come a moment after the edge started):
+	// only then does a partners.changed broadcast reach it, which the re-pin test is about.
+	await waitFor("the core registering the edge's gateway", () =>
+		core.broker.registry.getServiceList({ onlyLocal: false }).some((s) => s.name === "gateway" && s.nodeID === edge.broker.nodeID),
+	);
 	pg = await connect(db.url);
 	pinned = await createPartner(core.broker, "Pinned partner");
 	fresh = await createPartner(core.broker, "Fresh partner");
