@@ -17,10 +17,9 @@ import { readFileSync } from "node:fs";
 import { spawnSync } from "node:child_process";
 import type { Client } from "pg";
 import { connect, createTestDatabase } from "../../test/helpers/db";
-import { freePort } from "../../test/helpers/http";
-import { apiKey, fmt, sleep, startPlatformProcess, stopAll, webhookSecret, type BenchOptions, type Row } from "../lib/common";
+import { apiKey, fmt, sleep, stopAll, type BenchOptions, type Row } from "../lib/common";
 import { GENERATOR_CORE, pin, SERVER_CORE } from "../lib/method";
-import { CENTRE, driverTokens, Generator, PING_INTERVAL_MS } from "./fleet";
+import { CENTRE, driverTokens, Generator, startLivePlatform, PING_INTERVAL_MS } from "./fleet";
 
 const FAR_AWAY = { lat: 12.2958, lng: 76.6394 };
 const TICKS = (() => {
@@ -77,17 +76,9 @@ export async function background(opts: BenchOptions): Promise<Row[]> {
 	let platform;
 	try {
 		const tokens = await driverTokens(db, DRIVERS);
-		const port = await freePort();
-		platform = await startPlatformProcess("platform", {
-			DATABASE_URL: db.url,
-			PORT: String(port),
-			BOOTSTRAP_PARTNER_KEY: key,
-			BOOTSTRAP_PARTNER_MODE: "live",
-			BOOTSTRAP_WEBHOOK_SECRET: webhookSecret(),
-			FLEET_MODE: "live",
-			DISPATCH_TIMEOUT_MS: "3600000",
-			DRIVER_MAX_SPEED_KMH: "1000000",
-		});
+		const started = await startLivePlatform(db, key, { DISPATCH_TIMEOUT_MS: "3600000" });
+		platform = started.platform;
+		const port = started.port;
 		pin(platform.proc.child.pid, SERVER_CORE);
 		pin(busyGen.child.pid, GENERATOR_CORE);
 		pin(freeGen.child.pid, GENERATOR_CORE);

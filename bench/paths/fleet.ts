@@ -132,6 +132,32 @@ export class Generator {
 	}
 }
 
+/**
+ * The platform in one process for scripted drivers: live fleet mode, `key` as
+ * the bootstrap partner's live key, `env` on top. The scripted drivers jump to
+ * the pickup the moment they accept (the paths measure the platform's work per
+ * ride, not the drive), so the speed check is set out of their way; it still
+ * runs on every ping, at the same cost.
+ */
+export async function startLivePlatform(
+	db: TestDatabase,
+	key: string,
+	env: Record<string, string> = {},
+): Promise<{ platform: Awaited<ReturnType<typeof startPlatformProcess>>; port: number }> {
+	const port = await freePort();
+	const platform = await startPlatformProcess("platform", {
+		DATABASE_URL: db.url,
+		PORT: String(port),
+		BOOTSTRAP_PARTNER_KEY: key,
+		BOOTSTRAP_PARTNER_MODE: "live",
+		BOOTSTRAP_WEBHOOK_SECRET: webhookSecret(),
+		FLEET_MODE: "live",
+		DRIVER_MAX_SPEED_KMH: "1000000",
+		...env,
+	});
+	return { platform, port };
+}
+
 /** Registers `n` live cab drivers through dispatch.createDriverToken (dispatch alone in this process, before the platform starts). */
 export async function driverTokens(db: TestDatabase, n: number): Promise<Array<{ id: string; token: string }>> {
 	const node = await startTestNode({ databaseUrl: db.url, services: ["dispatch"], env: { LOGLEVEL: "error" } }); // alone: its sweep warns that orders is missing
@@ -202,18 +228,9 @@ async function runSize(size: number, withRides: boolean, opts: BenchOptions, db:
 	let platform: Awaited<ReturnType<typeof startPlatformProcess>> | undefined;
 	try {
 		const tokens = await driverTokens(db, size);
-		const port = await freePort();
-		platform = await startPlatformProcess("platform", {
-			DATABASE_URL: db.url,
-			PORT: String(port),
-			BOOTSTRAP_PARTNER_KEY: key,
-			BOOTSTRAP_PARTNER_MODE: "live",
-			BOOTSTRAP_WEBHOOK_SECRET: webhookSecret(),
-			FLEET_MODE: "live",
-			// The end-to-end row's scripted drivers jump to the pickup the moment they accept (it measures the
-			// platform's work per ride, not the drive); the speed check still runs on every ping, at the same cost.
-			DRIVER_MAX_SPEED_KMH: "1000000",
-		});
+		const started = await startLivePlatform(db, key);
+		platform = started.platform;
+		const port = started.port;
 		const pid = platform.proc.child.pid;
 		await gen.call("init", {
 			url: `http://127.0.0.1:${port}`,

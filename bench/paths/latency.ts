@@ -12,10 +12,9 @@
  * Both timed on the generator's clock; the webhooks go to its own receiver.
  */
 import { connect } from "../../test/helpers/db";
-import { freePort } from "../../test/helpers/http";
-import { apiKey, fmt, sleep, startPlatformProcess, stopAll, webhookSecret, type BenchOptions, type Row } from "../lib/common";
+import { apiKey, fmt, sleep, stopAll, type BenchOptions, type Row } from "../lib/common";
 import { GENERATOR_CORE, pin, SERVER_CORE } from "../lib/method";
-import { CENTRE, driverTokens, Generator, PING_INTERVAL_MS, RADIUS_M } from "./fleet";
+import { CENTRE, driverTokens, Generator, startLivePlatform, PING_INTERVAL_MS, RADIUS_M } from "./fleet";
 import { createTestDatabase } from "../../test/helpers/db";
 
 interface RideStats {
@@ -38,16 +37,9 @@ export async function latency(opts: BenchOptions): Promise<Row[]> {
 	let platform;
 	try {
 		const tokens = await driverTokens(db, driversN);
-		const port = await freePort();
-		platform = await startPlatformProcess("platform", {
-			DATABASE_URL: db.url,
-			PORT: String(port),
-			BOOTSTRAP_PARTNER_KEY: key,
-			BOOTSTRAP_PARTNER_MODE: "live",
-			BOOTSTRAP_WEBHOOK_SECRET: webhookSecret(),
-			FLEET_MODE: "live",
-			DRIVER_MAX_SPEED_KMH: "1000000",
-		});
+		const started = await startLivePlatform(db, key);
+		platform = started.platform;
+		const port = started.port;
 		pin(platform.proc.child.pid, SERVER_CORE);
 		pin(gen.child.pid, GENERATOR_CORE);
 		await gen.call("init", {
